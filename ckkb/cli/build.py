@@ -1,0 +1,86 @@
+"""`ckkb build` and `ckkb schema`."""
+
+from __future__ import annotations
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ckkb import settings, sources
+from ckkb.cli.options import aiter_option, ck_option, db_option, json_option
+from ckkb.cli.output import console, emit_json, err_console, print_table, warn
+from ckkb.kb.build import build
+from ckkb.kb.schema_doc import schema_markdown
+
+
+def _trees(ck_path: str | None, aiter_path: str | None, no_aiter: bool) -> dict:
+    trees = {"ck": sources.ck_tree(ck_path)}
+    if not no_aiter:
+        trees["aiter"] = sources.aiter_tree(aiter_path)
+    return trees
+
+
+@click.command("build")
+@ck_option
+@aiter_option
+@click.option("--no-aiter", is_flag=True, help="Read only the CK tree (skip aiter kernel lists and configs).")
+@db_option
+@click.option("--force", is_flag=True, help="Rebuild even when no input changed.")
+@click.option("--jobs", type=int, default=None, help="Worker processes (default: $CKKB_JOBS or one per core).")
+@json_option
+def build_cmd(ck_path, aiter_path, no_aiter, db_path, force, jobs, as_json):
+    """Read the CK (and aiter) source trees into the knowledge base.
+
+    Atomic: a failed or interrupted build leaves the previous database untouched. Ingested
+    races and bundles are carried over.
+    """
+    trees = _trees(ck_path, aiter_path, no_aiter)
+    path = settings.db_path(db_path)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err_console, transient=True, disable=as_json,
+    ) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        summary = build(path, trees, jobs=jobs, force=force, progress=progress)
+    errors = [d for d in summary.diagnostics if d.severity == "error"]
+    if as_json:
+        emit_json({
+            "db": str(path), "seconds": round(summary.seconds, 3), "up_to_date": summary.up_to_date,
+            "files": summary.files, "parsed": summary.parsed, "cached": summary.cached,
+            "tables": summary.tables, "carried": summary.carried,
+            "diagnostics": [{"file": d.file, "line": d.line, "severity": d.severity, "message": d.message, "stage": d.stage} for d in summary.diagnostics],
+        })
+        return
+    for d in errors[:20]:
+        warn(str(d))
+    if len(errors) > 20:
+        warn(f"... {len(errors) - 20} more errors (see the diagnostics table)")
+    if summary.up_to_date:
+        console.print(f"{path}: up to date ({summary.files} files unchanged, {summary.seconds:.2f} s)")
+        return
+    for name, tree in trees.items():
+        version = getattr(tree, "version", None)
+        console.print(f"{name}: {tree.root}" + (f" (version {version})" if version else ""))
+    print_table(sorted(summary.tables.items()), ["table", "rows"], title=f"{path}")
+    if summary.carried:
+        console.print("carried over: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.carried.items())))
+    console.print(
+        f"{summary.files} files ({summary.parsed} parsed, {summary.cached} cached), "
+        f"{len(summary.diagnostics)} diagnostics ({len(errors)} errors), {summary.seconds:.1f} s"
+    )
+
+
+@click.command("schema")
+def schema_cmd():
+    """Print the knowledge-base schema (tables, columns, meanings) as Markdown."""
+    click.echo(schema_markdown(), nl=False)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(build_cmd)
+    group.add_command(schema_cmd)

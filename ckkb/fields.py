@@ -1,0 +1,91 @@
+"""Normalised cross-op columns, derived in one place from CK's own template parameter names.
+
+Every device op names its knobs a little differently (MPerXDL vs MPerXdl vs MPerWmma, K0PerBlock*K1
+vs KPerBlock, BlkGemmPipelineVer vs PipelineVer). Instance rows (from source) and parsed names (from
+ckProfiler output) both go through `normalise`, so one query can compare winners across ops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NORMALISED = (
+    "a_layout", "b_layout", "c_layout", "a_dtype", "b_dtype", "c_dtype",
+    "block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n", "xdl_m", "xdl_n",
+    "waves_m", "waves_n", "ak1", "bk1", "pipeline", "scheduler", "padding",
+)
+
+# normalised column -> CK parameter names that carry it, first match wins
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "a_layout": ("ALayout", "ALay"),
+    "b_layout": ("BLayout", "BLay"),
+    "c_layout": ("CLayout", "ELayout", "CLay", "ELay"),
+    "a_dtype": ("ADataType", "ADataType_", "AType"),
+    "b_dtype": ("BDataType", "BDataType_", "BType"),
+    "c_dtype": ("CDataType", "EDataType", "CType", "EType"),
+    "block_size": ("BlockSize", "BlkSize"),
+    "tile_m": ("MPerBlock", "MPerBlock_"),
+    "tile_n": ("NPerBlock", "NPerBlock_"),
+    "tile_k": ("KPerBlock", "KPerBlock_"),
+    "mfma_m": ("MPerXDL", "MPerXdl", "MPerWmma", "MPerWMMA", "MPerXdl_"),
+    "mfma_n": ("NPerXDL", "NPerXdl", "NPerWmma", "NPerWMMA", "NPerXdl_"),
+    "xdl_m": ("MXdlPerWave", "MRepeat", "MRepeatPerWave", "MXdlPerWave_"),
+    "xdl_n": ("NXdlPerWave", "NRepeat", "NRepeatPerWave", "NXdlPerWave_"),
+    "ak1": ("AK1", "K1", "AK1Value"),
+    "bk1": ("BK1", "K1", "BK1Value"),
+    "pipeline": ("BlkGemmPipelineVer", "BlkGemmPipelineVersion", "PipelineVer", "PipelineVersion", "GemmPipelineVer"),
+    "scheduler": ("BlkGemmPipeSched", "BlkGemmPipelineScheduler", "LoopSched", "LoopScheduler", "GemmLoopScheduler"),
+    "padding": ("GemmSpec", "GemmSpecialization", "GemmSpecialization_"),
+}
+
+INT_COLUMNS = {"block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n", "xdl_m", "xdl_n", "waves_m", "waves_n", "ak1", "bk1"}
+
+_LAYOUTS = {"RowMajor": "Row", "ColumnMajor": "Col", "Row": "Row", "Col": "Col"}
+
+
+def enum_word(value: Any) -> str | None:
+    """`BlockGemmPipelineVersion::v3` -> `v3`; `ck::tensor_layout::gemm::RowMajor` -> `Row`."""
+    if value is None:
+        return None
+    s = str(value).strip()
+    if not s:
+        return None
+    last = s.rsplit("::", 1)[-1].strip()
+    return _LAYOUTS.get(last, last)
+
+
+def as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip().rstrip("uUlL"), 0)
+    except (TypeError, ValueError):
+        return None
+
+
+def _first(fields: dict[str, Any], names: tuple[str, ...]) -> Any:
+    for n in names:
+        if n in fields and fields[n] is not None:
+            return fields[n]
+    return None
+
+
+def normalise(fields: dict[str, Any]) -> dict[str, Any]:
+    """CK-named fields -> the normalised columns (None where the op has no such knob)."""
+    out: dict[str, Any] = {}
+    for colname, names in SYNONYMS.items():
+        v = _first(fields, names)
+        out[colname] = as_int(v) if colname in INT_COLUMNS else enum_word(v)
+    if out["tile_k"] is None:
+        k0 = as_int(_first(fields, ("K0PerBlock", "KPerBlock0")))
+        k1 = as_int(_first(fields, ("K1", "AK1")))
+        if k0 is not None and k1 is not None:
+            out["tile_k"] = k0 * k1
+    if out["ak1"] is None and out["bk1"] is not None and "K1" in fields:
+        out["ak1"] = out["bk1"]
+    for axis in ("m", "n"):
+        tile, mfma, xdl = out[f"tile_{axis}"], out[f"mfma_{axis}"], out[f"xdl_{axis}"]
+        out[f"waves_{axis}"] = tile // (mfma * xdl) if tile and mfma and xdl and tile % (mfma * xdl) == 0 else None
+    return out

@@ -1,0 +1,1 @@
+"""The knowledge base: schema, build, ingestion. The only layer that writes SQLite."""

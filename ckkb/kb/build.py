@@ -1,0 +1,379 @@
+"""`ckkb build`: run every extraction stage, write a new knowledge base, rename it into place.
+
+- Atomic: rows go into `<db>.tmp-<pid>`, renamed over the old file only when everything worked, so
+  an interrupted or failed build leaves the previous database untouched.
+- Ingested data (races, results, harness measurements) is copied forward from the old file.
+- Content-hash cache (`<db>.cache`): per (stage, file), keyed by size+mtime, then sha256, so a
+  rebuild only re-parses what changed; when no input of any stage changed, the build is a no-op.
+- Parallel: cache misses of all stages are extracted in one process pool (one worker per core).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+import ckkb
+from ckkb import settings
+from ckkb.diagnostics import Diagnostic
+from ckkb.errors import DatabaseError
+from ckkb.kb import db as kbdb
+from ckkb.kb.schema import INGESTED, SCHEMA_VERSION, TABLES
+from ckkb.kb.schema.base import row_dict
+from ckkb.kb.schema.core import DiagnosticRow, SourceRow
+from ckkb.kb.stages import (
+    BuildContext,
+    FileResult,
+    Stage,
+    StageResult,
+    get_stage,
+    load_stages,
+    register_stage,
+)
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+SERIAL_BELOW = 64  # fewer cache misses than this are extracted in-process
+
+
+@dataclass
+class BuildSummary:
+    db_path: Path
+    seconds: float = 0.0
+    up_to_date: bool = False
+    files: int = 0
+    parsed: int = 0
+    cached: int = 0
+    tables: dict[str, int] = field(default_factory=dict)
+    carried: dict[str, int] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- per-file extraction (workers)
+
+
+def _extract_one(stage_name: str, root: str, rel: str) -> tuple[str, str, int, int, str, bytes]:
+    """Read, hash and extract one file. Never raises: failures become diagnostics."""
+    stage = get_stage(stage_name)
+    path = Path(root) / rel
+    try:
+        st = path.stat()
+        data = path.read_bytes()
+    except OSError as e:
+        res = FileResult(diagnostics=[Diagnostic(rel, 0, f"cannot read: {e.strerror or e}", "error", stage_name)])
+        return stage_name, rel, -1, -1, "", pickle.dumps(res)
+    sha = hashlib.sha256(data).hexdigest()
+    try:
+        res = stage.extract(Path(root), rel, data)
+    except Exception as e:  # an extractor bug must not lose the rest of the tree
+        res = FileResult(diagnostics=[Diagnostic(rel, 0, f"extractor failed: {type(e).__name__}: {e}", "error", stage_name)])
+    return stage_name, rel, st.st_size, st.st_mtime_ns, sha, pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _extract_chunk(tasks: list[tuple[str, str, str]]) -> list[tuple[str, str, int, int, str, bytes]]:
+    return [_extract_one(*t) for t in tasks]
+
+
+# ---------------------------------------------------------------- cache
+
+
+class Cache:
+    """sqlite file beside the database: (stage, root, rel) -> size, mtime, sha256, pickled FileResult."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.conn = sqlite3.connect(path)
+            self.conn.execute(
+                "create table if not exists files (stage text, version text, root text, rel text, size int, "
+                "mtime int, sha text, blob blob, primary key (stage, root, rel))"
+            )
+            self.conn.execute("create table if not exists meta (key text primary key, value text)")
+        except sqlite3.DatabaseError:
+            path.unlink(missing_ok=True)  # a corrupt cache is only a cache
+            self.conn = sqlite3.connect(path)
+            self.__init__(path)
+
+    def load(self, stage: Stage, root: str) -> dict[str, tuple[int, int, str, bytes]]:
+        cur = self.conn.execute(
+            "select rel, size, mtime, sha, blob from files where stage=? and version=? and root=?",
+            (stage.name, stage.version, root),
+        )
+        return {r[0]: (r[1], r[2], r[3], r[4]) for r in cur}
+
+    def store(self, rows: Iterable[tuple[str, str, str, str, int, int, str, bytes]]) -> None:
+        with self.conn:
+            self.conn.executemany("insert or replace into files values (?,?,?,?,?,?,?,?)", rows)
+
+    def prune(self, stage: Stage, root: str, keep: set[str]) -> None:
+        cur = self.conn.execute("select rel from files where stage=? and root=?", (stage.name, root))
+        gone = [(stage.name, root, r[0]) for r in cur if r[0] not in keep]
+        if gone:
+            with self.conn:
+                self.conn.executemany("delete from files where stage=? and root=? and rel=?", gone)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# ---------------------------------------------------------------- writing rows
+
+
+def _sql_value(v: Any) -> Any:
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v, default=str)
+    if isinstance(v, bool):
+        return int(v)
+    return v
+
+
+def insert_rows(db: sqlite_utils.Database, rows: Iterable[Any], source_id: int | None = None) -> dict[str, int]:
+    """Bulk-insert row dataclasses, grouped by table, in one transaction per table."""
+    by_table: dict[str, list[Any]] = defaultdict(list)
+    for r in rows:
+        by_table[type(r).__table__].append(r)
+    counts = {}
+    for name, items in by_table.items():
+        t = TABLES[name]
+        cols = t.column_names()
+        has_source = "source_id" in cols
+        sql = f"insert or replace into [{name}] ({', '.join('[' + c + ']' for c in cols)}) values ({', '.join('?' * len(cols))})"
+        values = []
+        for r in items:
+            d = row_dict(r)
+            if has_source and d.get("source_id") is None:
+                d["source_id"] = source_id
+            values.append([_sql_value(d.get(c)) for c in cols])
+        with db.conn:
+            db.conn.executemany(sql, values)
+        counts[name] = len(items)
+    return counts
+
+
+# ---------------------------------------------------------------- the build
+
+
+def _tree_sources(trees: dict[str, Any]) -> dict[str, SourceRow]:
+    out = {}
+    for i, (kind, tree) in enumerate(sorted(trees.items()), start=1):
+        version = getattr(tree, "version", None) if kind == "ck" else None
+        wheel = getattr(tree, "wheel_version", None) if kind == "ck" else getattr(tree, "version", None)
+        out[kind] = SourceRow(id=i, kind=kind, path=str(tree.root), version=version, wheel_version=wheel)
+    return out
+
+
+def _check_old(db_path: Path) -> bool:
+    """True when an old knowledge base exists to carry ingested data from."""
+    if not db_path.exists():
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        names = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
+        conn.close()
+    except sqlite3.DatabaseError as e:
+        raise DatabaseError(
+            f"{db_path} exists and is not a SQLite database ({e}); refusing to overwrite it",
+            hint="move it away or pass --db PATH",
+        ) from None
+    if "build_info" not in names:
+        raise DatabaseError(
+            f"{db_path} exists and is not a ckkb knowledge base; refusing to overwrite it",
+            hint="move it away or pass --db PATH",
+        )
+    return True
+
+
+def _carry_ingested(new: sqlite_utils.Database, old_path: Path) -> dict[str, int]:
+    carried = {}
+    new.execute("attach database ? as old", [str(old_path)])
+    try:
+        old_tables = {r[0] for r in new.execute("select name from old.sqlite_master where type='table'")}
+        for t in TABLES.values():
+            if t.kind != INGESTED or t.name not in old_tables:
+                continue
+            old_cols = {r[1] for r in new.execute(f"pragma old.table_info([{t.name}])")}
+            cols = [c for c in t.column_names() if c in old_cols]
+            if not cols:
+                continue
+            cl = ", ".join(f"[{c}]" for c in cols)
+            with new.conn:
+                cur = new.execute(f"insert or ignore into main.[{t.name}] ({cl}) select {cl} from old.[{t.name}]")
+            carried[t.name] = cur.rowcount
+    finally:
+        new.conn.commit()
+        new.execute("detach database old")
+    return carried
+
+
+def _fingerprint(parts: list[tuple[str, str, str, str]]) -> str:
+    h = hashlib.sha256(f"{ckkb.__version__}|{SCHEMA_VERSION}".encode())
+    for p in sorted(parts):
+        h.update("|".join(p).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def build(
+    db_path: str | Path,
+    trees: dict[str, Any],
+    *,
+    stages: list[Stage] | None = None,
+    jobs: int | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> BuildSummary:
+    """Build the knowledge base at db_path from `trees` ({"ck": CkTree, "aiter": AiterTree})."""
+    t0 = time.perf_counter()
+    db_path = Path(db_path)
+    summary = BuildSummary(db_path=db_path)
+    has_old = _check_old(db_path)
+    stages = [s for s in (stages if stages is not None else load_stages()) if s.tree in trees]
+    for s in stages:
+        register_stage(s)
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    cache = Cache(db_path.with_name(db_path.name + ".cache"))
+    try:
+        return _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_old, t0)
+    finally:
+        cache.close()
+
+
+def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_old, t0) -> BuildSummary:
+    # 1. Inventory: which files each stage reads, which are cached.
+    plan: dict[str, dict[str, Any]] = {}
+    misses: list[tuple[str, str, str]] = []
+    hits: dict[str, dict[str, bytes]] = defaultdict(dict)
+    fp_parts: list[tuple[str, str, str, str]] = []
+    diags: list[Diagnostic] = []
+    for stage in stages:
+        root = Path(trees[stage.tree].root)
+        rels = []
+        try:
+            paths = stage.files(root)
+        except OSError as e:
+            diags.append(Diagnostic(str(root), 0, f"cannot list files: {e}", "error", stage.name))
+            paths = []
+        for p in paths:
+            rels.append(Path(p).relative_to(root).as_posix() if Path(p).is_absolute() else Path(p).as_posix())
+        cached = cache.load(stage, str(root))
+        cache.prune(stage, str(root), set(rels))
+        for rel in rels:
+            entry = cached.get(rel)
+            try:
+                st = (root / rel).stat()
+            except OSError:
+                misses.append((stage.name, str(root), rel))
+                continue
+            if entry and entry[0] == st.st_size and entry[1] == st.st_mtime_ns:
+                hits[stage.name][rel] = entry[3]
+                fp_parts.append((stage.name, stage.version, rel, entry[2]))
+            else:
+                misses.append((stage.name, str(root), rel))
+        plan[stage.name] = {"root": root, "rels": rels}
+    summary.files = sum(len(p["rels"]) for p in plan.values())
+
+    # 2. Extract the misses (in parallel when there are many); a changed mtime with the same
+    #    content counts as a hit.
+    results: list[tuple[str, str, int, int, str, bytes]] = []
+    if misses:
+        if progress:
+            progress("parse", 0, len(misses))
+        n_jobs = jobs or settings.jobs()
+        if n_jobs > 1 and len(misses) >= SERIAL_BELOW:
+            chunks = [misses[i : i + 16] for i in range(0, len(misses), 16)]
+            with ProcessPoolExecutor(max_workers=n_jobs) as pool:
+                for out in pool.map(_extract_chunk, chunks):
+                    results.extend(out)
+                    if progress:
+                        progress("parse", len(results), len(misses))
+        else:
+            for t in misses:
+                results.append(_extract_one(*t))
+                if progress:
+                    progress("parse", len(results), len(misses))
+        versions = {s.name: s.version for s in stages}
+        store = []
+        for stage_name, rel, size, mtime, sha, blob in results:
+            hits[stage_name][rel] = blob
+            fp_parts.append((stage_name, versions[stage_name], rel, sha))
+            if size >= 0:
+                store.append((stage_name, versions[stage_name], str(plan[stage_name]["root"]), rel, size, mtime, sha, blob))
+        cache.store(store)
+    summary.parsed = len(misses)
+    summary.cached = summary.files - summary.parsed
+
+    # 3. Nothing changed since the file at db_path was built: nothing to do.
+    fingerprint = _fingerprint(fp_parts + [("trees", k, str(v.root), "") for k, v in trees.items()])
+    if has_old and not force and not misses:
+        try:
+            old = kbdb.open_db(db_path)
+            same = kbdb.get_info(old, "fingerprint") == fingerprint
+            old.close()
+        except DatabaseError:
+            same = False
+        if same:
+            summary.up_to_date = True
+            summary.seconds = time.perf_counter() - t0
+            return summary
+
+    # 4. Combine per stage, in order, and write a fresh file.
+    tmp = db_path.with_name(f"{db_path.name}.tmp-{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        db = sqlite_utils.Database(tmp)
+        db.execute("pragma journal_mode = off")
+        db.execute("pragma synchronous = off")
+        kbdb.create_tables(db)
+        sources = _tree_sources(trees)
+        insert_rows(db, sources.values())
+        ctx = BuildContext(trees=trees)
+        all_diags = list(diags)
+        for stage in stages:
+            if progress:
+                progress(f"combine {stage.name}", 0, 1)
+            per_file = {rel: pickle.loads(hits[stage.name][rel]) for rel in plan[stage.name]["rels"] if rel in hits[stage.name]}
+            for fr in per_file.values():
+                all_diags.extend(fr.diagnostics)
+            try:
+                res = stage.combine(plan[stage.name]["root"], per_file, ctx)
+            except Exception as e:
+                res = StageResult(diagnostics=[Diagnostic(str(plan[stage.name]["root"]), 0, f"{stage.name} failed: {type(e).__name__}: {e}", "error", stage.name)])
+            all_diags.extend(res.diagnostics)
+            for r in res.rows:
+                ctx.rows.setdefault(type(r).__table__, []).append(r)
+            counts = insert_rows(db, res.rows, sources[stage.tree].id)
+            for k, v in counts.items():
+                summary.tables[k] = summary.tables.get(k, 0) + v
+            if progress:
+                progress(f"combine {stage.name}", 1, 1)
+        drows = [DiagnosticRow(stage=d.stage, file=d.file, line=d.line, severity=d.severity, message=d.message) for d in all_diags]
+        insert_rows(db, drows)
+        summary.diagnostics = all_diags
+        if has_old:
+            summary.carried = _carry_ingested(db, db_path)
+        kbdb.finish_schema(db)
+        kbdb.set_info(db, "fingerprint", fingerprint)
+        kbdb.set_info(db, "ckkb_version", ckkb.__version__)
+        kbdb.set_info(db, "built_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        kbdb.set_info(db, "trees", json.dumps({k: str(v.root) for k, v in trees.items()}))
+        db.execute("analyze")
+        db.conn.commit()
+        db.close()
+        os.replace(tmp, db_path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    summary.seconds = time.perf_counter() - t0
+    return summary

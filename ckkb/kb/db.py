@@ -1,0 +1,110 @@
+"""Open, create and check knowledge-base files. The only module that knows the DDL."""
+
+from __future__ import annotations
+
+import sqlite3
+from importlib import resources
+from pathlib import Path
+
+import sqlite_utils
+
+from ckkb.errors import DatabaseError
+from ckkb.kb.schema import SCHEMA_VERSION, TABLES, Table
+
+BUILD_HINT = "build it with `ckkb build` (or pass --db PATH to an existing knowledge base)"
+
+
+def create_tables(db: sqlite_utils.Database) -> None:
+    """Create every registered table (no indexes: those come after the bulk load)."""
+    for t in TABLES.values():
+        if t.name in db.table_names():
+            continue
+        columns = {c.name: {"INTEGER": int, "REAL": float, "TEXT": str}[c.type] for c in t.columns}
+        db[t.name].create(columns, pk=t.pk, not_null=None)
+    set_info(db, "schema_version", str(SCHEMA_VERSION))
+
+
+def create_indexes(db: sqlite_utils.Database) -> None:
+    for t in TABLES.values():
+        for cols in t.indexes:
+            db[t.name].create_index(list(cols), if_not_exists=True)
+
+
+def create_fts(db: sqlite_utils.Database) -> None:
+    for t in TABLES.values():
+        if t.fts and not db[t.name].detect_fts():
+            db[t.name].enable_fts(list(t.fts), create_triggers=False)
+        elif t.fts:
+            db[t.name].rebuild_fts()
+
+
+def view_sql() -> list[tuple[str, str]]:
+    """(name, sql) of every view file in ckkb/queries/views, in name order."""
+    out = []
+    for f in sorted(resources.files("ckkb.queries").joinpath("views").iterdir(), key=lambda p: p.name):
+        if f.name.endswith(".sql"):
+            out.append((f.name[:-4], f.read_text()))
+    return out
+
+
+def create_views(db: sqlite_utils.Database) -> None:
+    for name, sql in view_sql():
+        db.execute(f"DROP VIEW IF EXISTS [{name}]")
+        db.executescript(sql)
+
+
+def finish_schema(db: sqlite_utils.Database) -> None:
+    create_indexes(db)
+    create_fts(db)
+    create_views(db)
+
+
+def set_info(db: sqlite_utils.Database, key: str, value: str) -> None:
+    db["build_info"].upsert({"key": key, "value": value}, pk="key")
+
+
+def get_info(db: sqlite_utils.Database, key: str) -> str | None:
+    if "build_info" not in db.table_names():
+        return None
+    rows = list(db.query("select value from build_info where key = ?", [key]))
+    return rows[0]["value"] if rows else None
+
+
+def open_db(path: str | Path, *, create: bool = False, readonly: bool = False) -> sqlite_utils.Database:
+    """Open a knowledge base, checking it exists and has this ckkb's schema version.
+
+    create=True makes an empty knowledge base (all tables, no rows) when the file is missing, which
+    is what ingestion into a fresh location needs.
+    """
+    path = Path(path)
+    if not path.exists():
+        if not create:
+            raise DatabaseError(f"knowledge base not found: {path}", hint=BUILD_HINT)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite_utils.Database(path)
+        create_tables(db)
+        finish_schema(db)
+        return db
+    if path.is_dir():
+        raise DatabaseError(f"{path} is a directory, not a knowledge base", hint=BUILD_HINT)
+    try:
+        if readonly:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            db = sqlite_utils.Database(conn)
+        else:
+            db = sqlite_utils.Database(path)
+        version = get_info(db, "schema_version")
+    except sqlite3.DatabaseError as e:
+        raise DatabaseError(f"{path} is not a ckkb knowledge base ({e})", hint=BUILD_HINT) from None
+    if version is None:
+        raise DatabaseError(f"{path} is not a ckkb knowledge base (no build_info table)", hint=BUILD_HINT)
+    if version != str(SCHEMA_VERSION):
+        raise DatabaseError(
+            f"{path} has schema version {version}; this ckkb reads version {SCHEMA_VERSION}",
+            hint="rebuild it with `ckkb build` (ingested logs and bundles are carried over)",
+        )
+    return db
+
+
+def table_for(row: object) -> Table:
+    return TABLES[type(row).__table__]

@@ -1,0 +1,44 @@
+"""Tables every knowledge base has, whatever was extracted into it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ckkb.kb.schema.base import INGESTED, col, table
+
+
+@table("sources", "Source trees and files a build or an ingestion read: the provenance every row points to.", pk="id", provenance=False)
+@dataclass(kw_only=True)
+class SourceRow:
+    id: int = col("source id")
+    kind: str = col("ck | aiter | log | bundle")
+    path: str = col("absolute path of the tree or file as given")
+    version: str | None = col("CK version from its CMakeLists.txt (ck trees)", None)
+    wheel_version: str | None = col("amd-aiter wheel version when the tree is the installed wheel", None)
+
+
+@table("build_info", "Facts about the build that produced this file (schema version, ckkb version, timing).", pk="key", provenance=False)
+@dataclass(kw_only=True)
+class BuildInfoRow:
+    key: str = col("fact name")
+    value: str = col("fact value")
+
+
+@table("diagnostics", "Everything an extractor could not read, with file and line: nothing is dropped silently.", indexes=(("stage",), ("file",)))
+@dataclass(kw_only=True)
+class DiagnosticRow:
+    stage: str = col("extractor that reported it")
+    file: str = col("file, relative to its source tree")
+    line: int = col("1-based line, 0 for the whole file")
+    severity: str = col("warning | error")
+    message: str = col("what went wrong")
+
+
+@table("ingest_files", "Every log, bundle or CSV ingested, by content hash, so re-ingesting adds nothing.", pk="sha256", kind=INGESTED, provenance=False)
+@dataclass(kw_only=True)
+class IngestFileRow:
+    sha256: str = col("sha256 of the file's bytes")
+    path: str = col("path as given to `ckkb ingest`")
+    kind: str = col("ckprofiler_log | race_bundle | harness_bundle | ...")
+    ingested_at: str = col("UTC time of ingestion (ISO 8601)")
+    rows_added: int = col("rows this file added", 0)

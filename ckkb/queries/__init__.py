@@ -1,0 +1,10 @@
+"""Queries and views: SQL kept in files, read by the CLI and the web alike (never written twice)."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+
+def sql(name: str) -> str:
+    """The text of ckkb/queries/canned/NAME.sql."""
+    return resources.files("ckkb.queries").joinpath("canned", f"{name}.sql").read_text()

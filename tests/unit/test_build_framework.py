@@ -1,0 +1,121 @@
+"""The build orchestrator: atomic write, cache, carry-over of ingested data, bad inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+
+from ckkb.errors import DatabaseError
+from ckkb.kb import db as kbdb
+from ckkb.kb.build import build
+from ckkb.kb.schema.core import IngestFileRow
+from ckkb.kb.stages import FileResult, StageResult
+
+
+@dataclass(frozen=True)
+class FakeTree:
+    root: Path
+    version: str | None = "9.9"
+    wheel_version: str | None = None
+
+
+class CountingStage:
+    """Emits one diagnostic row per file, and counts extract calls."""
+
+    name = "test.counting"
+    version = "1"
+    tree = "ck"
+    calls = 0
+    fail_combine = False
+
+    def files(self, root):
+        return sorted(root.rglob("*.txt"))
+
+    def extract(self, root, rel, data):
+        type(self).calls += 1
+        return FileResult(facts={"size": len(data)})
+
+    def combine(self, root, results, ctx):
+        if self.fail_combine:
+            raise KeyboardInterrupt  # an interrupted build
+        from ckkb.kb.schema.core import DiagnosticRow
+
+        rows = [DiagnosticRow(stage=self.name, file=rel, line=0, severity="warning", message=str(fr.facts["size"])) for rel, fr in results.items()]
+        return StageResult(rows=rows)
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "tree"
+    root.mkdir()
+    for i in range(3):
+        (root / f"f{i}.txt").write_text("x" * i)
+    return FakeTree(root)
+
+
+def test_build_writes_rows_and_provenance(tree, tmp_db):
+    s = build(tmp_db, {"ck": tree}, stages=[CountingStage()])
+    db = kbdb.open_db(tmp_db)
+    rows = list(db.query("select file, message, source_id from diagnostics order by file"))
+    assert [r["file"] for r in rows] == ["f0.txt", "f1.txt", "f2.txt"]
+    assert [r["message"] for r in rows] == ["0", "1", "2"]
+    assert {r["source_id"] for r in rows} == {1}
+    assert list(db.query("select kind, version from sources")) == [{"kind": "ck", "version": "9.9"}]
+    assert s.parsed == 3 and s.cached == 0
+
+
+def test_warm_rebuild_uses_cache_and_is_noop(tree, tmp_db):
+    CountingStage.calls = 0
+    build(tmp_db, {"ck": tree}, stages=[CountingStage()])
+    assert CountingStage.calls == 3
+    s = build(tmp_db, {"ck": tree}, stages=[CountingStage()])
+    assert CountingStage.calls == 3 and s.up_to_date
+    (tree.root / "f1.txt").write_text("changed!")
+    s = build(tmp_db, {"ck": tree}, stages=[CountingStage()])
+    assert CountingStage.calls == 4 and s.parsed == 1 and s.cached == 2 and not s.up_to_date
+    msgs = {r["file"]: r["message"] for r in kbdb.open_db(tmp_db).query("select file, message from diagnostics")}
+    assert msgs["f1.txt"] == "8"
+
+
+def test_failed_build_leaves_previous_database(tree, tmp_db):
+    build(tmp_db, {"ck": tree}, stages=[CountingStage()])
+    before = tmp_db.read_bytes()
+    (tree.root / "f3.txt").write_text("new")
+    stage = CountingStage()
+    stage.fail_combine = True
+    with pytest.raises(KeyboardInterrupt):
+        build(tmp_db, {"ck": tree}, stages=[stage])
+    assert tmp_db.read_bytes() == before
+    assert not list(tmp_db.parent.glob("*.tmp-*"))
+
+
+def test_ingested_rows_survive_rebuild(tree, tmp_db):
+    build(tmp_db, {"ck": tree}, stages=[CountingStage()])
+    db = sqlite_utils.Database(tmp_db)
+    db["ingest_files"].insert({"sha256": "abc", "path": "x.log", "kind": "ckprofiler_log", "ingested_at": "now", "rows_added": 5})
+    db.close()
+    s = build(tmp_db, {"ck": tree}, stages=[CountingStage()], force=True)
+    assert s.carried == {"ingest_files": 1}
+    assert [r["path"] for r in kbdb.open_db(tmp_db).query("select path from ingest_files")] == ["x.log"]
+    assert IngestFileRow.__table__ == "ingest_files"
+
+
+def test_refuses_to_overwrite_a_foreign_file(tree, tmp_db):
+    tmp_db.write_bytes(b"not a database at all, just text" * 10)
+    with pytest.raises(DatabaseError, match="not a SQLite database|not a ckkb"):
+        build(tmp_db, {"ck": tree}, stages=[CountingStage()])
+    assert tmp_db.read_bytes().startswith(b"not a database")
+
+
+def test_open_db_errors(tmp_path):
+    with pytest.raises(DatabaseError, match="not found"):
+        kbdb.open_db(tmp_path / "missing.db")
+    other = tmp_path / "other.db"
+    sqlite_utils.Database(other)["t"].insert({"a": 1})
+    with pytest.raises(DatabaseError, match="not a ckkb knowledge base"):
+        kbdb.open_db(other)
+    created = kbdb.open_db(tmp_path / "new" / "kb.db", create=True)
+    assert "instances" in created.table_names()
