@@ -53,7 +53,7 @@ class Stage(Protocol):
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult: ...
 
 
-# Module paths whose attribute STAGE is a Stage, in build order. A module that is not written yet
+# Module paths whose attribute STAGE (one Stage) or STAGES (a list) defines stages, in build order. A module that is not written yet
 # (or fails to import) is reported, not silently skipped.
 STAGE_MODULES: tuple[str, ...] = (
     "ckkb.extract.templates",
@@ -73,13 +73,14 @@ def load_stages() -> list[Stage]:
     stages = []
     for mod in STAGE_MODULES:
         try:
-            stage = importlib.import_module(mod).STAGE
+            module = importlib.import_module(mod)
         except ModuleNotFoundError as e:
             if e.name == mod:
                 continue  # that extractor does not exist in this version
             raise
-        _cache[stage.name] = stage
-        stages.append(stage)
+        for stage in getattr(module, "STAGES", None) or [module.STAGE]:
+            _cache[stage.name] = stage
+            stages.append(stage)
     return stages
 
 
