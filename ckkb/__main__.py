@@ -1,0 +1,5 @@
+"""`python -m ckkb` runs the CLI."""
+
+from ckkb.cli import main
+
+main()

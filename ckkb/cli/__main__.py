@@ -1,0 +1,5 @@
+"""`python -m ckkb.cli` runs the CLI."""
+
+from ckkb.cli import main
+
+main()
