@@ -1,0 +1,864 @@
+"""Stage `ck.cmake`: CK's build-time rules that keep or drop instance sources per target arch.
+
+Reads `library/src/tensor_operation_instance/gpu/CMakeLists.txt` (the `add_instance_library`
+function and the directory loop), every `gpu/<dir>/CMakeLists.txt` (the `# ONLY XDL_KERNELS`
+style markers the directory loop matches against), and evaluates them with a small CMake
+interpreter, one arch at a time. Nothing is hand-copied from CK: the rules are whatever the parsed
+CMake says, run statement by statement (`set`, `if/elseif/else`, `foreach`, `break`,
+`get_filename_component(... NAME)`, `list(REMOVE_ITEM|APPEND|FILTER ...)`, `file(READ)`,
+`add_subdirectory`); other commands are no-ops. `if()` conditions are parsed with the Lark grammar
+`grammars/cmake_condition.lark`.
+
+Default-build environment, per arch A (assumptions, stated once here):
+- `SUPPORTED_GPU_TARGETS` = A (one target per build, so `INST_TARGETS` = A);
+- `DTYPES`, `DL_KERNELS`, `DPP_KERNELS`, `MIOPEN_REQ_LIBS_ONLY` undefined (all data types, no DL
+  or DPP kernels, the full library);
+- `CK_USE_FP8_ON_UNSUPPORTED_ARCH` OFF and `BUILD_MHA_LIB` OFF (both are `option(... OFF)` at
+  CK's top level); `CMAKE_BUILD_TYPE` Release; `WIN32` undefined;
+- `hip_VERSION_FLAT` a current ROCm (600300000): it only gates a compression flag.
+Whether a source file is listed by its directory's CMakeLists.txt is not checked: every `.cpp`
+(and CMake `.in` template) under `gpu/` is evaluated by its file name, as CK's rules do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import LarkError
+
+from ckkb.archs import ARCHS
+from ckkb.diagnostics import Diagnostic
+from ckkb.extract.cpp import is_binary
+from ckkb.extract.files import list_files
+from ckkb.kb.schema.ck_registrations import BuildRuleRow, FileBuildRow
+from ckkb.kb.stages import BuildContext, FileResult, StageResult
+from ckkb.sources import CK_INSTANCE_DIR
+
+GPU_CMAKE = f"{CK_INSTANCE_DIR}/CMakeLists.txt"
+SOURCE_SUFFIXES = (".cpp", ".cpp.in")
+
+DEFAULT_ENV: dict[str, str] = {
+    "CK_USE_FP8_ON_UNSUPPORTED_ARCH": "OFF",
+    "BUILD_MHA_LIB": "OFF",
+    "CMAKE_BUILD_TYPE": "Release",
+    "hip_VERSION_FLAT": "600300000",
+}
+
+
+# ---------------------------------------------------------------- condition AST
+
+
+@dataclass(frozen=True)
+class Arg:
+    value: str  # text without quotes (escapes kept as written)
+    quoted: bool = False
+
+    def source(self) -> str:
+        return f'"{self.value}"' if self.quoted else self.value
+
+
+@dataclass(frozen=True)
+class Truth:
+    arg: Arg
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str
+    arg: Arg
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    left: Arg
+    right: Arg
+
+
+@dataclass(frozen=True)
+class Not:
+    expr: Any
+
+
+@dataclass(frozen=True)
+class And:
+    left: Any
+    right: Any
+
+
+@dataclass(frozen=True)
+class Or:
+    left: Any
+    right: Any
+
+
+Cond = Truth | Unary | Binary | Not | And | Or
+
+
+class _ToAst(Transformer):
+    def quoted(self, items):
+        return Arg(str(items[0])[1:-1], True)
+
+    def unquoted(self, items):
+        return Arg(str(items[0]), False)
+
+    @v_args(inline=True)
+    def truth(self, a):
+        return Truth(a)
+
+    @v_args(inline=True)
+    def unary(self, op: Token, a):
+        return Unary(str(op), a)
+
+    @v_args(inline=True)
+    def binary(self, a, op: Token, b):
+        return Binary(str(op), a, b)
+
+    @v_args(inline=True)
+    def not_(self, e):
+        return Not(e)
+
+    @v_args(inline=True)
+    def and_(self, a, b):
+        return And(a, b)
+
+    @v_args(inline=True)
+    def or_(self, a, b):
+        return Or(a, b)
+
+
+@lru_cache(maxsize=1)
+def condition_parser() -> Lark:
+    grammar = resources.files("ckkb.grammars").joinpath("cmake_condition.lark").read_text()
+    return Lark(grammar, parser="lalr", propagate_positions=True, cache=True, maybe_placeholders=False)
+
+
+class ConditionError(ValueError):
+    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+def parse_condition(text: str) -> Cond:
+    """CMake if() condition text -> AST. Raises ConditionError (with line/column inside `text`)."""
+    if not text.strip():
+        raise ConditionError("empty condition")
+    try:
+        tree = condition_parser().parse(text)
+    except LarkError as e:
+        line = getattr(e, "line", 1) or 1
+        col = getattr(e, "column", 1) or 1
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConditionError(f"cannot parse condition: {first}", line, col) from None
+    return _ToAst().transform(tree)
+
+
+_PREC = {Or: 1, And: 2, Not: 3}
+
+
+def condition_text(c: Cond, parent: int = 0) -> str:
+    """AST -> CMake text (parentheses only where precedence needs them)."""
+    if isinstance(c, Truth):
+        return c.arg.source()
+    if isinstance(c, Unary):
+        return f"{c.op} {c.arg.source()}"
+    if isinstance(c, Binary):
+        return f"{c.left.source()} {c.op} {c.right.source()}"
+    p = _PREC[type(c)]
+    if isinstance(c, Not):
+        s = f"NOT {condition_text(c.expr, p)}"
+    elif isinstance(c, And):
+        s = f"{condition_text(c.left, p)} AND {condition_text(c.right, p + 0.5)}"
+    else:
+        s = f"{condition_text(c.left, p)} OR {condition_text(c.right, p + 0.5)}"
+    return f"({s})" if p < parent else s
+
+
+# ---------------------------------------------------------------- condition evaluation
+
+_FALSE = {"0", "OFF", "NO", "FALSE", "N", "IGNORE", "NOTFOUND", ""}
+_TRUE = {"1", "ON", "YES", "TRUE", "Y"}
+_VAR = re.compile(r"\$\{([^}]*)\}")
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """`${VAR}` references (innermost first) -> values; undefined -> ''."""
+    prev = None
+    while prev != text and "${" in text:
+        prev = text
+        text = _VAR.sub(lambda m: env.get(m.group(1), ""), text)
+    return text
+
+
+def _is_false_const(s: str) -> bool:
+    u = s.upper()
+    return u in _FALSE or u.endswith("-NOTFOUND")
+
+
+def _num(s: str) -> float | None:
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def _value(a: Arg, env: dict[str, str]) -> str:
+    """Operand of a binary test: an unquoted name of a defined variable means its value."""
+    s = expand(a.value, env)
+    if not a.quoted and "${" not in a.value and s in env:
+        return env[s]
+    return s
+
+
+def _version(s: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[.]", s) if p != "")
+
+
+def evaluate(c: Cond, env: dict[str, str]) -> bool:
+    """CMake's if() semantics (policy CMP0054 NEW: quoted strings are never variable names)."""
+    if isinstance(c, And):
+        return evaluate(c.left, env) and evaluate(c.right, env)
+    if isinstance(c, Or):
+        return evaluate(c.left, env) or evaluate(c.right, env)
+    if isinstance(c, Not):
+        return not evaluate(c.expr, env)
+    if isinstance(c, Truth):
+        s = expand(c.arg.value, env)
+        u = s.upper()
+        if u in _TRUE or (_num(s) is not None and _num(s) != 0):
+            return True
+        if _is_false_const(s) or (_num(s) is not None):
+            return False
+        if c.arg.quoted:
+            return False
+        return s in env and not _is_false_const(env[s])
+    if isinstance(c, Unary):
+        s = expand(c.arg.value, env)
+        if c.op == "DEFINED":
+            if s.startswith("ENV{") and s.endswith("}"):
+                return False
+            return s in env
+        if c.op in ("EXISTS", "IS_DIRECTORY", "IS_ABSOLUTE", "IS_READABLE"):
+            return s.startswith("/")
+        return False
+    if isinstance(c, Binary):
+        lhs = _value(c.left, env)
+        rhs = _value(c.right, env) if c.op != "MATCHES" else expand(c.right.value, env)
+        op = c.op
+        if op == "MATCHES":
+            try:
+                return re.search(rhs, lhs) is not None
+            except re.error:
+                return False
+        if op in ("STREQUAL", "PATH_EQUAL"):
+            return lhs == rhs
+        if op == "IN_LIST":
+            return lhs in env.get(expand(c.right.value, env), "").split(";")
+        if op.startswith("VERSION_"):
+            a, b = _version(lhs), _version(rhs)
+            return {"VERSION_LESS": a < b, "VERSION_GREATER": a > b, "VERSION_EQUAL": a == b,
+                    "VERSION_LESS_EQUAL": a <= b, "VERSION_GREATER_EQUAL": a >= b}[op]
+        if op.startswith("STR"):
+            return {"STRLESS": lhs < rhs, "STRGREATER": lhs > rhs, "STRLESS_EQUAL": lhs <= rhs,
+                    "STRGREATER_EQUAL": lhs >= rhs}[op]
+        a, b = _num(lhs), _num(rhs)
+        if a is None or b is None:
+            return False
+        return {"EQUAL": a == b, "LESS": a < b, "GREATER": a > b, "LESS_EQUAL": a <= b,
+                "GREATER_EQUAL": a >= b}[op]
+    raise TypeError(f"not a condition: {c!r}")
+
+
+def variables(c: Cond) -> set[str]:
+    """Names an unquoted operand may refer to (for 'which variable decided this')."""
+    if isinstance(c, (And, Or)):
+        return variables(c.left) | variables(c.right)
+    if isinstance(c, Not):
+        return variables(c.expr)
+    args = [c.arg] if isinstance(c, (Truth, Unary)) else [c.left, c.right]
+    out = set()
+    for a in args:
+        out.update(_VAR.findall(a.value))
+        if not a.quoted and "${" not in a.value:
+            out.add(a.value)
+    return out
+
+
+# ---------------------------------------------------------------- CMake statements
+
+
+@dataclass
+class Command:
+    name: str  # lower case
+    args: list[Arg]
+    line: int
+    raw: str  # text between the parentheses
+
+
+@dataclass
+class Branch:
+    cond: Cond | None  # None: else()
+    text: str
+    line: int
+    body: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class If:
+    line: int
+    branches: list[Branch]
+
+
+@dataclass
+class Foreach:
+    line: int
+    args: list[Arg]
+    body: list[Any]
+
+
+@dataclass
+class Function:
+    line: int
+    name: str
+    params: list[str]
+    body: list[Any]
+
+
+class CMakeSyntaxError(ValueError):
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def tokenize(text: str) -> list[Command]:
+    """CMake source -> flat list of command invocations (name, args, line, raw argument text)."""
+    out: list[Command] = []
+    i, n, line = 0, len(text), 1
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+            i += 1
+        elif ch.isspace():
+            i += 1
+        elif ch == "#":
+            m = re.match(r"#\[(=*)\[", text[i:])
+            if m:
+                end = text.find("]" + m.group(1) + "]", i)
+                end = n if end < 0 else end + len(m.group(1)) + 2
+                line += text.count("\n", i, end)
+                i = end
+            else:
+                j = text.find("\n", i)
+                i = n if j < 0 else j
+        else:
+            m = _IDENT.match(text, i)
+            if not m:
+                raise CMakeSyntaxError(f"unexpected character {ch!r}", line)
+            name, start_line = m.group(0), line
+            i = m.end()
+            while i < n and text[i] in " \t":
+                i += 1
+            if i >= n or text[i] != "(":
+                raise CMakeSyntaxError(f"expected '(' after {name}", line)
+            i += 1
+            raw_start, depth, args = i, 1, []
+            while True:
+                if i >= n:
+                    raise CMakeSyntaxError(f"unterminated {name}( (opened here)", start_line)
+                c = text[i]
+                if c == "\n":
+                    line += 1
+                    i += 1
+                elif c.isspace():
+                    i += 1
+                elif c == "(":
+                    depth += 1
+                    i += 1
+                elif c == ")":
+                    depth -= 1
+                    i += 1
+                    if depth == 0:
+                        break
+                elif c == "#":
+                    m2 = re.match(r"#\[(=*)\[", text[i:])
+                    if m2:
+                        end = text.find("]" + m2.group(1) + "]", i)
+                        end = n if end < 0 else end + len(m2.group(1)) + 2
+                    else:
+                        end = text.find("\n", i)
+                        end = n if end < 0 else end
+                    line += text.count("\n", i, end)
+                    i = end
+                elif c == '"':
+                    j = i + 1
+                    while j < n and text[j] != '"':
+                        j += 2 if text[j] == "\\" else 1
+                    if j >= n:
+                        raise CMakeSyntaxError("unterminated quoted argument", line)
+                    args.append(Arg(text[i + 1 : j], True))
+                    line += text.count("\n", i, j)
+                    i = j + 1
+                else:
+                    m3 = re.match(r"\[(=*)\[", text[i:])
+                    if m3:
+                        end = text.find("]" + m3.group(1) + "]", i)
+                        if end < 0:
+                            raise CMakeSyntaxError("unterminated bracket argument", line)
+                        args.append(Arg(text[i + len(m3.group(0)) : end], True))
+                        line += text.count("\n", i, end)
+                        i = end + len(m3.group(1)) + 2
+                        continue
+                    j = i
+                    while j < n and not text[j].isspace() and text[j] not in '()"#':
+                        if text[j] == "\\":
+                            j += 1
+                        elif text.startswith("${", j):
+                            k = text.find("}", j)
+                            j = k if k > 0 else j
+                        j += 1
+                    args.append(Arg(text[i:j], False))
+                    i = j
+            out.append(Command(name.lower(), args, start_line, text[raw_start : i - 1]))
+    return out
+
+
+_OPENERS = {"if": "endif", "foreach": "endforeach", "function": "endfunction", "macro": "endmacro", "while": "endwhile"}
+
+
+def parse_cmake(text: str) -> tuple[list[Any], list[Diagnostic]]:
+    """CMake source -> statement tree; condition parse errors become diagnostics (branch never taken)."""
+    cmds = tokenize(text)
+    diags: list[Diagnostic] = []
+    pos = 0
+
+    def cond_of(cmd: Command) -> Cond | None:
+        try:
+            return parse_condition(cmd.raw)
+        except ConditionError as e:
+            diags.append(Diagnostic("", cmd.line + e.line - 1, f"{cmd.name}(): {e}"))
+            return None
+
+    def block(end: set[str]) -> tuple[list[Any], Command | None]:
+        nonlocal pos
+        body: list[Any] = []
+        while pos < len(cmds):
+            c = cmds[pos]
+            pos += 1
+            if c.name in end:
+                return body, c
+            if c.name == "if":
+                br = Branch(cond_of(c), " ".join(c.raw.split()), c.line)
+                node = If(c.line, [br])
+                while True:
+                    br.body, closer = block({"elseif", "else", "endif"})
+                    if closer is None:
+                        raise CMakeSyntaxError("if() without endif()", c.line)
+                    if closer.name == "endif":
+                        break
+                    cond = cond_of(closer) if closer.name == "elseif" else None
+                    br = Branch(cond, " ".join(closer.raw.split()) if closer.name == "elseif" else "", closer.line)
+                    if closer.name == "elseif" and cond is None:
+                        br.text = " ".join(closer.raw.split())
+                    node.branches.append(br)
+                body.append(node)
+            elif c.name in ("foreach", "while"):
+                inner, closer = block({_OPENERS[c.name]})
+                if closer is None:
+                    raise CMakeSyntaxError(f"{c.name}() without {_OPENERS[c.name]}()", c.line)
+                body.append(Foreach(c.line, c.args, inner) if c.name == "foreach" else Command("while", c.args, c.line, c.raw))
+            elif c.name in ("function", "macro"):
+                inner, closer = block({_OPENERS[c.name]})
+                if closer is None:
+                    raise CMakeSyntaxError(f"{c.name}() without {_OPENERS[c.name]}()", c.line)
+                names = [a.value for a in c.args]
+                body.append(Function(c.line, names[0] if names else "", names[1:], inner))
+            elif c.name in ("endif", "endforeach", "endfunction", "endmacro", "endwhile", "else", "elseif"):
+                raise CMakeSyntaxError(f"{c.name}() without a matching opener", c.line)
+            else:
+                body.append(c)
+        return body, None
+
+    stmts, _ = block(set())
+    return stmts, diags
+
+
+# ---------------------------------------------------------------- interpreter
+
+
+class _Break(Exception):
+    pass
+
+
+class Interpreter:
+    """Runs parsed CMake statements over string variables; records which rule removed what."""
+
+    def __init__(self, env: dict[str, str], file: str, read_file=None) -> None:
+        self.env = dict(env)
+        self.file = file
+        self.read_file = read_file or (lambda p: "")
+        self.stack: list[Branch] = []  # enclosing taken if-branches, innermost last
+        self.removed: dict[tuple[str, str], Branch | None] = {}  # (list var, item) -> branch that removed it
+        self.origin: dict[str, Branch | None] = {}  # var -> innermost branch of its last set()
+        self.subdirs: list[str] = []
+        self.functions: dict[str, Function] = {}
+
+    def run(self, stmts: list[Any]) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt(self, s: Any) -> None:
+        if isinstance(s, If):
+            for br in s.branches:
+                if br.cond is None and br.text:  # unparsable condition: never taken
+                    continue
+                if br.cond is None or evaluate(br.cond, self.env):
+                    self.stack.append(br)
+                    try:
+                        self.run(br.body)
+                    finally:
+                        self.stack.pop()
+                    return
+        elif isinstance(s, Foreach):
+            self.foreach(s)
+        elif isinstance(s, Function):
+            self.functions[s.name.lower()] = s
+        elif isinstance(s, Command):
+            self.command(s)
+
+    def words(self, args: list[Arg]) -> list[str]:
+        out: list[str] = []
+        for a in args:
+            v = expand(a.value, self.env)
+            if a.quoted:
+                out.append(v)
+            elif v:
+                out.extend(x for x in v.split(";") if x != "")
+        return out
+
+    def foreach(self, s: Foreach) -> None:
+        words = self.words(s.args)
+        if not words:
+            return
+        var, rest = words[0], words[1:]
+        items: list[str] = []
+        if rest and rest[0] == "IN":
+            mode = None
+            for w in rest[1:]:
+                if w in ("LISTS", "ITEMS"):
+                    mode = w
+                elif mode == "LISTS":
+                    items.extend(x for x in self.env.get(w, "").split(";") if x)
+                else:
+                    items.append(w)
+        elif len(rest) >= 2 and rest[0] == "RANGE":
+            items = [str(i) for i in range(int(rest[1]) + 1)] if rest[1].isdigit() else []
+        else:
+            items = rest
+        for it in items:
+            self.env[var] = it
+            try:
+                self.run(s.body)
+            except _Break:
+                break
+
+    def here(self) -> Branch | None:
+        return self.stack[-1] if self.stack else None
+
+    def command(self, c: Command) -> None:
+        name = c.name
+        if name == "break":
+            raise _Break()
+        if name == "set":
+            w = self.words(c.args)
+            if not w:
+                return
+            var, vals = w[0], [x for x in w[1:] if x not in ("PARENT_SCOPE",)]
+            if "CACHE" in vals:
+                vals = vals[: vals.index("CACHE")]
+            if vals:
+                self.env[var] = ";".join(vals)
+            else:
+                self.env.pop(var, None)
+            self.origin[var] = self.here()
+        elif name == "unset":
+            w = self.words(c.args)
+            if w:
+                self.env.pop(w[0], None)
+        elif name == "get_filename_component":
+            w = self.words(c.args)
+            if len(w) >= 3:
+                p = w[1]
+                mode = w[2]
+                if mode == "NAME":
+                    self.env[w[0]] = p.rsplit("/", 1)[-1]
+                elif mode in ("DIRECTORY", "PATH"):
+                    self.env[w[0]] = p.rsplit("/", 1)[0] if "/" in p else ""
+                elif mode == "NAME_WE":
+                    self.env[w[0]] = p.rsplit("/", 1)[-1].split(".", 1)[0]
+        elif name == "list":
+            self.list_cmd(c)
+        elif name == "file":
+            w = self.words(c.args)
+            if len(w) >= 3 and w[0] == "READ":
+                self.env[w[2]] = self.read_file(w[1])
+        elif name == "add_subdirectory":
+            w = self.words(c.args)
+            if w:
+                self.subdirs.append(w[0])
+        elif name in self.functions:
+            self.call(self.functions[name], self.words(c.args))
+
+    def call(self, f: Function, words: list[str]) -> None:
+        saved = self.env
+        self.env = dict(saved)
+        for i, p in enumerate(f.params):
+            self.env[p] = words[i] if i < len(words) else ""
+        self.env["ARGN"] = ";".join(words[len(f.params) :])
+        try:
+            self.run(f.body)
+        finally:
+            self.env = saved
+
+    def list_cmd(self, c: Command) -> None:
+        w = self.words(c.args)
+        if len(w) < 2:
+            return
+        op, var = w[0], w[1]
+        cur = [x for x in self.env.get(var, "").split(";") if x]
+        if op == "REMOVE_ITEM":
+            drop = set(w[2:])
+            for x in cur:
+                if x in drop:
+                    self.removed.setdefault((var, x), self.here())
+            cur = [x for x in cur if x not in drop]
+        elif op == "APPEND":
+            cur += w[2:]
+        elif op == "FILTER" and len(w) >= 5 and w[3] == "REGEX":
+            try:
+                rx = re.compile(w[4])
+            except re.error:
+                return
+            keep = [x for x in cur if rx.search(x)] if w[2] == "INCLUDE" else [x for x in cur if not rx.search(x)]
+            for x in cur:
+                if x not in keep:
+                    self.removed.setdefault((var, x), self.here())
+            cur = keep
+        elif op == "REMOVE_DUPLICATES":
+            cur = list(dict.fromkeys(cur))
+        else:
+            return
+        if cur:
+            self.env[var] = ";".join(cur)
+        else:
+            self.env[var] = ""
+
+
+# ---------------------------------------------------------------- the stage
+
+
+def _walk(stmts: list[Any]):
+    for s in stmts:
+        yield s
+        if isinstance(s, If):
+            for br in s.branches:
+                yield br
+                yield from _walk(br.body)
+        elif isinstance(s, (Foreach, Function)):
+            yield from _walk(s.body)
+
+
+def _contains(stmts: list[Any], pred) -> bool:
+    return any(isinstance(s, Command) and pred(s) for s in _walk(stmts))
+
+
+def _find_dir_loop(stmts: list[Any]) -> Foreach | None:
+    """The top-level foreach whose body calls add_subdirectory (the directory loop)."""
+    for s in stmts:
+        if isinstance(s, Foreach) and _contains(s.body, lambda c: c.name == "add_subdirectory"):
+            return s
+    return None
+
+
+def _library_function(stmts: list[Any]) -> Function | None:
+    for s in _walk(stmts):
+        if isinstance(s, Function) and s.name.lower() == "add_instance_library":
+            return s
+    return None
+
+
+def _message(body: list[Any]) -> str:
+    for s in body:
+        if isinstance(s, Command) and s.name == "message":
+            vals = [a.value for a in s.args]
+            if vals and vals[0] in ("DEBUG", "STATUS", "WARNING", "NOTICE", "VERBOSE"):
+                vals = vals[1:]
+            return " ".join(vals)
+    return ""
+
+
+def _rule_rows(file: str, lib: Function | None, loop: Foreach | None, guard_vars: set[str]) -> dict[int, BuildRuleRow]:
+    """One BuildRuleRow per if() branch that removes sources/targets or skips a directory."""
+    rows: dict[int, BuildRuleRow] = {}
+    regions = [(lib.body if lib else [], "function"), (loop.body if loop else [], "loop")]
+    for body, where in regions:
+        for node in _walk(body):
+            if not isinstance(node, Branch):
+                continue
+            for s in node.body:
+                if not isinstance(s, Command):
+                    continue
+                w = [a.value for a in s.args]
+                action, targets = None, []
+                if s.name == "list" and len(w) >= 2 and w[0] == "REMOVE_ITEM" and w[1] == "ARGN":
+                    action = "remove_source"
+                elif s.name == "list" and len(w) >= 2 and w[0] == "REMOVE_ITEM" and w[1] == "INST_TARGETS":
+                    action, targets = "remove_targets", w[2:]
+                elif s.name == "list" and len(w) >= 2 and w[0] == "FILTER" and w[1] == "INST_TARGETS":
+                    action, targets = "remove_targets", ["FILTER " + " ".join(w[2:])]
+                elif (where == "loop" and s.name == "set" and len(w) >= 2 and w[0] in guard_vars
+                      and w[1] in ("0", "OFF", "FALSE")
+                      and not _contains(node.body, lambda c: c.name == "add_subdirectory")):
+                    action = "skip_directory"
+                if action:
+                    text = node.text if node.cond is not None or node.text else "else"
+                    rows.setdefault(node.line, BuildRuleRow(
+                        id=0, file=file, line=node.line, condition=text, action=action,
+                        targets=targets, message=_message(node.body),
+                    ))
+    for i, line in enumerate(sorted(rows), start=1):
+        rows[line].id = i
+    return rows
+
+
+class CMakeStage:
+    name = "ck.cmake"
+    version = "1"
+    tree = "ck"
+
+    def files(self, root: Path) -> list[Path]:
+        base = root / CK_INSTANCE_DIR
+        out = []
+        top = base / "CMakeLists.txt"
+        if top.is_file():
+            out.append(top)
+        if base.is_dir():
+            for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()):
+                f = d / "CMakeLists.txt"
+                if f.is_file():
+                    out.append(f)
+        return out
+
+    def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
+        if is_binary(data):
+            return FileResult(diagnostics=[Diagnostic(rel, 0, "binary data, not CMake: skipped", "warning", self.name)])
+        text = data.decode("utf-8", errors="replace")
+        if rel != GPU_CMAKE:  # a directory's CMakeLists.txt: the loop matches against its text
+            return FileResult(facts={"text": text})
+        try:
+            stmts, diags = parse_cmake(text)
+        except CMakeSyntaxError as e:
+            return FileResult(diagnostics=[Diagnostic(rel, e.line, f"CMake syntax: {e}", "error", self.name)])
+        diags = [Diagnostic(rel, d.line, d.message, "warning", self.name) for d in diags]
+        return FileResult(diagnostics=diags, facts={"stmts": stmts})
+
+    def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
+        top = results.get(GPU_CMAKE)
+        if top is None or "stmts" not in top.facts:
+            return StageResult(diagnostics=[Diagnostic(GPU_CMAKE, 0, "no build rules read: file missing or unparsable", "warning", self.name)])
+        rows, diags = evaluate_tree(root, top.facts["stmts"], {k: v.facts.get("text", "") for k, v in results.items() if k != GPU_CMAKE})
+        return StageResult(rows=rows, diagnostics=diags)
+
+
+def evaluate_tree(root: Path, stmts: list[Any], dir_texts: dict[str, str], archs: tuple[str, ...] = ARCHS) -> tuple[list[Any], list[Diagnostic]]:
+    """BuildRuleRows + FileBuildRows for every instance source × arch."""
+    diags: list[Diagnostic] = []
+    lib = _library_function(stmts)
+    loop = _find_dir_loop(stmts)
+    if lib is None:
+        diags.append(Diagnostic(GPU_CMAKE, 0, "no add_instance_library function found", "warning", "ck.cmake"))
+    guard_vars: set[str] = set()
+    if loop is not None:
+        for node in _walk(loop.body):
+            if isinstance(node, Branch) and node.cond is not None and _contains(node.body, lambda c: c.name == "add_subdirectory"):
+                guard_vars |= variables(node.cond)
+    rules = _rule_rows(GPU_CMAKE, lib, loop, guard_vars)
+    out: list[Any] = list(rules.values())
+    base = Path(root) / CK_INSTANCE_DIR
+    sources = [p.relative_to(base).as_posix() for p in list_files(Path(root), CK_INSTANCE_DIR, SOURCE_SUFFIXES)]
+    by_dir: dict[str, list[str]] = {}
+    for s in sources:
+        if "/" in s:
+            by_dir.setdefault(s.split("/", 1)[0], []).append(s)
+
+    def rule_for(br: Branch | None) -> BuildRuleRow | None:
+        return rules.get(br.line) if br is not None else None
+
+    for arch in archs:
+        env = dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
+        lib_cache: dict[str, tuple[bool, BuildRuleRow | None]] = {}
+        for d, files in sorted(by_dir.items()):
+            dir_rule: BuildRuleRow | None = None
+            built_dir = True
+            if loop is not None:
+                rel_cmake = f"{CK_INSTANCE_DIR}/{d}/CMakeLists.txt"
+                dir_text = dir_texts.get(rel_cmake, "")
+                it = Interpreter(env, GPU_CMAKE, read_file=lambda _p, t=dir_text: t)
+                var = loop.args[0].value if loop.args else "subdir_path"
+                it.env[var] = str(base / d)
+                try:
+                    it.run(loop.body)
+                except _Break:
+                    pass
+                built_dir = bool(it.subdirs)
+                if not built_dir:
+                    cands = [it.origin.get(v) for v in guard_vars if it.origin.get(v) is not None]
+                    dir_rule = rule_for(cands[-1]) if cands else None
+            for f in files:
+                if not built_dir:
+                    out.append(FileBuildRow(file=f"{CK_INSTANCE_DIR}/{f}", arch=arch, built=False,
+                                            rule_id=dir_rule.id if dir_rule else None,
+                                            line=dir_rule.line if dir_rule else None,
+                                            condition=dir_rule.condition if dir_rule else "directory not added"))
+                    continue
+                name = f.rsplit("/", 1)[-1]
+                if name not in lib_cache:
+                    lib_cache[name] = _run_library(lib, env, f, arch, rule_for) if lib else (True, None)
+                built, rule = lib_cache[name]
+                out.append(FileBuildRow(file=f"{CK_INSTANCE_DIR}/{f}", arch=arch, built=built,
+                                        rule_id=rule.id if rule else None, line=rule.line if rule else None,
+                                        condition=rule.condition if rule else None))
+    return out, diags
+
+
+def _run_library(lib: Function, env: dict[str, str], source: str, arch: str, rule_for) -> tuple[bool, BuildRuleRow | None]:
+    source = source.split("/", 1)[1] if "/" in source else source
+    it = Interpreter(env, GPU_CMAKE)
+    it.functions[lib.name.lower()] = lib
+    saved = it.env
+    it.env = dict(saved)
+    it.env[lib.params[0] if lib.params else "INSTANCE_NAME"] = "device_instance"
+    it.env["ARGN"] = source
+    try:
+        it.run(lib.body)
+    except _Break:
+        pass
+    final = it.env
+    if source not in [x for x in final.get("ARGN", "").split(";") if x]:
+        return False, rule_for(it.removed.get(("ARGN", source)))
+    if arch not in [x for x in final.get("INST_TARGETS", arch).split(";") if x]:
+        return False, rule_for(it.removed.get(("INST_TARGETS", arch)))
+    return True, None
+
+
+STAGE = CMakeStage()
