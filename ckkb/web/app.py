@@ -1,0 +1,83 @@
+"""`ckkb serve` as a library: a read-only Datasette over one knowledge base, with ckkb's metadata
+and plugin loaded.
+
+- The database is checked first (ckkb.kb.db.open_db: exists, is a knowledge base, has this
+  schema version) and opened immutable (Datasette's `-i`), so nothing can write to it.
+- Arbitrary SQL is allowed (that is what Datasette is for) but only SELECTs, on read-only
+  connections, within `sql_time_limit_ms`.
+- No write endpoints: no writable canned queries, no --root, no write plugins.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ckkb.kb.db import open_db
+from ckkb.web.metadata import build_metadata
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8001
+SQL_TIME_LIMIT_MS = 1000
+
+SETTINGS: dict[str, Any] = {
+    "sql_time_limit_ms": SQL_TIME_LIMIT_MS,
+    "default_page_size": 100,
+    "max_returned_rows": 5000,
+    "facet_time_limit_ms": 300,
+    "allow_download": False,  # the file itself is not for download; queries and exports are
+    "num_sql_threads": 3,
+}
+
+
+def check_db(path: str | Path) -> Path:
+    """The knowledge base at `path`, or CkkbError (one line + hint) when it is missing, not a
+    knowledge base, or of another schema version."""
+    path = Path(path)
+    db = open_db(path, readonly=True)
+    db.close()
+    return path.resolve()
+
+
+def register_plugin() -> None:
+    """Register ckkb.web.plugin with Datasette's plugin manager (once), so the plugin works
+    whether or not the package's entry point is installed."""
+    from datasette.plugins import pm
+
+    from ckkb.web import plugin
+
+    if not pm.is_registered(plugin) and pm.get_plugin("ckkb") is None:
+        pm.register(plugin, name="ckkb")
+
+
+def make_datasette(db_path: str | Path, *, time_limit_ms: int | None = None, settings: dict[str, Any] | None = None):
+    """A Datasette instance serving the knowledge base read-only (not started)."""
+    from datasette.app import Datasette
+
+    path = check_db(db_path)
+    register_plugin()
+    merged = dict(SETTINGS)
+    if time_limit_ms is not None:
+        merged["sql_time_limit_ms"] = int(time_limit_ms)
+    merged.update(settings or {})
+    return Datasette(
+        files=[],
+        immutables=[str(path)],
+        metadata=build_metadata(path.stem),
+        settings=merged,
+        cors=False,
+    )
+
+
+def serve(db_path: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, time_limit_ms: int | None = None,
+          on_ready=None) -> None:
+    """Run the server until interrupted (uvicorn, as `datasette serve` does)."""
+    import asyncio
+
+    import uvicorn
+
+    ds = make_datasette(db_path, time_limit_ms=time_limit_ms)
+    asyncio.run(ds.invoke_startup())
+    if on_ready:
+        on_ready(ds)
+    uvicorn.run(ds.app(), host=host, port=port, log_level="warning", lifespan="on")

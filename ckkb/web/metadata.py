@@ -1,0 +1,160 @@
+"""Datasette metadata for a knowledge base, assembled at load time from what already exists.
+
+- Title, description and per-table extras (facets, labels, sort): ckkb/web/metadata.yaml.
+- Table and column descriptions: the schema's own `@table(doc)` / `col(doc)` texts (ckkb.kb.schema),
+  never duplicated here.
+- Canned queries: every ckkb/queries/canned/NAME.sql, with its header comments
+  (`-- title:`, `-- description:`, `-- params: a, b`) as title, description and parameters. The SQL
+  is read from the file the CLI also runs, never copied.
+
+A parameter listed as `name?` in `-- params:` is optional (it may be left empty); every other
+parameter is required, and the plugin answers a readable 400 page when one is missing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from ckkb.kb.schema import SCHEMA_VERSION, TABLES
+
+_HEADER = re.compile(r"^--\s*(title|description|params)\s*:\s*(.*)$", re.IGNORECASE)
+_CONT = re.compile(r"^--\s?(.*)$")
+
+
+@dataclass(frozen=True)
+class CannedQuery:
+    name: str
+    title: str
+    description: str
+    params: tuple[str, ...]  # in header order, without the optional marker
+    optional: frozenset[str] = field(default_factory=frozenset)
+    sql: str = ""
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(p for p in self.params if p not in self.optional)
+
+
+def parse_canned(name: str, text: str) -> CannedQuery:
+    """Read the header comments of a canned query file.
+
+    Header lines come first; a `--` line right after `-- description:` that is not itself a
+    header continues the description. Parameters found in the SQL but missing from `-- params:`
+    are appended (Datasette would ask for them anyway).
+    """
+    title, desc, params, optional = name, "", [], set()
+    last = None
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            last = None
+            continue
+        if not s.startswith("--"):
+            break
+        m = _HEADER.match(s)
+        if m:
+            key, val = m.group(1).lower(), m.group(2).strip()
+            last = key
+            if key == "title":
+                title = val or name
+            elif key == "description":
+                desc = val
+            else:
+                for p in (x.strip() for x in val.split(",")):
+                    if not p:
+                        continue
+                    p = p.lstrip(":")
+                    if p.endswith("?"):
+                        p = p[:-1]
+                        optional.add(p)
+                    params.append(p)
+            continue
+        c = _CONT.match(s)
+        if last == "description" and c and c.group(1).strip():
+            desc = f"{desc} {c.group(1).strip()}".strip()
+        else:
+            last = None
+    for p in _sql_params(text):
+        if p not in params:
+            params.append(p)
+    return CannedQuery(name, title, desc, tuple(params), frozenset(optional), text)
+
+
+def _sql_params(sql: str) -> list[str]:
+    """Named parameters (:name) used by the SQL, outside comments and string literals."""
+    out: list[str] = []
+    body = re.sub(r"--[^\n]*", "", sql)
+    body = re.sub(r"'(?:[^']|'')*'", "''", body)
+    for m in re.finditer(r"(?<![:\w]):([A-Za-z_]\w*)", body):
+        if m.group(1) not in out and not m.group(1).startswith("_"):
+            out.append(m.group(1))
+    return out
+
+
+def canned_queries() -> dict[str, CannedQuery]:
+    """Every canned query file under ckkb/queries/canned, by name."""
+    out = {}
+    folder = resources.files("ckkb.queries").joinpath("canned")
+    if not folder.is_dir():
+        return out
+    for f in sorted(folder.iterdir(), key=lambda p: p.name):
+        if f.name.endswith(".sql"):
+            name = f.name[:-4]
+            out[name] = parse_canned(name, f.read_text())
+    return out
+
+
+def static_metadata() -> dict[str, Any]:
+    text = resources.files("ckkb.web").joinpath("metadata.yaml").read_text()
+    return yaml.safe_load(text) or {}
+
+
+def table_metadata(static: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per-table metadata: schema docs, default facets, then the yaml's per-table extras."""
+    facet_cols = list(static.get("facet_columns", []))
+    max_facets = int(static.get("max_facets", 4))
+    extras = static.get("tables", {}) or {}
+    out: dict[str, dict[str, Any]] = {}
+    for t in TABLES.values():
+        names = t.column_names()
+        meta: dict[str, Any] = {
+            "description": f"{t.doc} ({t.kind} table)",
+            "columns": {c.name: c.doc + (" (JSON)" if c.json else "") for c in t.columns if c.doc},
+        }
+        facets = [c for c in facet_cols if c in names][:max_facets]
+        if facets:
+            meta["facets"] = facets
+        extra = dict(extras.get(t.name, {}) or {})
+        if "facets" in extra:
+            extra["facets"] = [c for c in extra["facets"] if c in names]
+        if extra.get("label_column") and extra["label_column"] not in names:
+            extra.pop("label_column")
+        if extra.get("sort") and extra["sort"] not in names:
+            extra.pop("sort")
+        meta.update(extra)
+        out[t.name] = meta
+    return out
+
+
+def build_metadata(db_name: str) -> dict[str, Any]:
+    """The whole metadata dict for a knowledge base served under the name `db_name`."""
+    static = static_metadata()
+    queries = {}
+    for q in canned_queries().values():
+        entry: dict[str, Any] = {"sql": q.sql, "title": q.title, "params": list(q.params)}
+        if q.description:
+            entry["description"] = q.description
+        queries[q.name] = entry
+    db_meta = {
+        "description": f"ckkb knowledge base (schema version {SCHEMA_VERSION}), read-only.",
+        "tables": table_metadata(static),
+        "queries": queries,
+    }
+    meta = {k: v for k, v in static.items() if k in ("title", "description", "description_html", "about", "about_url", "license", "license_url", "source", "source_url")}
+    meta["databases"] = {db_name: db_meta}
+    return meta

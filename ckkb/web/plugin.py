@@ -1,0 +1,361 @@
+"""The ckkb Datasette plugin: explain pages, charts, instance links, parameter checks, read-only guard.
+
+Registered through Datasette's plugin hooks: as the `ckkb` entry point (pyproject.toml) and, so it
+works without a reinstall, explicitly by `ckkb serve` (ckkb.web.app.make_datasette).
+
+Routes (all under /-/ckkb):
+  /-/ckkb                          index: charts and canned queries
+  /-/ckkb/instance/<id>            explain page for one instance
+  /-/ckkb/chart/race-spread?race=  TFLOPS per instance for one race, sorted
+  /-/ckkb/chart/gate-census?arch=  device-name gates per directory, by effect
+
+Bad canned-query parameters (unknown arch, malformed tile, missing parameter) are caught by the
+ASGI wrapper before Datasette runs the SQL and answered with a 400 page (or JSON) that says what is
+wrong; see ckkb.web.validate.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from importlib import resources
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode
+
+import markupsafe
+from datasette import hookimpl
+from datasette.utils.asgi import Request, Response
+
+from ckkb.archs import ARCHS
+from ckkb.web import charts, explain, validate
+from ckkb.web.metadata import CannedQuery, canned_queries
+
+TEMPLATES = Path(str(resources.files("ckkb.web").joinpath("templates")))
+STATIC = Path(str(resources.files("ckkb.web").joinpath("static")))
+PREFIX = "/-/ckkb"
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _kb_database(datasette, request: Request | None = None):
+    """The knowledge base being served: ?db=NAME, else the first database with a build_info table."""
+    name = request.args.get("db") if request is not None else None
+    if name and name in datasette.databases:
+        return datasette.databases[name]
+    for db_name, db in datasette.databases.items():
+        if db_name.startswith("_"):
+            continue
+        if getattr(db, "_ckkb", None) is None:
+            try:
+                conn = db.connect()
+                try:
+                    db._ckkb = bool(conn.execute("select 1 from sqlite_master where name = 'build_info'").fetchone())
+                finally:
+                    conn.close()
+            except Exception:
+                db._ckkb = False
+        if db._ckkb:
+            return db
+    return None
+
+
+def _canned(datasette, db_name: str) -> dict[str, CannedQuery]:
+    cache = getattr(datasette, "_ckkb_canned", None)
+    if cache is None:
+        cache = datasette._ckkb_canned = canned_queries()
+    return cache
+
+
+async def _page(datasette, request, template: str, context: dict, status: int = 200) -> Response:
+    html = await datasette.render_template(template, {"ckkb_prefix": datasette.urls.path(PREFIX), **context}, request=request)
+    return Response.html(html, status=status)
+
+
+async def _error(datasette, request, title: str, errors: list[str], status: int = 400, **extra) -> Response:
+    return await _page(datasette, request, "ckkb_error.html", {"title": title, "errors": errors, **extra}, status=status)
+
+
+def instance_href(datasette, instance_id) -> str:
+    return datasette.urls.path(f"{PREFIX}/instance/{instance_id}")
+
+
+# ---------------------------------------------------------------- views
+
+
+async def index_view(datasette, request):
+    db = _kb_database(datasette, request)
+    queries = list(_canned(datasette, db.name if db else "").values())
+    return await _page(datasette, request, "ckkb_index.html", {
+        "db_name": db.name if db else None,
+        "queries": queries,
+        "archs": ARCHS,
+    })
+
+
+async def instance_view(datasette, request):
+    raw = request.url_vars["id"]
+    try:
+        instance_id = int(raw)
+    except ValueError:
+        return await _error(datasette, request, "Not an instance id", [f"'{raw}' is not an instance id: expected an integer, e.g. /-/ckkb/instance/42"])
+    db = _kb_database(datasette, request)
+    if db is None:
+        return await _error(datasette, request, "No knowledge base", ["no ckkb knowledge base is being served"], status=404)
+    data = await db.execute_fn(lambda conn: explain.explain(conn, instance_id))
+    if data is None:
+        return await _error(
+            datasette, request, "No such instance",
+            [f"instance {instance_id} is not in the knowledge base {db.name}"], status=404,
+            links=[(datasette.urls.table(db.name, "instances"), "browse instances")],
+        )
+    return await _page(datasette, request, "ckkb_instance.html", {
+        "db_name": db.name,
+        "x": data,
+        "instances_url": datasette.urls.table(db.name, "instances"),
+        "list_url": datasette.urls.row(db.name, "instance_lists", str(data["instance"]["list_id"])) if data["list"] else None,
+        "title": f"Instance {instance_id}",
+    })
+
+
+def _race_data(conn: sqlite3.Connection, race: str | None):
+    tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
+    if "race_results" not in tables:
+        return None, [], []
+    rcols = {r[1] for r in conn.execute("pragma table_info(race_results)")}
+    races_cols = {r[1] for r in conn.execute("pragma table_info(races)")} if "races" in tables else set()
+    name_col = next((c for c in ("instance_name", "name", "instance", "kernel") if c in rcols), None)
+    value_col = next((c for c in ("tflops", "TFlops") if c in rcols), None)
+    if not value_col or "race_id" not in rcols:
+        return None, [], []
+    race_list = []
+    if races_cols:
+        label = " || ' ' || ".join(f"coalesce(cast([{c}] as text), '')" for c in ("op", "arch", "m", "n", "k") if c in races_cols) or "''"
+        race_list = [dict(zip(("id", "label", "n"), r, strict=True)) for r in conn.execute(
+            f"select r.id, {label}, (select count(*) from race_results rr where rr.race_id = r.id) from races r order by r.id"
+        )]
+    if not race:
+        return None, race_list, []
+    id_col = "instance_id" if "instance_id" in rcols else None
+    cols = f"[{name_col}]" if name_col else "'result ' || rowid"
+    cols += f", [{value_col}]"
+    cols += f", [{id_col}]" if id_col else ", null"
+    rows = conn.execute(f"select {cols} from race_results where race_id = ? and [{value_col}] is not null order by [{value_col}] desc", [race]).fetchall()
+    return race, race_list, rows
+
+
+async def race_chart_view(datasette, request):
+    db = _kb_database(datasette, request)
+    if db is None:
+        return await _error(datasette, request, "No knowledge base", ["no ckkb knowledge base is being served"], status=404)
+    race = (request.args.get("race") or "").strip()
+    if race and not race.isdigit():
+        return await _error(datasette, request, "Bad race id", [f"race '{race}' is not a race id: expected an integer (see the races table)"])
+    _, race_list, rows = await db.execute_fn(lambda conn: _race_data(conn, race or None))
+    if race and not rows:
+        return await _error(datasette, request, "No results for that race", [f"race {race} has no results with TFLOPS in {db.name}"], status=404,
+                            links=[(datasette.urls.path(f"{PREFIX}/chart/race-spread"), "pick another race")])
+    svg = ""
+    stats = None
+    if rows:
+        bars = [charts.Bar(label=str(n), value=float(v), href=instance_href(datasette, i) if i is not None else None, highlight=(k == 0))
+                for k, (n, v, i) in enumerate(rows)]
+        svg = charts.hbar_svg(bars, unit="TFLOPS", caption=f"race {race}: TFLOPS per instance")
+        best, worst = rows[0][1], rows[-1][1]
+        stats = {"n": len(rows), "best": best, "worst": worst, "spread": (best / worst) if worst else None, "winner": rows[0][0]}
+    return await _page(datasette, request, "ckkb_chart.html", {
+        "title": f"Race spread{' — race ' + race if race else ''}",
+        "kind": "race",
+        "svg": markupsafe.Markup(svg),
+        "race": race,
+        "races": race_list,
+        "stats": stats,
+    })
+
+
+def _gate_census_data(conn: sqlite3.Connection, arch: str):
+    tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
+    if "gates" not in tables:
+        return []
+    return conn.execute(
+        "select dir, coalesce(effect, kind), count(*) from gates where kind = 'device_name' and (? = '' or arch = ?) "
+        "group by dir, coalesce(effect, kind) order by dir",
+        [arch, arch],
+    ).fetchall()
+
+
+async def gate_chart_view(datasette, request):
+    db = _kb_database(datasette, request)
+    if db is None:
+        return await _error(datasette, request, "No knowledge base", ["no ckkb knowledge base is being served"], status=404)
+    checked = validate.check(["arch"], [], {"arch": request.args.get("arch", "")})
+    if not checked.ok:
+        return await _error(datasette, request, "Bad parameter", checked.errors)
+    arch = checked.normalised.get("arch", request.args.get("arch", "").strip())
+    rows = await db.execute_fn(lambda conn: _gate_census_data(conn, arch))
+    per_dir: dict[str, dict[str, float]] = {}
+    for d, effect, n in rows:
+        per_dir.setdefault(d, {})[effect] = n
+    series = sorted({e for v in per_dir.values() for e in v}, key=lambda e: (e != "exclude", e))
+    ordered = sorted(per_dir.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+    hrefs = {d: datasette.urls.table(db.name, "gates") + "?" + urlencode({"dir": d, "kind": "device_name", **({"arch": arch} if arch else {})}) for d in per_dir}
+    svg = charts.stacked_svg(ordered, series, caption="device-name gates per directory", hrefs=hrefs)
+    return await _page(datasette, request, "ckkb_chart.html", {
+        "title": "Gate census" + (f" — {arch}" if arch else ""),
+        "kind": "gates",
+        "svg": markupsafe.Markup(svg),
+        "arch": arch,
+        "archs": ARCHS,
+        "totals": {s: sum(v.get(s, 0) for v in per_dir.values()) for s in series},
+        "dirs": len(per_dir),
+    })
+
+
+async def css_view(datasette, request):
+    return Response((STATIC / "ckkb.css").read_text(), content_type="text/css; charset=utf-8")
+
+
+# ---------------------------------------------------------------- hooks
+
+
+@hookimpl
+def register_routes(datasette):
+    return [
+        (r"^/-/ckkb/?$", index_view),
+        (r"^/-/ckkb/instance/(?P<id>[^/]+)$", instance_view),
+        (r"^/-/ckkb/chart/race-spread$", race_chart_view),
+        (r"^/-/ckkb/chart/gate-census$", gate_chart_view),
+        (r"^/-/ckkb/ckkb\.css$", css_view),
+    ]
+
+
+@hookimpl
+def prepare_jinja2_environment(env, datasette):
+    from jinja2 import ChoiceLoader, FileSystemLoader
+
+    # After the user's and Datasette's own loaders, so a --template-dir can still override ours.
+    env.loader = ChoiceLoader([env.loader, FileSystemLoader(str(TEMPLATES))])
+
+
+@hookimpl
+def prepare_connection(conn, database, datasette):
+    # Belt and braces: `ckkb serve` opens the knowledge base immutable, and every connection is
+    # also query_only, so no statement that slips past Datasette's SELECT check can write.
+    if not database.startswith("_"):
+        conn.execute("pragma query_only = 1")
+
+
+@hookimpl
+def extra_css_urls(template, database, table, columns, view_name, request, datasette):
+    return [datasette.urls.path(f"{PREFIX}/ckkb.css")]
+
+
+@hookimpl
+def menu_links(datasette, actor, request):
+    return [
+        {"href": datasette.urls.path(PREFIX), "label": "ckkb: queries and charts"},
+        {"href": datasette.urls.path(f"{PREFIX}/chart/gate-census"), "label": "Chart: gate census"},
+        {"href": datasette.urls.path(f"{PREFIX}/chart/race-spread"), "label": "Chart: race spread"},
+    ]
+
+
+def _is_instance_column(column: str, table: str | None) -> bool:
+    return column == "instance_id" or column.endswith("_instance_id")
+
+
+@hookimpl
+def render_cell(row, value, column, table, database, datasette):
+    """Link instances to their explain page: the `template` cell of `instances` rows (the id cell
+    is Datasette's own row link) and any `instance_id` / `*_instance_id` cell in tables and
+    canned-query results."""
+    if value is None or value == "":
+        return None
+    if table == "instances" and column == "template":
+        try:
+            iid = row["id"]
+        except (IndexError, KeyError):
+            return None
+        return markupsafe.Markup(
+            f'{markupsafe.escape(value)} <a class="ckkb-explain" href="{instance_href(datasette, iid)}" title="explain instance {iid}">explain</a>'
+        )
+    if _is_instance_column(column, table) and isinstance(value, int):
+        return markupsafe.Markup(
+            f'<a class="ckkb-instance" href="{instance_href(datasette, value)}" title="explain instance {value}">{value}</a>'
+        )
+    return None
+
+
+@hookimpl
+def asgi_wrapper(datasette):
+    def wrap(app):
+        async def checked_app(scope, receive, send):
+            if scope.get("type") == "http" and scope.get("method") in ("GET", "HEAD"):
+                response = await _check_canned(datasette, scope)
+                if response is not None:
+                    await response.asgi_send(send)
+                    return
+            await app(scope, receive, send)
+
+        return checked_app
+
+    return wrap
+
+
+async def _dirs(datasette, db) -> set[str]:
+    cache = getattr(db, "_ckkb_dirs", None)
+    if cache is None:
+        try:
+            res = await db.execute("select distinct dir from instances union select distinct dir from registrations")
+            cache = {r[0] for r in res.rows if r[0]}
+        except Exception:
+            cache = set()
+        db._ckkb_dirs = cache
+    return cache
+
+
+async def _check_canned(datasette, scope) -> Response | None:
+    """A 400 answer for a canned-query request with bad parameters, a redirect to the normalised
+    spelling, or None to let Datasette answer."""
+    path = scope.get("path", "")
+    parts = path.strip("/").split("/")
+    base = datasette.setting("base_url").strip("/")
+    if base:
+        if parts[: len(base.split("/"))] != base.split("/"):
+            return None
+        parts = parts[len(base.split("/")):]
+    if len(parts) != 2:
+        return None
+    route, name = parts
+    fmt = None
+    if "." in name:
+        name, fmt = name.rsplit(".", 1)
+    db = next((d for d in datasette.databases.values() if d.route == route), None)
+    if db is None or db.name.startswith("_"):
+        return None
+    query = _canned(datasette, db.name).get(name)
+    if query is None or not query.params:
+        return None
+    qs = scope.get("query_string", b"").decode("latin-1")
+    args = dict(parse_qsl(qs, keep_blank_values=True))
+    if not any(p in args for p in query.params) and fmt is None:
+        return None  # a bare visit: Datasette shows the parameter form
+    dirs = await _dirs(datasette, db) if "dir" in query.params else None
+    checked = validate.check(query.params, query.required, args, dirs=dirs or None)
+    request = Request(scope, None)
+    if not checked.ok:
+        if fmt == "json":
+            return Response.json({"ok": False, "error": "; ".join(checked.errors), "errors": checked.errors, "status": 400, "title": "Invalid parameters"}, status=400)
+        if fmt is not None:
+            return Response.text("\n".join(checked.errors) + "\n", status=400)
+        return await _error(
+            datasette, request, f"{query.title}: invalid parameters", checked.errors,
+            query=query, args=args, form_action=datasette.urls.path(f"/{route}/{name}"), archs=ARCHS,
+        )
+    if checked.normalised:
+        args.update(checked.normalised)
+        return Response.redirect(path + "?" + urlencode(args))
+    return None
+
+
+def _dump(value) -> str:
+    return json.dumps(value, indent=1, default=str)
