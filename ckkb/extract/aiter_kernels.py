@@ -1,0 +1,327 @@
+"""aiter's CK kernel lists, read with libcst (never imported or executed).
+
+For each `csrc/**/*_common.py` / `*_instance.py`: the kernel dataclasses (fields in order, defaults,
+the `name` property), every module-level dict whose values instantiate one of them (`kernels_list`,
+`default_kernels_dict`, per-arch lists) with each id, its field values and the kernelName the
+`name` property composes, evaluated statically (ckkb.extract.aiter_pyeval). What cannot be
+evaluated becomes a diagnostic with file and line; nothing is guessed. An id written twice in one
+dict literal, and identical kernels under different ids, are recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from ckkb.diagnostics import Diagnostic
+from ckkb.extract.aiter_pyeval import Evaluator, Unsupported, literal
+from ckkb.extract.files import list_files
+from ckkb.fields import normalise
+from ckkb.kb.schema.aiter import AiterKernelListRow, AiterKernelRow
+from ckkb.kb.stages import BuildContext, FileResult, StageResult
+
+STAGE_NAME = "aiter.kernels"
+
+# aiter field name -> CK template parameter name, so ckkb.fields.normalise derives the normalised columns.
+AITER_TO_CK = {
+    "BLOCK_SIZE": "BlockSize",
+    "MPerBLOCK": "MPerBlock", "MPerBlock": "MPerBlock",
+    "NPerBLOCK": "NPerBlock", "NPerBlock": "NPerBlock",
+    "KPerBLOCK": "KPerBlock", "KPerBlock": "KPerBlock",
+    "WAVE_TILE_M": "MPerXDL", "MPerXDL": "MPerXDL",
+    "WAVE_TILE_N": "NPerXDL", "NPerXDL": "NPerXDL",
+    "WAVE_MAP_M": "MXdlPerWave", "WAVE_MAP_N": "NXdlPerWave",
+    "AK1": "AK1", "BK1": "BK1",
+    "LOOP_SCHED": "BlkGemmPipeSched", "PIPELINE_Sched": "BlkGemmPipeSched",
+}
+PIPELINE_FIELDS = ("PIPELINE_VERSION", "GemmPipelineVersion")
+
+
+@dataclass
+class KernelClass:
+    name: str
+    line: int
+    fields: list[str]
+    defaults: dict[str, Any]
+    name_expr: cst.BaseExpression | None = None  # not pickled (see KernelFile)
+    name_line: int = 0
+    name_problem: str | None = None
+
+
+@dataclass
+class KernelEntry:
+    key: Any
+    line: int
+    values: dict[str, Any]
+    name: str | None
+    shadowed: bool = False
+    duplicate_of: Any = None
+
+
+@dataclass
+class KernelList:
+    name: str
+    line: int
+    class_name: str
+    fields: list[str]
+    entries: list[KernelEntry] = field(default_factory=list)
+    duplicate_ids: list[Any] = field(default_factory=list)
+
+    @property
+    def arch(self) -> str | None:
+        m = re.search(r"(gfx\d+[a-z]?)", self.name)
+        return m.group(1) if m else None
+
+    def by_id(self) -> dict[Any, KernelEntry]:
+        """What Python builds from the literal: the last entry for each key."""
+        return {e.key: e for e in self.entries if not e.shadowed}
+
+
+@dataclass
+class KernelFile:
+    rel: str
+    op: str
+    classes: list[str]
+    lists: list[KernelList]
+    diagnostics: list[Diagnostic]
+
+
+def op_of(rel: str) -> str:
+    """csrc/ck_gemm_a8w8/gemm_a8w8_common.py -> gemm_a8w8."""
+    parts = Path(rel).parts
+    d = parts[-2] if len(parts) >= 2 else Path(rel).stem
+    return d[3:] if d.startswith("ck_") else d
+
+
+def _is_dataclass(node: cst.ClassDef) -> bool:
+    for d in node.decorators:
+        dec = d.decorator
+        if isinstance(dec, cst.Call):
+            dec = dec.func
+        if (isinstance(dec, cst.Name) and dec.value == "dataclass") or (isinstance(dec, cst.Attribute) and dec.attr.value == "dataclass"):
+            return True
+    return False
+
+
+def _is_property(node: cst.FunctionDef) -> bool:
+    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "property" for d in node.decorators)
+
+
+def read_kernel_file(rel: str, data: bytes) -> KernelFile:
+    """Parse one kernel-list file. Never raises: problems become diagnostics."""
+    diags: list[Diagnostic] = []
+    kf = KernelFile(rel=rel, op=op_of(rel), classes=[], lists=[], diagnostics=diags)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        diags.append(Diagnostic(rel, line, f"not UTF-8 ({e.reason}); file skipped", "error", STAGE_NAME))
+        return kf
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as e:
+        diags.append(Diagnostic(rel, e.raw_line, f"Python syntax error: {e.message}; file skipped", "error", STAGE_NAME))
+        return kf
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    pos = wrapper.resolve(PositionProvider)
+
+    def line(node: cst.CSTNode) -> int:
+        try:
+            return pos[node].start.line
+        except KeyError:
+            return 0
+
+    def report(node: cst.CSTNode, msg: str, severity: str = "warning") -> None:
+        diags.append(Diagnostic(rel, line(node), msg, severity, STAGE_NAME))
+
+    classes: dict[str, KernelClass] = {}
+    for stmt in wrapper.module.body:
+        if isinstance(stmt, cst.ClassDef) and _is_dataclass(stmt):
+            kc = KernelClass(stmt.name.value, line(stmt), [], {})
+            for item in stmt.body.body:
+                if isinstance(item, cst.SimpleStatementLine):
+                    for small in item.body:
+                        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                            fname = small.target.value
+                            kc.fields.append(fname)
+                            if small.value is not None:
+                                try:
+                                    kc.defaults[fname] = literal(small.value)
+                                except Unsupported as u:
+                                    report(u.node, f"{kc.name}.{fname}: default not a literal ({u.what})")
+                elif isinstance(item, cst.FunctionDef) and item.name.value == "name" and _is_property(item):
+                    kc.name_line = line(item)
+                    body = item.body.body if isinstance(item.body, cst.IndentedBlock) else []
+                    rets = [s for s in body if isinstance(s, cst.SimpleStatementLine)]
+                    if len(body) == 1 and rets and len(rets[0].body) == 1 and isinstance(rets[0].body[0], cst.Return):
+                        kc.name_expr = rets[0].body[0].value
+                    else:
+                        kc.name_problem = "name property is not a single return statement"
+                        report(item, f"{kc.name}.name: {kc.name_problem}; names not evaluated")
+            classes[kc.name] = kc
+    kf.classes = list(classes)
+
+    reported: set[tuple[int, str]] = set()
+    for stmt in wrapper.module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if not (isinstance(small, cst.Assign) and isinstance(small.value, cst.Dict) and len(small.targets) == 1):
+                continue
+            target = small.targets[0].target
+            if not isinstance(target, cst.Name):
+                continue
+            d = small.value
+            calls = [e for e in d.elements if isinstance(e, cst.DictElement) and isinstance(e.value, cst.Call)
+                     and isinstance(e.value.func, cst.Name) and e.value.func.value in classes]
+            if not calls:
+                continue  # not a kernel dict (e.g. a dict of lists by dtype)
+            kl = None
+            seen: dict[Any, KernelEntry] = {}
+            for el in d.elements:
+                if not isinstance(el, cst.DictElement):
+                    report(el, f"{target.value}: dict unpacking is not evaluated statically")
+                    continue
+                if not (isinstance(el.value, cst.Call) and isinstance(el.value.func, cst.Name) and el.value.func.value in classes):
+                    report(el, f"{target.value}: entry is not a kernel instance call; skipped")
+                    continue
+                kc = classes[el.value.func.value]
+                if kl is None:
+                    kl = KernelList(target.value, line(small), kc.name, list(kc.fields))
+                try:
+                    key = literal(el.key)
+                except Unsupported as u:
+                    report(u.node, f"{target.value}: key not a literal ({u.what}); entry skipped")
+                    continue
+                values, problem = _bind(kc, el.value)
+                if problem:
+                    report(el, f"{target.value}[{key!r}]: {problem}; entry skipped", "error")
+                    continue
+                name = None
+                if kc.name_expr is not None:
+                    try:
+                        name = Evaluator({}, values, kc.name).eval(kc.name_expr)
+                        if not isinstance(name, str):
+                            raise Unsupported(kc.name_expr, f"name evaluates to {type(name).__name__}, not str")
+                    except Unsupported as u:
+                        name = None
+                        k = (line(u.node), u.what)
+                        if k not in reported:
+                            reported.add(k)
+                            report(u.node, f"{kc.name}.name not evaluated statically: {u.what}")
+                entry = KernelEntry(key=key, line=line(el), values=values, name=name)
+                if key in seen:
+                    seen[key].shadowed = True
+                    if key not in kl.duplicate_ids:
+                        kl.duplicate_ids.append(key)
+                seen[key] = entry
+                kl.entries.append(entry)
+            if kl is None:
+                continue
+            first_by_values: dict[str, Any] = {}
+            for e in kl.entries:
+                if e.shadowed:
+                    continue
+                sig = repr(sorted(e.values.items()))
+                if sig in first_by_values:
+                    e.duplicate_of = first_by_values[sig]
+                else:
+                    first_by_values[sig] = e.key
+            kf.lists.append(kl)
+    for kc in classes.values():
+        kc.name_expr = None  # keep KernelFile picklable
+    return kf
+
+
+def _bind(kc: KernelClass, call: cst.Call) -> tuple[dict[str, Any], str | None]:
+    values: dict[str, Any] = {}
+    pos = 0
+    for a in call.args:
+        if a.star:
+            return values, "starred arguments are not evaluated statically"
+        try:
+            v = literal(a.value)
+        except Unsupported as u:
+            return values, f"argument is not a literal ({u.what})"
+        if a.keyword is not None:
+            values[a.keyword.value] = v
+        else:
+            if pos >= len(kc.fields):
+                return values, f"{len(kc.fields)} fields but more positional arguments"
+            values[kc.fields[pos]] = v
+            pos += 1
+    for f in kc.fields:
+        if f not in values:
+            if f in kc.defaults:
+                values[f] = kc.defaults[f]
+            else:
+                return values, f"field {f} has no value and no default"
+    return values, None
+
+
+def normalised(values: dict[str, Any]) -> dict[str, Any]:
+    """aiter kernel fields -> ckkb's normalised CK columns (through ckkb.fields.normalise)."""
+    ck = {AITER_TO_CK[k]: v for k, v in values.items() if k in AITER_TO_CK}
+    for p in PIPELINE_FIELDS:
+        if p in values and values[p] is not None:
+            ck["BlkGemmPipelineVer"] = f"v{values[p]}"
+    return normalise(ck)
+
+
+# ---------------------------------------------------------------- stage
+
+
+def is_kernel_file(path: Path) -> bool:
+    return path.name.endswith("_common.py") or path.name.endswith("_instance.py")
+
+
+class KernelsStage:
+    name = STAGE_NAME
+    version = "1"
+    tree = "aiter"
+
+    def files(self, root: Path) -> list[Path]:
+        return [p for p in list_files(Path(root), "csrc", ("_common.py", "_instance.py"))]
+
+    def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
+        if b"dataclass" not in data:
+            return FileResult()
+        kf = read_kernel_file(rel, data)
+        return FileResult(diagnostics=kf.diagnostics, facts={"kfile": kf})
+
+    def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
+        rows: list[Any] = []
+        files = [r.facts["kfile"] for _, r in sorted(results.items()) if "kfile" in r.facts]
+        rows.extend(kernel_rows(files))
+        return StageResult(rows=rows)
+
+
+def kernel_rows(files: list[KernelFile]) -> list[Any]:
+    rows: list[Any] = []
+    lid = 0
+    for kf in files:
+        for kl in kf.lists:
+            lid += 1
+            rows.append(AiterKernelListRow(
+                id=lid, op=kf.op, file=kf.rel, line=kl.line, name=kl.name, class_name=kl.class_name,
+                fields=kl.fields, entries=len(kl.entries), duplicate_ids=kl.duplicate_ids, arch=kl.arch,
+            ))
+            for e in kl.entries:
+                n = normalised(e.values)
+                rows.append(AiterKernelRow(
+                    list_id=lid, op=kf.op, list_name=kl.name, file=kf.rel, line=e.line,
+                    kernel_id=e.key if isinstance(e.key, int) and not isinstance(e.key, bool) else None,
+                    key=repr(e.key), values=e.values, name=e.name, shadowed=e.shadowed,
+                    duplicate_of=None if e.duplicate_of is None else repr(e.duplicate_of),
+                    block_size=n["block_size"], tile_m=n["tile_m"], tile_n=n["tile_n"], tile_k=n["tile_k"],
+                    mfma_m=n["mfma_m"], mfma_n=n["mfma_n"], pipeline=n["pipeline"], scheduler=n["scheduler"],
+                ))
+    return rows
+
+
+STAGE = KernelsStage()

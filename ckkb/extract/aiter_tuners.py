@@ -1,0 +1,568 @@
+"""Tuner facts and runtime config facts, read statically with libcst.
+
+- `aiter/utility/base_tuner.py` and every per-op `*_tune.py`: argparse options (flags, action,
+  default, type), `ARG_DEFAULTS` overrides, the kernel list each tuner imports and the
+  `AITER_CONFIG_*` it writes to.
+- `aiter/jit/core.py`: each config the runtime loads (`X = os.getenv("AITER_CONFIG_X", default)`
+  and `X_FILE = get_config_file("AITER_CONFIG_X", X, "tuned_name")`), and the merge rule of
+  `update_config_files`, recognised from the code and cited by line (MERGE_RULES).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from ckkb.diagnostics import Diagnostic
+from ckkb.extract.aiter_pyeval import Unsupported, literal
+from ckkb.extract.files import list_files
+from ckkb.kb.schema.aiter import AiterRuntimeConfigRow, AiterTunerOptionRow
+from ckkb.kb.stages import BuildContext, FileResult, StageResult
+
+STAGE_NAME = "aiter.tuners"
+
+# Merge rules of aiter's update_config_files, by the code that implements them.
+MERGE_RULES = {
+    "keep-fastest": (
+        "rows of all files are concatenated, sorted by `us` and de-duplicated on the columns of the op's untuned "
+        "CSV keeping the first (fastest) row, silently; all files must have identical column lists (assert). "
+        "A single file is used as is, without de-duplication."
+    ),
+    "reject-duplicates": (
+        "rows of all files are concatenated; duplicate keys keep the lowest `us` and then the runtime refuses to "
+        "start (raises); all files must have identical column lists."
+    ),
+    "unknown": "update_config_files was not recognised; merge results are not predicted",
+}
+
+
+@dataclass
+class MergeRule:
+    id: str = "unknown"
+    line: int = 0
+    evidence: dict[str, int] = field(default_factory=dict)  # feature -> core.py line
+    fills_gfx: bool = False
+
+    @property
+    def description(self) -> str:
+        return MERGE_RULES[self.id]
+
+
+@dataclass
+class RuntimeConfig:
+    op: str
+    env_var: str
+    line: int
+    default_path: str | None = None  # repo-style
+    attribute: str | None = None
+    tuned_name: str | None = None
+    file_line: int = 0
+
+
+@dataclass
+class CoreFacts:
+    rel: str
+    configs: list[RuntimeConfig]
+    rule: MergeRule
+    glob_line: int = 0
+
+
+@dataclass
+class TunerOption:
+    flags: list[str]
+    line: int
+    dest: str | None = None
+    action: str | None = None
+    default: Any = None
+    type: str | None = None
+    help: str | None = None
+    default_key: str | None = None  # defaults["key"]: resolved from ARG_DEFAULTS
+
+    @property
+    def option(self) -> str:
+        longs = [f for f in self.flags if f.startswith("--")]
+        return (longs or self.flags or ["?"])[0]
+
+
+@dataclass
+class TunerFile:
+    rel: str
+    classes: dict[str, dict[str, Any]]  # class -> {"defaults": {k: (value, line)}, "spread": bool}
+    options: list[TunerOption]
+    config_imports: list[str]  # AITER_CONFIG_* names imported from aiter.jit.core
+    kernel_import: tuple[str, str] | None  # (module, name) e.g. ("gemm_a8w8_common", "kernels_list")
+
+
+def _pos(module: cst.Module):
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    pos = wrapper.resolve(PositionProvider)
+
+    def line(node: cst.CSTNode) -> int:
+        try:
+            return pos[node].start.line
+        except KeyError:
+            return 0
+
+    return wrapper.module, line
+
+
+def _code(module: cst.Module, node: cst.CSTNode) -> str:
+    return module.code_for_node(node).strip()
+
+
+def _parse(rel: str, data: bytes, diags: list[Diagnostic]) -> cst.Module | None:
+    try:
+        return cst.parse_module(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        diags.append(Diagnostic(rel, data[: e.start].count(b"\n") + 1, f"not UTF-8 ({e.reason}); file skipped", "error", STAGE_NAME))
+    except cst.ParserSyntaxError as e:
+        diags.append(Diagnostic(rel, e.raw_line, f"Python syntax error: {e.message}; file skipped", "error", STAGE_NAME))
+    return None
+
+
+class _Calls(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.calls: list[cst.Call] = []
+        self.asserts: list[cst.Assert] = []
+        self.raises: list[cst.Raise] = []
+        self.strings: list[cst.SimpleString] = []
+        self.compares: list[cst.Comparison] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self.asserts.append(node)
+
+    def visit_Raise(self, node: cst.Raise) -> None:
+        self.raises.append(node)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self.strings.append(node)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        self.compares.append(node)
+
+
+def _attr_name(call: cst.Call) -> str | None:
+    f = call.func
+    if isinstance(f, cst.Attribute):
+        return f.attr.value
+    if isinstance(f, cst.Name):
+        return f.value
+    return None
+
+
+def _kw(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a.value
+    return None
+
+
+def _lit(node: cst.BaseExpression | None) -> Any:
+    if node is None:
+        return None
+    try:
+        return literal(node)
+    except Unsupported:
+        return None
+
+
+def _path_of(module: cst.Module, node: cst.BaseExpression) -> str | None:
+    """f"{AITER_ROOT_DIR}/aiter/configs/x.csv" -> aiter/configs/x.csv (repo-style)."""
+    if isinstance(node, cst.FormattedString):
+        parts = []
+        for p in node.parts:
+            if isinstance(p, cst.FormattedStringText):
+                parts.append(p.value)
+            elif isinstance(p.expression, cst.Name) and p.expression.value in ("AITER_ROOT_DIR", "AITER_CORE_DIR"):
+                parts.append("{ROOT}")
+            else:
+                return None
+        s = "".join(parts)
+        return s[len("{ROOT}/"):] if s.startswith("{ROOT}/") else None
+    v = _lit(node)
+    return v if isinstance(v, str) else None
+
+
+def read_core(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
+    diags: list[Diagnostic] = []
+    facts = CoreFacts(rel, [], MergeRule())
+    module = _parse(rel, data, diags)
+    if module is None:
+        return facts, diags
+    module, line = _pos(module)
+    by_env: dict[str, RuntimeConfig] = {}
+    for stmt in module.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "update_config_files":
+            facts.rule = _merge_rule(stmt, line)
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "get_config_file":
+            v = _Calls()
+            stmt.visit(v)
+            for c in v.calls:
+                if _attr_name(c) == "glob":
+                    facts.glob_line = line(c)
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+                continue
+            attr = small.targets[0].target.value
+            val = small.value
+            if not (isinstance(val, cst.Call) and attr.startswith("AITER_CONFIG")):
+                continue
+            fname = _attr_name(val)
+            args = [a.value for a in val.args if a.keyword is None]
+            if fname == "getenv" and args:
+                env = _lit(args[0])
+                if not isinstance(env, str):
+                    continue
+                rc = by_env.setdefault(env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small)))
+                rc.line = line(small)
+                if len(args) > 1:
+                    rc.default_path = _path_of(module, args[1])
+                    if rc.default_path is None:
+                        diags.append(Diagnostic(rel, line(args[1]), f"{env}: default path not read statically: {_code(module, args[1])}", "warning", STAGE_NAME))
+            elif fname == "get_config_file" and len(args) >= 1:
+                env = _lit(args[0])
+                if not isinstance(env, str):
+                    continue
+                rc = by_env.setdefault(env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small)))
+                rc.attribute = attr
+                rc.file_line = line(small)
+                if len(args) >= 3:
+                    tn = _lit(args[2])
+                    rc.tuned_name = tn if isinstance(tn, str) else None
+    facts.configs = sorted(by_env.values(), key=lambda c: c.line)
+    if not facts.configs:
+        diags.append(Diagnostic(rel, 0, "no AITER_CONFIG_* reads recognised in core.py; runtime configs unknown", "warning", STAGE_NAME))
+    if facts.rule.id == "unknown":
+        diags.append(Diagnostic(rel, facts.rule.line, "update_config_files merge rule not recognised; merge previews will say so", "warning", STAGE_NAME))
+    return facts, diags
+
+
+def _op_of_env(env: str) -> str:
+    return env[len("AITER_CONFIG_"):].lower() if env.startswith("AITER_CONFIG_") else env.lower()
+
+
+def _merge_rule(fn: cst.FunctionDef, line) -> MergeRule:
+    v = _Calls()
+    fn.visit(v)
+    rule = MergeRule(line=line(fn))
+    for c in v.calls:
+        name = _attr_name(c)
+        first = c.args[0].value if c.args else None
+        if name == "sort_values" and _lit(first) == "us":
+            rule.evidence["sort_by_us"] = line(c)
+        elif name == "drop_duplicates":
+            keep = _lit(_kw(c, "keep"))
+            rule.evidence["drop_duplicates_keep_" + str(keep if keep is not None else "first")] = line(c)
+        elif name in ("duplicated",):
+            rule.evidence["duplicated"] = line(c)
+        elif name == "exit":
+            rule.evidence["exit"] = line(c)
+    for a in v.asserts:
+        src = cst.Module([]).code_for_node(a.test)
+        if "columns" in src:
+            rule.evidence["assert_same_columns"] = line(a)
+    for r in v.raises:
+        rule.evidence.setdefault("raise", line(r))
+    for cmp in v.compares:
+        src = cst.Module([]).code_for_node(cmp)
+        if re.search(r"len\(\s*path_list\s*\)\s*<=\s*1", src):
+            rule.evidence["single_file_passthrough"] = line(cmp)
+    rule.fills_gfx = any("gfx" in s.value for s in v.strings)
+    strict = "raise" in rule.evidence or "exit" in rule.evidence
+    if "sort_by_us" in rule.evidence and "drop_duplicates_keep_first" in rule.evidence and not strict:
+        # aiter 0.1.7.x (the default wheel), aiter/jit/core.py update_config_files:
+        #   merge_df.sort_values("us").drop_duplicates(subset=keys, keep="first")  -- keys = untuned CSV columns
+        rule.id = "keep-fastest"
+        rule.line = rule.evidence["drop_duplicates_keep_first"]
+    elif strict and ("sort_by_us" in rule.evidence or "duplicated" in rule.evidence):
+        rule.id = "reject-duplicates"
+        rule.line = rule.evidence.get("raise") or rule.evidence.get("exit") or rule.line
+    return rule
+
+
+def read_tuner(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
+    diags: list[Diagnostic] = []
+    tf = TunerFile(rel, {}, [], [], None)
+    module = _parse(rel, data, diags)
+    if module is None:
+        return tf, diags
+    module, line = _pos(module)
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                    mod = _code(module, small.module) if small.module is not None else ""
+                    names = [a.name.value for a in small.names if isinstance(a.name, cst.Name)]
+                    if mod == "aiter.jit.core":
+                        tf.config_imports += [n for n in names if n.startswith("AITER_CONFIG_")]
+                    elif mod.endswith(("_common", "_instance")) and "kernels_list" in names:
+                        tf.kernel_import = (mod, "kernels_list")
+        if isinstance(stmt, cst.ClassDef):
+            cls = {"defaults": {}, "spread": False, "line": line(stmt)}
+            for item in stmt.body.body:
+                if isinstance(item, cst.SimpleStatementLine):
+                    for small in item.body:
+                        if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name) \
+                                and small.targets[0].target.value == "ARG_DEFAULTS" and isinstance(small.value, cst.Dict):
+                            for el in small.value.elements:
+                                if isinstance(el, cst.StarredDictElement):
+                                    cls["spread"] = True
+                                    continue
+                                k = _lit(el.key)
+                                try:
+                                    val = literal(el.value)
+                                except Unsupported:
+                                    val = _code(module, el.value)
+                                    p = _path_of(module, el.value)
+                                    if isinstance(el.value, cst.FormattedString) and p is None:
+                                        val = _code(module, el.value)
+                                if isinstance(k, str):
+                                    cls["defaults"][k] = (val, line(el))
+            tf.classes[stmt.name.value] = cls
+    v = _Calls()
+    module.visit(v)
+    for c in v.calls:
+        if _attr_name(c) != "add_argument":
+            continue
+        flags = [_lit(a.value) for a in c.args if a.keyword is None]
+        flags = [f for f in flags if isinstance(f, str)]
+        if not flags:
+            diags.append(Diagnostic(rel, line(c), "add_argument with no literal flags; skipped", "warning", STAGE_NAME))
+            continue
+        opt = TunerOption(flags=flags, line=line(c))
+        for k in ("dest", "action", "help"):
+            val = _lit(_kw(c, k))
+            setattr(opt, k, val if isinstance(val, str) else None)
+        t = _kw(c, "type")
+        opt.type = _code(module, t) if t is not None else None
+        d = _kw(c, "default")
+        if d is not None:
+            if isinstance(d, cst.Subscript) and isinstance(d.value, cst.Name) and d.value.value == "defaults":
+                key = _lit(d.slice[0].slice.value) if d.slice and isinstance(d.slice[0].slice, cst.Index) else None
+                opt.default_key = key if isinstance(key, str) else None
+                opt.default = _code(module, d)
+            else:
+                try:
+                    opt.default = literal(d)
+                except Unsupported:
+                    opt.default = _code(module, d)
+        elif opt.action == "store_true":
+            opt.default = False
+        elif opt.action == "store_false":
+            opt.default = True
+        tf.options.append(opt)
+    return tf, diags
+
+
+# ---------------------------------------------------------------- stage
+
+
+def package_dir(root: Path) -> Path | None:
+    """The aiter package dir for a tree root (checkout: root/aiter; wheel: site-packages/aiter)."""
+    root = Path(root)
+    if (root / "aiter").is_dir():
+        return root / "aiter"
+    if (root.parent / "aiter").is_dir():
+        return root.parent / "aiter"
+    return None
+
+
+def display_rel(rel: str) -> str:
+    """Stage rels of wheel package files are '../aiter/...'; rows say 'aiter/...'."""
+    return rel[3:] if rel.startswith("../") else rel
+
+
+def stage_paths(root: Path, paths: list[Path]) -> list[Path]:
+    """Paths relative to root (os.path.relpath), so files of the package dir outside root still read."""
+    return [Path(os.path.relpath(p, root)) for p in paths]
+
+
+class TunersStage:
+    name = STAGE_NAME
+    version = "1"
+    tree = "aiter"
+
+    def files(self, root: Path) -> list[Path]:
+        out: list[Path] = []
+        pkg = package_dir(root)
+        if pkg is not None:
+            for p in (pkg / "utility" / "base_tuner.py", pkg / "jit" / "core.py"):
+                if p.is_file():
+                    out.append(p)
+        out += list_files(Path(root), "csrc", ("_tune.py",))
+        return stage_paths(Path(root), out)
+
+    def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
+        drel = display_rel(rel)
+        if drel.endswith("jit/core.py"):
+            facts, diags = read_core(drel, data)
+            return FileResult(diagnostics=diags, facts={"core": facts})
+        if b"add_argument" not in data and b"ARG_DEFAULTS" not in data and b"kernels_list" not in data:
+            return FileResult()
+        tf, diags = read_tuner(drel, data)
+        return FileResult(diagnostics=diags, facts={"tuner": tf})
+
+    def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
+        facts = TreeFacts.from_results(Path(root), results)
+        rows: list[Any] = option_rows(facts) + runtime_rows(facts)
+        return StageResult(rows=rows)
+
+
+@dataclass
+class TreeFacts:
+    """Tuner and runtime facts of one aiter tree, for the audit and the build alike."""
+
+    root: Path
+    core: CoreFacts | None
+    base: TunerFile | None
+    tuners: list[TunerFile]
+
+    @classmethod
+    def from_results(cls, root: Path, results: dict[str, FileResult]) -> TreeFacts:
+        core = None
+        base = None
+        tuners = []
+        for _rel, r in sorted(results.items()):
+            if "core" in r.facts:
+                core = r.facts["core"]
+            elif "tuner" in r.facts:
+                tf = r.facts["tuner"]
+                if tf.rel.endswith("utility/base_tuner.py"):
+                    base = tf
+                else:
+                    tuners.append(tf)
+        return cls(Path(root), core, base, tuners)
+
+    def base_defaults(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.base:
+            for cls in self.base.classes.values():
+                for k, (v, _) in cls["defaults"].items():
+                    out.setdefault(k, v)
+        return out
+
+    def tuner_for(self, rc: RuntimeConfig) -> TunerFile | None:
+        for t in self.tuners:
+            if rc.env_var in t.config_imports:
+                return t
+        return None
+
+    def effective_options(self, tuner: TunerFile | None) -> list[tuple[TunerOption, Any, str, int]]:
+        """(option, effective default, file, line) for a tuner (base options + its own + its ARG_DEFAULTS)."""
+        defaults = self.base_defaults()
+        where: dict[str, tuple[str, int]] = {}
+        if tuner is not None:
+            for cls in tuner.classes.values():
+                for k, (v, ln) in cls["defaults"].items():
+                    defaults[k] = v
+                    where[k] = (tuner.rel, ln)
+        out = []
+        opts = (self.base.options if self.base else []) + (tuner.options if tuner and tuner is not self.base else [])
+        for o in opts:
+            src = self.base if self.base and o in self.base.options else tuner
+            d = o.default
+            f, ln = (src.rel if src else ""), o.line
+            if o.default_key is not None and o.default_key in defaults:
+                d = defaults[o.default_key]
+                if o.default_key in where:
+                    f, ln = where[o.default_key]
+            out.append((o, d, f, ln))
+        return out
+
+    def err_ratio_default(self) -> float | None:
+        for o, d, _, _ in self.effective_options(None):
+            if o.option == "--errRatio" and isinstance(d, (int, float)):
+                return float(d)
+        return None
+
+
+def option_rows(facts: TreeFacts) -> list[Any]:
+    rows: list[Any] = []
+    groups: list[tuple[str, TunerFile | None]] = [("base", None)] if facts.base else []
+    groups += [(Path(t.rel).stem, t) for t in facts.tuners]
+    for tuner_name, t in groups:
+        for o, d, f, ln in facts.effective_options(t):
+            rows.append(AiterTunerOptionRow(
+                tuner=tuner_name, op=(Path(t.rel).parent.name.removeprefix("ck_") if t else None), file=f, line=ln,
+                option=o.option, flags=o.flags, dest=o.dest, action=o.action, default=d, type=o.type, help=o.help,
+            ))
+    return rows
+
+
+def untuned_name(tuned_name: str) -> str:
+    # aiter 0.1.7 core.py update_config_files: names ending in "tuned" go through
+    # re.sub(r"(?:_)?tuned$", r"\1untuned", ...) (which would raise: group 1 does not exist); every
+    # shipped name ("a8w8_tuned_gemm", "tuned_fmoe", ...) takes the else branch: .replace("tuned", "untuned").
+    return tuned_name.replace("tuned", "untuned")
+
+
+def model_config_files(pkg: Path | None, tuned_name: str | None) -> list[Path]:
+    """core.py get_config_file: model_configs/*{tuned_name}* that are files and not "untuned"."""
+    if pkg is None or not tuned_name:
+        return []
+    d = pkg / "configs" / "model_configs"
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.glob(f"*{tuned_name}*") if p.is_file() and "untuned" not in p.name)
+
+
+def csv_header(path: Path) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return [c.strip() for c in f.readline().strip().split(",") if c.strip()]
+    except OSError:
+        return []
+
+
+def repo_rel(pkg: Path, path: Path) -> str:
+    try:
+        return "aiter/" + path.relative_to(pkg).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def runtime_rows(facts: TreeFacts) -> list[Any]:
+    rows: list[Any] = []
+    if facts.core is None:
+        return rows
+    pkg = package_dir(facts.root)
+    rule = facts.core.rule
+    for rc in facts.core.configs:
+        default_exists = False
+        if pkg is not None and rc.default_path and rc.default_path.startswith("aiter/"):
+            default_exists = (pkg / rc.default_path[len("aiter/"):]).is_file()
+        untuned_path = None
+        key: list[str] = []
+        if rc.tuned_name and pkg is not None:
+            up = pkg / "configs" / f"{untuned_name(rc.tuned_name)}.csv"
+            untuned_path = repo_rel(pkg, up)
+            key = csv_header(up)
+        models = [repo_rel(pkg, p) for p in model_config_files(pkg, rc.tuned_name)] if pkg else []
+        tuner = facts.tuner_for(rc)
+        klist_file = klist = None
+        if tuner is not None and tuner.kernel_import:
+            klist_file = str(Path(tuner.rel).parent / (tuner.kernel_import[0] + ".py"))
+            klist = tuner.kernel_import[1]
+        rows.append(AiterRuntimeConfigRow(
+            op=rc.op, env_var=rc.env_var, attribute=rc.attribute, tuned_name=rc.tuned_name,
+            default_path=rc.default_path or "", default_exists=default_exists, untuned_path=untuned_path,
+            merge_key=key, model_configs=models, merge_rule=rule.id, merge_rule_line=rule.line or None,
+            merge_evidence=rule.evidence, merge_fills_gfx=rule.fills_gfx,
+            kernel_list_file=klist_file, kernel_list=klist, tuner_file=tuner.rel if tuner else None,
+            file=facts.core.rel, line=rc.line,
+        ))
+    return rows
+
+
+STAGE = TunersStage()
