@@ -1,0 +1,803 @@
+"""CK instance names: parse what GetTypeString() prints, map it to CK's template parameter names.
+
+Two layers:
+
+1. The shape of every name (op, template arguments, `Key: value` properties) is defined by ONE
+   grammar, `grammars/instance_name.lark` (LALR). A hand-written recursive-descent reader over a
+   tokenizer built from that grammar's own terminals is the fast path; it accepts exactly the
+   language of the grammar (tests check both agree), and every error message comes from the
+   grammar itself (lark, `match_examples`).
+2. Each device op's name schema, extracted from its GetTypeString() by `ckkb.extract.typestrings`
+   and stored in the knowledge base (`name_schemas`), maps the printed values to the parameter
+   names the instance extractor uses (`BlockSize`, `MPerBlock`, `BlkGemmPipelineVer`, ...).
+
+`parse` never raises on a bad name: the result has schema "error", a message and a position.
+Results are memoised per (name, schema set).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, NamedTuple
+
+import lark
+
+from ckkb.fields import normalise
+
+MAX_NAME_CHARS = 16384  # the longest real name is a few hundred characters
+
+# --------------------------------------------------------------------------- the grammar
+
+
+@lru_cache(maxsize=1)
+def grammar_text() -> str:
+    return resources.files("ckkb.grammars").joinpath("instance_name.lark").read_text()
+
+
+@lru_cache(maxsize=1)
+def lark_parser() -> lark.Lark:
+    return lark.Lark(grammar_text(), parser="lalr", cache=True, propagate_positions=True, maybe_placeholders=False)
+
+
+# Readable error labels: lark matches a failing input against these examples by parser state.
+ERROR_EXAMPLES: dict[str, list[str]] = {
+    "unbalanced '<': a template-argument list is not closed with '>'": [
+        "Op<1, 2",
+        "Op<S<1, 2>",
+        "Op<1, S<2, 3",
+        "Op<",
+        "Op<1,",
+        "Op<S<",
+    ],
+    "unexpected '>' without a matching '<'": ["Op>", "Op<1>>", "Op<1> Key: 1>", "Op<S<1>>>"],
+    "empty template argument": ["Op<1,,2>", "Op<,1>", "Op<1,>"],
+    "a name must start with the device-op name": ["<1, 2>", ", Op", ": x", "Key: 1, Op"],
+    "property without a value": ["Op<1> Key", "Op<1> Key: 1, Other"],
+    "unexpected ':' (properties are `Key: value`)": ["Op<1> Key: 1: 2", "Op<1:2>", "Op: x"],
+    "unexpected ',' after the name (properties follow the template arguments)": ["Op<1>, Key: 1"],
+}
+
+
+def _lark_error(name: str) -> tuple[str, int] | None:
+    """Parse with the grammar itself; (message, position) of the first error, or None."""
+    p = lark_parser()
+    try:
+        p.parse(name)
+        return None
+    except lark.exceptions.UnexpectedInput as e:
+        label = None
+        try:
+            label = e.match_examples(p.parse, ERROR_EXAMPLES, use_accepts=True)
+        except Exception:  # noqa: BLE001 - a label is a nicety; the raw error is still reported
+            label = None
+        pos = getattr(e, "pos_in_stream", None)
+        if pos is None or pos < 0:
+            pos = len(name)
+        if isinstance(e, lark.exceptions.UnexpectedCharacters):
+            what = f"unexpected character {name[pos]!r}"
+        elif isinstance(e, lark.exceptions.UnexpectedEOF) or getattr(e, "token", None) is None or e.token.type == "$END":
+            what, pos = "unexpected end of name", len(name)
+        else:
+            what = f"unexpected {str(e.token)!r}"
+        msg = f"{label} ({what} at position {pos})" if label else f"{what} at position {pos}"
+        return msg, pos
+
+
+# --------------------------------------------------------------------------- fast path: tokens
+
+
+class Token(NamedTuple):
+    type: str  # WORD | TYPENAME | NUMBER | TILE | OTHER | LESSTHAN | MORETHAN | COMMA | COLON
+    text: str
+    start: int
+    end: int
+
+
+ATOMS = frozenset({"WORD", "TYPENAME", "NUMBER", "TILE", "OTHER"})
+NAME_TOKENS = frozenset({"WORD", "TYPENAME", "OTHER"})
+
+
+@lru_cache(maxsize=1)
+def _terminals() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """The grammar's atom terminals in lark's lexer order (priority, width, length, name)."""
+    p = lark_parser()
+    terms = [t for t in p.terminals if t.name in ATOMS]
+    terms.sort(key=lambda x: (-x.priority, -x.pattern.max_width, -len(x.pattern.value), x.name))
+    return tuple((t.name, re.compile(t.pattern.to_regexp())) for t in terms)
+
+
+# Separators are the grammar's anonymous terminals; a chunk is a maximal run of anything else
+# (a "::" pair included), which is exactly what the grammar's catch-all OTHER terminal matches.
+_CHUNKS = re.compile(r"(\s+)|([<>,])|(:(?!:))|((?:[^\s,<>:]|::)+)|(.)", re.S)
+_SEP = {"<": "LESSTHAN", ">": "MORETHAN", ",": "COMMA"}
+_kinds: dict[str, str | None] = {}
+
+
+def _classify(chunk: str) -> str | None:
+    """The terminal lark's lexer would produce for this whole chunk; None when lark would split it
+    (only possible around '::'), so the caller defers to the grammar."""
+    kind = _kinds.get(chunk, "")
+    if kind != "":
+        return kind
+    kind = None
+    for name, rx in _terminals():
+        m = rx.match(chunk)
+        if m is None:
+            continue
+        if m.end() == len(chunk):
+            kind = name
+        break
+    if kind == "OTHER" and ":" in chunk:
+        kind = None
+    if len(_kinds) < 100000:
+        _kinds[chunk] = kind
+    return kind
+
+
+class _Fail(Exception):
+    pass
+
+
+def tokenize(name: str) -> list[Token]:
+    """The grammar's terminals over `name` (whitespace dropped); _Fail(position) where the fast
+    path cannot decide, so the caller asks the grammar."""
+    out = []
+    append = out.append
+    for m in _CHUNKS.finditer(name):
+        i = m.lastindex
+        if i == 1:
+            continue
+        text = m.group()
+        if i == 4:
+            kind = _classify(text)
+            if kind is None:
+                raise _Fail(m.start())
+        elif i == 2:
+            kind = _SEP[text]
+        elif i == 3:
+            kind = "COLON"
+        else:
+            raise _Fail(m.start())
+        append(Token(kind, text, m.start(), m.end()))
+    return out
+
+
+class _Reader:
+    """Recursive descent over the grammar's rules (start, targs, arg, nested, props, prop, value)."""
+
+    __slots__ = ("toks", "i", "n")
+
+    def __init__(self, toks: list[Token]) -> None:
+        self.toks, self.i, self.n = toks, 0, len(toks)
+
+    def peek(self) -> str | None:
+        return self.toks[self.i].type if self.i < self.n else None
+
+    def start(self):
+        if self.peek() not in NAME_TOKENS:
+            raise _Fail()
+        head = self.toks[self.i]
+        self.i += 1
+        args = self.targs() if self.peek() == "LESSTHAN" else None
+        props = self.props() if self.i < self.n else []
+        if self.i != self.n:
+            raise _Fail()
+        return head, args, props
+
+    def targs(self) -> list[tuple[int, int]]:
+        self.i += 1  # "<"
+        args: list[tuple[int, int]] = []
+        if self.peek() == "MORETHAN":
+            self.i += 1
+            return args
+        while True:
+            args.append(self.arg())
+            t = self.peek()
+            self.i += 1
+            if t == "COMMA":
+                continue
+            if t == "MORETHAN":
+                return args
+            raise _Fail()
+
+    def parts(self, need: bool) -> tuple[int, int] | None:
+        """part+ (or part* when not need): (start token, end token) indices, end exclusive."""
+        first = self.i
+        while self.i < self.n:
+            t = self.toks[self.i].type
+            if t not in ATOMS:
+                break
+            self.i += 1
+            if t in NAME_TOKENS and self.peek() == "LESSTHAN":
+                self.targs()
+        if self.i == first:
+            if need:
+                raise _Fail()
+            return None
+        return first, self.i
+
+    def arg(self) -> tuple[int, int]:
+        return self.parts(True)  # type: ignore[return-value]
+
+    def props(self) -> list[tuple[Token, bool, tuple[int, int] | None]]:
+        out = []
+        while True:
+            if self.peek() != "WORD":
+                raise _Fail()
+            key = self.toks[self.i]
+            self.i += 1
+            if self.peek() == "COLON":
+                self.i += 1
+                out.append((key, True, self.parts(False)))
+            else:
+                out.append((key, False, self.parts(True)))
+            if self.i == self.n:
+                return out
+            if self.peek() != "COMMA":
+                raise _Fail()
+            self.i += 1
+            if self.i == self.n:
+                return out  # trailing comma
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+INT_KINDS = frozenset({"int", "bool"})
+_LAYOUT_INITIAL = {"R": "Row", "C": "Col"}
+
+
+@dataclass(frozen=True)
+class NameSchema:
+    """One device op's GetTypeString(), as a token list (see ckkb.extract.typestrings)."""
+
+    device_op: str  # C++ class template, e.g. DeviceGemm_Xdl_CShuffleV3
+    ops: tuple[str, ...]  # printed op names, e.g. ("DeviceGemmXdlUniversal",)
+    tokens: tuple[Any, ...]  # [{"lit"}, {"ref", "conv", "kind"}, {"derived"}, {"alt"}]
+    file: str = ""
+    line: int = 0
+    status: str = "matched"
+    id: int | None = None
+
+    @property
+    def regex(self) -> tuple[re.Pattern[str], list[dict[str, Any]]]:
+        return _compile(self)
+
+    @property
+    def prop_refs(self) -> dict[str, dict[str, Any]]:
+        """`Key: <ref>` pairs: property key -> the ref token printed after it."""
+        return _prop_refs(self)
+
+    def arg_refs(self) -> list[dict[str, Any] | None]:
+        return _arg_refs(self)
+
+
+_LIT_SPLIT = re.compile(r"(\s+)")
+
+
+def _lit_re(text: str) -> str:
+    out = []
+    for piece in _LIT_SPLIT.split(text):
+        if not piece:
+            continue
+        out.append(r"\s*" if piece.isspace() else re.escape(piece))
+    return "".join(out)
+
+
+_VALUE_RE = {
+    "int": r"[-+]?\d+",
+    "bool": r"[01]|true|false",
+    "spec": r"[A-Za-z0-9_]+",
+    "layout_initial": r"[A-Za-z]",
+    "layout_name": r"[A-Za-z0-9_]+",
+}
+_ANY = r"[^\s,<>]+?"
+
+
+def _tokens_re(tokens: Iterable[Any], groups: list[dict[str, Any]]) -> str:
+    out = []
+    for t in tokens:
+        if "lit" in t:
+            out.append(_lit_re(t["lit"]))
+        elif "alt" in t:
+            out.append("(?:" + "|".join(_tokens_re(a, groups) for a in t["alt"]) + ")")
+        elif "ref" in t:
+            if t.get("conv") == "enum" and t.get("map"):
+                vals = sorted(set(t["map"].values()), key=len, reverse=True)
+                pat = "|".join(re.escape(v) for v in vals)
+            else:
+                pat = _VALUE_RE.get(t.get("conv") or "", None) or _VALUE_RE.get(t.get("kind") or "", _ANY)
+            groups.append(t)
+            out.append(f"(?P<g{len(groups) - 1}>{pat})")
+        else:  # derived or unknown: any value, recorded under its own name
+            groups.append(t)
+            out.append(f"(?P<g{len(groups) - 1}>{_ANY})")
+    return "".join(out)
+
+
+_compiled: dict[int, tuple[re.Pattern[str], list[dict[str, Any]]]] = {}
+
+
+def _compile(s: NameSchema) -> tuple[re.Pattern[str], list[dict[str, Any]]]:
+    key = id(s)
+    hit = _compiled.get(key)
+    if hit is None or hit[2] is not s:  # type: ignore[misc]
+        groups: list[dict[str, Any]] = []
+        rx = re.compile(r"\s*" + _tokens_re(s.tokens, groups) + r"\s*")
+        hit = (rx, groups, s)  # type: ignore[assignment]
+        _compiled[key] = hit  # type: ignore[assignment]
+    return hit[0], hit[1]
+
+
+def _prop_refs(s: NameSchema) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    prev = ""
+    for t in s.tokens:
+        if "lit" in t:
+            prev += t["lit"]
+            continue
+        if "ref" in t or "derived" in t:
+            m = re.search(r"(\w+)\s*:\s*$", prev)
+            if m:
+                out.setdefault(m.group(1), t)
+        prev = ""
+    return out
+
+
+def _arg_refs(s: NameSchema) -> list[dict[str, Any] | None]:
+    """The template arguments of the schema, in order: the ref when an argument is exactly one ref."""
+    depth = 0
+    args: list[list[Any]] = []
+    cur: list[Any] = []
+    for t in s.tokens:
+        if "lit" not in t:
+            if depth == 1:
+                cur.append(t)
+            elif depth == 0 and args:
+                break
+            continue
+        for ch in t["lit"]:
+            if ch == "<":
+                depth += 1
+                if depth == 1:
+                    cur = []
+                    continue
+            elif ch == ">":
+                depth -= 1
+                if depth == 0:
+                    args.append(cur)
+                    return [a[0] if len(a) == 1 and "ref" in a[0] else None for a in args]
+            elif ch == "," and depth == 1:
+                args.append(cur)
+                cur = []
+                continue
+            if depth >= 1 and not ch.isspace():
+                cur.append({"lit": ch})
+    return []
+
+
+class SchemaSet(dict):
+    """name_schemas keyed by device op, indexed by printed op name. Hashable by identity (memoising)."""
+
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def by_op(self) -> dict[str, list[NameSchema]]:
+        idx = self.__dict__.get("_by_op")
+        if idx is None:
+            idx = {}
+            for s in self.values():
+                for op in s.ops:
+                    idx.setdefault(op, []).append(s)
+            for v in idx.values():
+                v.sort(key=lambda s: (s.status != "matched", s.file, s.line))
+            self.__dict__["_by_op"] = idx
+        return idx
+
+
+def schema_from_row(row: Mapping[str, Any]) -> NameSchema:
+    def js(v: Any) -> Any:
+        return json.loads(v) if isinstance(v, str) else v
+
+    return NameSchema(
+        device_op=row["device_op"],
+        ops=tuple(js(row["ops"]) or ()),
+        tokens=tuple(js(row["tokens"]) or ()),
+        file=row.get("file") or "",
+        line=row.get("line") or 0,
+        status=row.get("status") or "matched",
+        id=row.get("id"),
+    )
+
+
+def load_schemas(db: Any) -> SchemaSet:
+    """Every name schema stored in the knowledge base (table name_schemas) that has tokens."""
+    out = SchemaSet()
+    if "name_schemas" not in db.table_names():
+        return out
+    for row in db.query("select * from name_schemas where status != 'unsupported' order by id"):
+        s = schema_from_row(row)
+        out[s.device_op] = s
+    return out
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class ParsedName:
+    name: str
+    op: str | None
+    fields: dict[str, Any] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)
+    props: dict[str, str] = field(default_factory=dict)
+    schema: str = "generic"  # matched | generic | error
+    error: dict[str, Any] | None = None  # {"message", "position"}
+    normalised: dict[str, Any] = field(default_factory=dict)
+    key: str | None = None  # join key (ckkb.names.render_key) when a schema matched
+    device_op: str | None = None  # the C++ class whose schema matched
+    schema_file: str | None = None
+    schema_line: int | None = None
+    derived: dict[str, Any] = field(default_factory=dict)  # values the source computes at run time
+
+    @property
+    def ok(self) -> bool:
+        return self.schema != "error"
+
+    @property
+    def tokens(self) -> tuple[Token, ...]:
+        """Every original token with its position (computed on demand; () for an error)."""
+        if self.schema == "error":
+            return ()
+        return tuple(_all_tokens(self.name))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "op": self.op,
+            "fields": self.fields,
+            "args": self.args,
+            "props": self.props,
+            "schema": self.schema,
+            "error": self.error,
+        }
+
+
+def _error(name: str, message: str, position: int) -> ParsedName:
+    return ParsedName(name=name, op=None, schema="error", error={"message": message, "position": position})
+
+
+def _as_value(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _field_value(t: dict[str, Any], text: str) -> Any:
+    conv = t.get("conv")
+    if conv == "layout_initial":
+        return _LAYOUT_INITIAL.get(text, text)
+    if t.get("kind") == "bool" and text in ("0", "1", "true", "false"):
+        return text in ("1", "true")
+    return _as_value(text)
+
+
+def _field_name(t: dict[str, Any]) -> str:
+    if "ref" in t:
+        return f"{t['ref']}[{t['index']}]" if t.get("conv") == "at" else t["ref"]
+    return t.get("derived") or t.get("expr") or "?"
+
+
+_BINARY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd\ud800-\udfff]")
+
+
+def _check_binary(name: str) -> tuple[str, int] | None:
+    m = _BINARY.search(name)
+    if m is None:
+        return None
+    return f"binary data: control or undecodable character {m.group()!r} at position {m.start()}", m.start()
+
+
+def render_key(tokens: Iterable[Any], values: Mapping[int, str], groups: list[dict[str, Any]] | None = None) -> str:
+    """The join key of a printed name: literals without whitespace, values as printed, derived as '*'."""
+    out: list[str] = []
+    for t in tokens:
+        if "lit" in t:
+            out.append("".join(t["lit"].split()))
+        elif "alt" in t:
+            out.append(values.get(id(t), "?"))  # type: ignore[arg-type]
+        elif "ref" in t:
+            out.append(values.get(id(t), "?"))  # type: ignore[arg-type]
+        else:
+            out.append("*")
+    return "".join(out)
+
+
+def _match_key(s: NameSchema, m: re.Match[str], groups: list[dict[str, Any]]) -> str:
+    """Rebuild the key from a match: the matched text with derived groups replaced by '*'."""
+    text = m.string
+    pieces: list[str] = []
+    pos = m.start()
+    for gi, t in enumerate(groups):
+        st, en = m.span(f"g{gi}")
+        if st < 0:
+            continue
+        pieces.append(text[pos:st])
+        pieces.append("*" if "ref" not in t else text[st:en].strip())
+        pos = en
+    pieces.append(text[pos : m.end()])
+    return "".join("".join(pieces).split())
+
+
+def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+    rx, groups = s.regex
+    m = rx.fullmatch(text)
+    if m is None:
+        return None
+    fields: dict[str, Any] = {}
+    derived: dict[str, Any] = {}
+    for gi, t in enumerate(groups):
+        v = m.group(f"g{gi}")
+        if v is None:
+            continue
+        if "ref" in t:
+            name, val = _field_name(t), _field_value(t, v)
+            if name in fields and fields[name] != val:
+                return None  # one parameter printed twice with two values: not this schema
+            fields[name] = val
+        else:
+            derived[_field_name(t)] = _as_value(v)
+    return fields, derived, _match_key(s, m, groups)
+
+
+def _ref_accepts(t: dict[str, Any], text: str) -> bool:
+    conv = t.get("conv")
+    if conv == "enum" and t.get("map"):
+        return text in t["map"].values()
+    pat = _VALUE_RE.get(conv or "") or _VALUE_RE.get(t.get("kind") or "")
+    return pat is None or re.fullmatch(pat, text) is not None
+
+
+def _generic_fields(candidates: list[NameSchema], args: list[str], props: dict[str, str]) -> dict[str, Any]:
+    """Best effort for a name no schema matches (older CK releases printed other forms): properties
+    whose key the op's schema prints, and leading template arguments while they fit the schema's
+    arguments one by one."""
+    fields: dict[str, Any] = {}
+    for s in candidates:
+        refs = s.prop_refs
+        for k, v in props.items():
+            t = refs.get(k)
+            if t is not None and "ref" in t and _ref_accepts(t, v):
+                fields.setdefault(_field_name(t), _field_value(t, v))
+        for t, a in zip(s.arg_refs(), args, strict=False):
+            if t is None or not _ref_accepts(t, a):
+                break
+            fields.setdefault(_field_name(t), _field_value(t, a))
+        if fields:
+            break
+    return fields
+
+
+def _candidates(schemas: SchemaSet, head: str) -> list[NameSchema]:
+    idx = schemas.by_op()
+    hit = idx.get(head)
+    if hit:
+        return hit
+    if "::" in head:
+        hit = idx.get(head.rsplit("::", 1)[1])
+        if hit:
+            return hit
+    # names glued into one word (GemmXdlSplitKCShuffle_MNKPadding_RRR_...): longest "_" prefix
+    parts = head.split("_")
+    for k in range(len(parts) - 1, 0, -1):
+        hit = idx.get("_".join(parts[:k]))
+        if hit:
+            return hit
+    return []
+
+
+def _parse(name: str, schemas: SchemaSet | None) -> ParsedName:
+    if not isinstance(name, str):
+        return _error(repr(name)[:200], f"not a string: {type(name).__name__}", 0)
+    if not name.strip():
+        return _error(name, "empty name", 0)
+    if len(name) > MAX_NAME_CHARS:
+        return _error(name[:200] + "...", f"name too long: {len(name)} characters (limit {MAX_NAME_CHARS})", MAX_NAME_CHARS)
+    bad = _check_binary(name)
+    if bad:
+        return _error(name, *bad)
+    quick = _quick(name)
+    if quick is not None:
+        return _build(name, *quick, schemas)
+    try:
+        toks = tokenize(name)
+        head, arg_spans, prop_spans = _Reader(toks).start()
+    except _Fail:
+        err = _lark_error(name)
+        if err is None:  # the fast path and the grammar disagree: trust the grammar
+            return _parse_with_lark(name, schemas)
+        return _error(name, *err)
+    return _build(name, *_from_spans(name, toks, head, arg_spans, prop_spans), schemas)
+
+
+_CH = r"(?:[^\s,<>:]|::)+"
+_SEQ = _CH + r"(?:\s+" + _CH + r")*"
+_SHAPE = re.compile(r"\s*(" + _CH + r")\s*(?:<([^<>]*)>)?([^<>]*)", re.S)
+_ARG = re.compile(r"\s*(" + _SEQ + r")\s*", re.S)
+_PROP = re.compile(r"\s*(" + _CH + r")(?:\s*(:)\s*(" + _SEQ + r")?|\s+(" + _SEQ + r"))?\s*", re.S)
+
+
+def _chunks_ok(text: str) -> bool:
+    for c in text.split():
+        if _classify(c) is None:
+            return False
+    return True
+
+
+def _quick(name: str) -> tuple[str, int, list[str], list[tuple[str, bool, str]]] | None:
+    """The common case in C-speed string operations: no nested `<`, no odd '::' runs. Returns
+    (head, head_start, args, props) or None, and then the token-level reader decides. Accepts only
+    strings the grammar accepts (the tests compare both on generated names)."""
+    m = _SHAPE.fullmatch(name)
+    if m is None:
+        return None
+    head, atext, rest = m.group(1), m.group(2), m.group(3)
+    if _classify(head) not in NAME_TOKENS:
+        return None
+    args: list[str] = []
+    if atext is not None and atext.strip():
+        for piece in atext.split(","):
+            am = _ARG.fullmatch(piece)
+            if am is None or not _chunks_ok(am.group(1)):
+                return None
+            args.append(am.group(1))
+    elif atext is None:
+        args = None  # type: ignore[assignment]
+    props: list[tuple[str, bool, str]] = []
+    if rest.strip():
+        pieces = rest.split(",")
+        if len(pieces) > 1 and not pieces[-1].strip():
+            pieces.pop()  # trailing comma
+        for piece in pieces:
+            pm = _PROP.fullmatch(piece)
+            if pm is None:
+                return None
+            key, colon, kval, bval = pm.groups()
+            if _classify(key) != "WORD":
+                return None
+            if colon:
+                if kval and not _chunks_ok(kval):
+                    return None
+                props.append((key, True, kval or ""))
+            elif bval:
+                if not _chunks_ok(bval):
+                    return None
+                props.append((key, False, bval))
+            else:
+                return None
+    return head, m.start(1), args, props
+
+
+def _from_spans(name, toks, head, arg_spans, prop_spans):
+    args = None if arg_spans is None else [_span_text(name, toks, sp) for sp in arg_spans]
+    props = [(k.text, keyed, _span_text(name, toks, sp)) for k, keyed, sp in prop_spans]
+    return head.text, head.start, args, props
+
+
+def _all_tokens(name: str) -> list[Token]:
+    try:
+        return tokenize(name)
+    except _Fail:
+        return [Token(t.type, str(t), t.start_pos, t.end_pos) for t in lark_parser().lex(name)]
+
+
+def _span_text(name: str, toks: list[Token], span: tuple[int, int] | None) -> str:
+    if span is None:
+        return ""
+    return name[toks[span[0]].start : toks[span[1] - 1].end]
+
+
+def _build(name, head, head_start, args, prop_list, schemas) -> ParsedName:
+    args = args or []
+    props: dict[str, str] = {}
+    for key, _keyed, val in prop_list:
+        props[key] = val
+    suffix = None
+    if prop_list and not prop_list[-1][1]:  # ckProfiler's ", KBatch 2" is not part of the type string
+        k, _, v = prop_list[-1]
+        suffix = re.sub(r"\s*,?\s*" + re.escape(k) + r"\s+" + re.escape(v) + r"\s*,?\s*$", "", name)
+    op = head
+    fields: dict[str, Any] = {}
+    derived: dict[str, Any] = {}
+    kind = "generic"
+    key = device_op = sfile = None
+    sline = None
+    if schemas:
+        cands = _candidates(schemas, head)
+        texts = [name] if suffix is None else [name, suffix]
+        for s in cands:
+            for text in texts:
+                got = _schema_fields(s, text)
+                if got is not None:
+                    fields, derived, key = got
+                    kind, device_op, sfile, sline = "matched", s.device_op, s.file, s.line
+                    op = next((o for o in s.ops if head.startswith(o)), s.ops[0] if s.ops else op)
+                    break
+            if kind == "matched":
+                break
+        if kind == "generic" and cands:
+            fields = _generic_fields(cands, args, props)
+            op = next((o for o in cands[0].ops if head.startswith(o)), op)
+    return ParsedName(
+        name=name,
+        op=op,
+        fields=fields,
+        args=args,
+        props=props,
+        schema=kind,
+        normalised=normalise(fields) if fields else {},
+        key=key,
+        device_op=device_op,
+        schema_file=sfile,
+        schema_line=sline,
+        derived=derived,
+    )
+
+
+def _parse_with_lark(name: str, schemas: SchemaSet | None) -> ParsedName:
+    """The grammar's own parse (used when the fast path refuses a name the grammar accepts)."""
+    tree = lark_parser().parse(name)
+    toks = [Token(t.type, str(t), t.start_pos, t.end_pos) for t in tree.scan_values(lambda v: isinstance(v, lark.Token))]
+    toks.sort(key=lambda t: t.start)
+    pos_index = {t.start: i for i, t in enumerate(toks)}
+
+    def span(node) -> tuple[int, int]:
+        return pos_index[node.meta.start_pos], _end_index(toks, node.meta.end_pos)
+
+    head_node = tree.children[0]
+    head = Token(head_node.type, str(head_node), head_node.start_pos, head_node.end_pos)
+    arg_spans, prop_spans = None, []
+    for ch in tree.children[1:]:
+        if ch.data == "targs":
+            arg_spans = [span(a) for a in ch.children if a is not None]
+        elif ch.data == "props":
+            for p in ch.children:
+                key = p.children[0]
+                kt = Token(key.type, str(key), key.start_pos, key.end_pos)
+                val = p.children[1] if len(p.children) > 1 else None
+                prop_spans.append((kt, p.data == "keyed", span(val) if val is not None else None))
+    return _build(name, *_from_spans(name, toks, head, arg_spans, prop_spans), schemas)
+
+
+def _end_index(toks: list[Token], end_pos: int) -> int:
+    for i, t in enumerate(toks):
+        if t.end == end_pos:
+            return i + 1
+    return len(toks)
+
+
+@lru_cache(maxsize=65536)
+def _parse_cached(name: str, schemas: SchemaSet | None) -> ParsedName:
+    return _parse(name, schemas)
+
+
+def parse(name: str, schemas: Mapping[str, NameSchema] | None = None) -> ParsedName:
+    """Parse one printed instance name. Never raises: bad input gives schema "error"."""
+    if schemas is not None and not isinstance(schemas, SchemaSet):
+        schemas = SchemaSet(schemas)
+        return _parse(name, schemas)
+    if not isinstance(name, str) or len(name) > MAX_NAME_CHARS:
+        return _parse(name, schemas)  # type: ignore[arg-type]
+    return _parse_cached(name, schemas)
+
+
+def parse_many(names: Iterable[str], schemas: Mapping[str, NameSchema] | None = None) -> list[ParsedName]:
+    return [parse(n, schemas) for n in names]
