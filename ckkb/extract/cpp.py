@@ -74,3 +74,90 @@ def is_binary(data: bytes) -> bool:
     except UnicodeDecodeError as e:
         return e.start < len(head) - 4  # a multibyte char cut at the boundary is fine
     return False
+
+
+def squash(s: str) -> str:
+    """Collapse whitespace runs to one space (argument text 'as written', minus layout)."""
+    return " ".join(s.split())
+
+
+def strip_comment(s: str) -> str:
+    """The body of a `// ...` or `/* ... */` comment, without the markers (one line or several)."""
+    s = s.strip()
+    if s.startswith("/*"):
+        s = s[2:]
+        if s.endswith("*/"):
+            s = s[:-2]
+        lines = [ln.strip().lstrip("*").strip() for ln in s.splitlines()]
+        return "\n".join(ln for ln in lines).strip()
+    if s.startswith("//"):
+        return s[2:].strip()
+    return s
+
+
+def is_nested_in(node: ts.Node, types: tuple[str, ...]) -> bool:
+    """Whether an ancestor of node has one of `types` (e.g. inside a class body or function)."""
+    p = node.parent
+    while p is not None:
+        if p.type in types:
+            return True
+        p = p.parent
+    return False
+
+
+def template_params(plist: ts.Node, src: bytes) -> list[dict]:
+    """A `template_parameter_list` node -> [{"name", "kind": type|value|pack|template, "type", "default"}].
+
+    Unnamed parameters (e.g. `typename std::enable_if<...>::type = false`) get the name "".
+    """
+    out = []
+    for p in plist.named_children:
+        t = p.type
+        if t == "comment":
+            continue
+        name, kind, ptype, default = "", "value", None, None
+        if t in ("type_parameter_declaration", "optional_type_parameter_declaration", "variadic_type_parameter_declaration"):
+            kind = "pack" if t.startswith("variadic") else "type"
+            ptype = "typename"
+            ident = p.child_by_field_name("name") or next((c for c in p.named_children if c.type == "type_identifier"), None)
+            name = text(ident, src) if ident is not None else ""
+            d = p.child_by_field_name("default_type")
+            default = squash(text(d, src)) if d is not None else None
+        elif t in ("parameter_declaration", "optional_parameter_declaration", "variadic_parameter_declaration"):
+            ty = p.child_by_field_name("type")
+            ptype = squash(text(ty, src)) if ty is not None else None
+            decl = p.child_by_field_name("declarator")
+            if decl is not None and decl.type == "variadic_declarator":
+                kind = "pack"
+                ident = next((c for c in decl.named_children if c.type == "identifier"), None)
+                name = text(ident, src) if ident is not None else ""
+            elif decl is not None:
+                name = squash(text(decl, src))
+            if t == "variadic_parameter_declaration":
+                kind = "pack"
+            d = p.child_by_field_name("default_value")
+            default = squash(text(d, src)) if d is not None else None
+        elif t == "template_template_parameter_declaration":
+            kind, ptype = "template", "template"
+            inner = next((c for c in p.named_children if c.type.endswith("parameter_declaration")), None)
+            if inner is not None:
+                ident = inner.child_by_field_name("name") or next((c for c in inner.named_children if c.type == "type_identifier"), None)
+                name = text(ident, src) if ident is not None else ""
+                d = inner.child_by_field_name("default_type")
+                default = squash(text(d, src)) if d is not None else None
+        else:  # ERROR or something tree-sitter could not classify
+            kind, name, ptype = "unknown", squash(text(p, src)), None
+        out.append({"name": name, "kind": kind, "type": ptype, "default": default})
+    return out
+
+
+@lru_cache(maxsize=64)
+def _query(pattern: str) -> ts.Query:
+    return ts.Query(language(), pattern)
+
+
+def find(node: ts.Node, node_type: str) -> list[ts.Node]:
+    """All descendants of `node` (itself included) of one type, in source order, found in C
+    (a tree-sitter query), so big files need no Python-level walk."""
+    caps = ts.QueryCursor(_query(f"({node_type}) @n")).captures(node)
+    return sorted(caps.get("n", []), key=lambda n: n.start_byte)

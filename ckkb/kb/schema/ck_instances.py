@@ -14,11 +14,15 @@ from ckkb.kb.schema.base import col, table
 @table(
     "device_ops",
     "Device-op class templates declared in include/ck/tensor_operation/gpu/device/impl/*.hpp, with their "
-    "template parameter names in order: the names instance fields use.",
-    pk="name",
+    "template parameter names in order: the names instance fields use. A name may occur twice when two "
+    "headers define the same class template (CK's b_scale header redefines DeviceGemm_Xdl_CShuffleV3); "
+    "instances.template_file says which one an instance uses.",
+    pk="id",
+    indexes=(("name",),),
 )
 @dataclass(kw_only=True)
 class DeviceOpRow:
+    id: int = col("device-op id", 0)
     name: str = col("class template name, e.g. DeviceGemm_Xdl_CShuffleV3")
     file: str = col("header, relative to the CK root")
     line: int = col("line of the template declaration")
@@ -26,6 +30,7 @@ class DeviceOpRow:
         'template parameters in order: [{"name", "kind": "type"|"value"|"pack", "type", "default"}]', json=True
     )
     base: str | None = col("first base class (the device-op interface), e.g. DeviceGemmV2", None)
+    base_args: list[Any] = col("template arguments of the first base class, as written", json=True, default=[])
 
 
 @table(
@@ -47,6 +52,7 @@ class InstanceListRow:
     comment: str = col("the comment block just above the declaration, e.g. 'instances not working on gfx950'", "")
     entries: int = col("active (not commented-out) entries", 0)
     commented_out: int = col("commented-out entries", 0)
+    cmake_vars: list[Any] = col("`@VAR@` tokens of a CMake .in template found in the declaration", json=True, default=[])
 
 
 @table(
@@ -67,11 +73,21 @@ class InstanceRow:
     line: int = col("line of the entry")
     ordinal: int = col("0-based position in its tuple (commented-out entries counted in place)")
     template: str = col("device-op template, e.g. DeviceGemm_Xdl_CShuffleV3")
+    template_file: str | None = col("header defining that template (device_ops.file); NULL when unknown", None)
+    device_op_id: int | None = col("device_ops.id of the template the fields were named from; NULL when unknown", None)
     status: str = col("active | commented_out")
     reason: str = col("nearest reason comment above the entry, e.g. 'AGPR Spill'", "")
     args: list[Any] = col("template arguments as written", json=True, default=[])
     resolved: list[Any] = col("arguments with the file's aliases resolved (S<8,32,1> -> [8,32,1], BF16 -> bhalf_t)", json=True, default=[])
-    fields: dict[str, Any] = col("CK template parameter name -> resolved value", json=True, default={})
+    fields: dict[str, Any] = col(
+        "CK template parameter name -> resolved value (parameters the entry leaves out get the op's default)", json=True, default={}
+    )
+    defaulted: list[Any] = col("parameters whose value in `fields` is the op's default, not written in the entry", json=True, default=[])
+    mapping: str = col(
+        "how fields were named: ok | arity_mismatch (argument count outside the op's range) | unknown_template "
+        "(no device_ops row) | nested_list (entry is another list) | not_template",
+        "ok",
+    )
     # Normalised cross-op columns (ckkb.fields.normalise derives them, in one place).
     a_layout: str | None = col("A layout: Row | Col (or a conv layout)", None)
     b_layout: str | None = col("B layout", None)

@@ -1,0 +1,720 @@
+"""Instance lists (`using NAME = std::tuple<...>`) under CK's instance trees -> `instance_lists`, `instances`.
+
+`extract` (per file, in a worker) reads with tree-sitter: the file's aliases (`using BF16 = bhalf_t;`,
+`template <index_t... Is> using S = Sequence<Is...>;`, `static constexpr auto GemmDefault = ...;`),
+its `#include`s, and every tuple alias with its template parameters, the comment block above it and
+its entries (active ones and the ones commented out inside the tuple, each with its nearest reason
+comment). Arguments are kept as small expression trees (plain tuples, picklable).
+
+`combine` (once, in the parent) resolves each entry's arguments with the aliases of the file and of
+the headers it includes (transitively, within the trees read here), picks the device op the entry
+names (`device_ops`, by the header the file includes when two headers define the same name), maps
+positional arguments to the op's template parameter names and derives the normalised columns.
+
+Files read: `library/src/tensor_operation_instance/gpu/**` (`.cpp`, `.hpp`, `.in`) and the headers
+under `library/include/ck/library/tensor_operation_instance/gpu/**`, which hold the instance lists
+(and aliases) that many convolution and reduction sources include.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ckkb import fields as ckfields
+from ckkb.diagnostics import Diagnostic
+from ckkb.extract import cpp
+from ckkb.extract.files import list_files
+from ckkb.kb.schema.ck_instances import DeviceOpRow, InstanceListRow, InstanceRow
+from ckkb.kb.stages import BuildContext, FileResult, StageResult
+from ckkb.sources import CK_FACTORY_DIR, CK_INSTANCE_DIR
+
+NAME = "ck.instances"
+VERSION = "1"
+
+ROOTS = (CK_INSTANCE_DIR, CK_FACTORY_DIR)
+SUFFIXES = (".cpp", ".hpp", ".in")
+
+# Where `#include "X"` may point, relative to the CK root (CK's include directories).
+INCLUDE_DIRS = ("include", "library/include", "library/src/tensor_operation_instance/gpu")
+
+_CMAKE_VAR = re.compile(rb"@([A-Za-z_][A-Za-z0-9_]*)@")  # CMake configure_file tokens (not C++)
+_NS_PREFIXES = ("ck::tensor_operation::device::instance::", "ck::tensor_operation::device::", "ck::tensor_operation::", "ck::")
+
+Expr = tuple  # ("int", v) | ("bool", v) | ("name", s) | ("tmpl", name, [Expr]) | ("pack", s) | ("bin", op, a, b) | ("neg", a) | ("text", s)
+
+
+# ---------------------------------------------------------------- small helpers
+
+
+def dir_of(rel: str) -> str:
+    """The directory right under gpu/ ('' for a file directly in gpu/)."""
+    for base in ROOTS:
+        if rel.startswith(base + "/"):
+            rest = rel[len(base) + 1 :].split("/")
+            return rest[0] if len(rest) > 1 else ""
+    return ""
+
+
+def short(name: str) -> str:
+    """Spell a qualified name the way CK's instance files do inside `ck::tensor_operation::device::instance`."""
+    for p in _NS_PREFIXES:
+        if name.startswith(p):
+            return name[len(p) :]
+    return name
+
+
+def _is_header_comment(body: str) -> bool:
+    """CK's `//####| ALayout| BLayout|...` column tables and `clang-format` switches: never a reason."""
+    b = body.strip()
+    return b.startswith("#") or b.count("|") >= 3 or b.startswith("clang-format") or not b.strip("-=#*/ ")
+
+
+# ---------------------------------------------------------------- C++ -> expression trees
+
+
+def to_expr(node, src: bytes) -> Expr:
+    t = node.type
+    if t == "type_descriptor":
+        ty = node.child_by_field_name("type")
+        if ty is not None and node.named_child_count == 1:
+            return to_expr(ty, src)
+        return ("text", cpp.squash(cpp.text(node, src)))
+    if t == "number_literal":
+        v = ckfields.as_int(cpp.text(node, src))
+        return ("int", v) if v is not None else ("text", cpp.text(node, src))
+    if t in ("true", "false"):
+        return ("bool", t == "true")
+    if t in ("type_identifier", "identifier", "primitive_type", "namespace_identifier", "sized_type_specifier"):
+        return ("name", cpp.squash(cpp.text(node, src)))
+    if t == "template_type":
+        name = node.child_by_field_name("name")
+        args = node.child_by_field_name("arguments")
+        return ("tmpl", cpp.text(name, src), [to_expr(a, src) for a in (args.named_children if args else []) if a.type != "comment"])
+    if t == "qualified_identifier":
+        scope, cur = [], node
+        while cur is not None and cur.type == "qualified_identifier":
+            sc = cur.child_by_field_name("scope")
+            if sc is not None:
+                if sc.type not in ("namespace_identifier", "type_identifier"):
+                    return ("text", cpp.squash(cpp.text(node, src)))
+                scope.append(cpp.text(sc, src))
+            cur = cur.child_by_field_name("name")
+        if cur is None:
+            return ("text", cpp.squash(cpp.text(node, src)))
+        prefix = "::".join(scope) + "::" if scope else ""
+        if cur.type == "template_type":
+            inner = to_expr(cur, src)
+            return ("tmpl", prefix + inner[1], inner[2])
+        return ("name", prefix + cpp.text(cur, src))
+    if t == "parameter_pack_expansion":
+        inner = node.named_children[0] if node.named_child_count else None
+        return ("pack", cpp.squash(cpp.text(inner, src)) if inner is not None else "")
+    if t == "parenthesized_expression" and node.named_child_count == 1:
+        return to_expr(node.named_children[0], src)
+    if t == "binary_expression":
+        op = node.child_by_field_name("operator")
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if op is not None and left is not None and right is not None:
+            return ("bin", cpp.text(op, src), to_expr(left, src), to_expr(right, src))
+    if t == "unary_expression":
+        op = node.child_by_field_name("operator")
+        arg = node.child_by_field_name("argument")
+        if op is not None and arg is not None and cpp.text(op, src) == "-":
+            return ("neg", to_expr(arg, src))
+    return ("text", cpp.squash(cpp.text(node, src)))
+
+
+# ---------------------------------------------------------------- per-file extraction
+
+
+def _mask_cmake(data: bytes) -> tuple[bytes, list[tuple[int, str]]]:
+    """`@VAR@` -> `_VAR_` (same length, so offsets and lines hold) and where each token was."""
+    found = [(m.start(), m.group(1).decode()) for m in _CMAKE_VAR.finditer(data)]
+    if not found:
+        return data, []
+    return _CMAKE_VAR.sub(lambda m: b"_" + m.group(1) + b"_", data), found
+
+
+def _comment_block_above(node, src: bytes) -> str:
+    """The contiguous comment lines ending on the line just above `node`, without markers."""
+    lines: list[str] = []
+    expect = node.start_point[0] - 1
+    prev = node.prev_sibling
+    while prev is not None and prev.type == "comment" and prev.end_point[0] == expect:
+        body = cpp.strip_comment(cpp.text(prev, src))
+        if not _is_header_comment(body):
+            lines.append(body)
+        expect = prev.start_point[0] - 1
+        prev = prev.prev_sibling
+    return "\n".join(reversed(lines))
+
+
+def _template_params_of(decl) -> tuple[Any, list[dict]]:
+    """(template_declaration node or None, [{"name", "type"}]) for an alias declaration."""
+    parent = decl.parent
+    if parent is not None and parent.type == "template_declaration":
+        return parent, parent.child_by_field_name("parameters")
+    return None, None
+
+
+def _tuple_args(decl, src: bytes):
+    """The template_argument_list of `std::tuple<...>` when `decl` is `using X = std::tuple<...>`."""
+    td = decl.child_by_field_name("type")
+    ty = td.child_by_field_name("type") if td is not None else None
+    if ty is None:
+        return None
+    if ty.type == "qualified_identifier":
+        scope = ty.child_by_field_name("scope")
+        name = ty.child_by_field_name("name")
+        if scope is None or cpp.text(scope, src) != "std" or name is None or name.type != "template_type":
+            return None
+        ty = name
+    if ty.type != "template_type" or cpp.text(ty.child_by_field_name("name"), src) != "tuple":
+        return None
+    return ty.child_by_field_name("arguments")
+
+
+def _entry_facts(node, src: bytes, line: int) -> dict:
+    e = to_expr(node, src)
+    if e[0] == "tmpl":
+        args_nodes = [a for a in node_args(node) if a.type != "comment"]
+        return {
+            "line": line,
+            "template": e[1],
+            "args": [cpp.squash(cpp.text(a, src)) for a in args_nodes],
+            "exprs": e[2],
+        }
+    return {"line": line, "template": cpp.squash(cpp.text(node, src)), "args": [], "exprs": None, "expr": e}
+
+
+def node_args(node):
+    """Argument nodes of a (possibly qualified) template type node."""
+    cur = node.child_by_field_name("type") if node.type == "type_descriptor" else node
+    while cur is not None and cur.type == "qualified_identifier":
+        cur = cur.child_by_field_name("name")
+    if cur is None or cur.type != "template_type":
+        return []
+    args = cur.child_by_field_name("arguments")
+    return list(args.named_children) if args is not None else []
+
+
+def _looks_like_entry(body: str) -> bool:
+    b = body.lstrip()
+    return bool(b) and (b[0].isalpha() or b[0] == "_") and "<" in b and "|" not in b
+
+
+def _commented_entries(group: list[tuple[int, str]]) -> list[dict] | None:
+    """Parse commented-out text (lines of one comment group) as tuple entries; None when it is prose."""
+    body = "\n".join(b for _, b in group).rstrip()
+    if body.endswith(","):
+        body = body[:-1]
+    prefix = "using __ckkb_commented = std::tuple<"
+    wrapped = (prefix + body + ">;").encode()
+    tree = cpp.parse(wrapped)
+    if tree.root_node.has_error:
+        return None
+    decl = cpp.find(tree.root_node, "alias_declaration")
+    args = _tuple_args(decl[0], wrapped) if decl else None
+    if args is None:
+        return None
+    out = []
+    for a in args.named_children:
+        if a.type == "comment":
+            continue
+        e = _entry_facts(a, wrapped, group[min(a.start_point[0], len(group) - 1)][0])
+        if e["exprs"] is None:
+            return None  # `foo<bar` in prose, not an entry
+        out.append(e)
+    return out or None
+
+
+def _list_entries(args, src: bytes, rel: str, diags: list[Diagnostic]) -> list[dict]:
+    """Entries of a tuple's argument list, in order, with commented-out ones in place."""
+    entries: list[dict] = []
+    reason = ""
+    reason_end = -2
+    children = list(args.children)
+    i = 0
+    while i < len(children):
+        c = children[i]
+        if c.type == "comment":
+            body = cpp.strip_comment(cpp.text(c, src))
+            if _is_header_comment(body):
+                i += 1
+                continue
+            if _looks_like_entry(body):
+                # a commented-out entry may span several comment lines
+                group = [(cpp.line(c) + k, ln) for k, ln in enumerate(body.splitlines())]
+                j = i + 1
+                depth = body.count("<") - body.count(">")
+                while depth > 0 and j < len(children) and children[j].type == "comment" and children[j].start_point[0] == children[j - 1].end_point[0] + 1:
+                    more = cpp.strip_comment(cpp.text(children[j], src))
+                    group.extend((cpp.line(children[j]) + k, ln) for k, ln in enumerate(more.splitlines()))
+                    depth += more.count("<") - more.count(">")
+                    j += 1
+                parsed = _commented_entries(group)
+                if parsed is not None:
+                    for e in parsed:
+                        e["status"] = "commented_out"
+                        e["reason"] = reason
+                        entries.append(e)
+                    i = j
+                    continue
+            # a reason comment: consecutive lines form one reason
+            if c.start_point[0] == reason_end + 1 and reason:
+                reason = reason + " " + body
+            else:
+                reason = body
+            reason_end = c.end_point[0]
+            i += 1
+            continue
+        if c.type in ("<", ">", ","):
+            i += 1
+            continue
+        if c.type == "ERROR":
+            diags.append(Diagnostic(rel, cpp.line(c), f"unreadable text in instance list: {cpp.squash(cpp.text(c, src))[:60]!r}", "warning", NAME))
+            i += 1
+            continue
+        e = _entry_facts(c, src, cpp.line(c))
+        e["status"] = "active"
+        e["reason"] = reason
+        entries.append(e)
+        i += 1
+    return entries
+
+
+def _aliases(tree, src: bytes) -> dict[str, dict]:
+    """Namespace-level aliases and constants of one file: name -> {"params": [...]?, "expr": Expr, "line"}."""
+    out: dict[str, dict] = {}
+    for decl in cpp.find(tree.root_node, "alias_declaration"):
+        if cpp.is_nested_in(decl, ("compound_statement", "field_declaration_list")):
+            continue
+        name = decl.child_by_field_name("name")
+        td = decl.child_by_field_name("type")
+        if name is None or td is None:
+            continue
+        tdecl, plist = _template_params_of(decl)
+        entry: dict[str, Any] = {"expr": to_expr(td, src), "line": cpp.line(decl)}
+        if plist is not None:
+            entry["params"] = [p["name"] for p in cpp.template_params(plist, src)]
+        out[cpp.text(name, src)] = entry
+    for decl in cpp.find(tree.root_node, "declaration"):
+        if not any(c.type == "type_qualifier" and cpp.text(c, src) == "constexpr" for c in decl.children):
+            continue
+        if cpp.is_nested_in(decl, ("compound_statement", "field_declaration_list", "template_declaration")):
+            continue
+        for init in decl.named_children:
+            if init.type != "init_declarator":
+                continue
+            d, v = init.child_by_field_name("declarator"), init.child_by_field_name("value")
+            if d is not None and v is not None and d.type == "identifier":
+                out[cpp.text(d, src)] = {"expr": to_expr(v, src), "line": cpp.line(init)}
+    for td in cpp.find(tree.root_node, "type_definition"):  # typedef X Y;
+        ty, d = td.child_by_field_name("type"), td.child_by_field_name("declarator")
+        if ty is not None and d is not None and d.type == "type_identifier" and not cpp.is_nested_in(td, ("compound_statement", "field_declaration_list")):
+            out[cpp.text(d, src)] = {"expr": to_expr(ty, src), "line": cpp.line(td)}
+    return out
+
+
+def _includes(tree, src: bytes) -> list[str]:
+    out = []
+    for inc in cpp.find(tree.root_node, "preproc_include"):
+        p = inc.child_by_field_name("path")
+        if p is not None and p.type == "string_literal":
+            out.append(cpp.text(p, src).strip('"'))
+    return out
+
+
+def extract(root: Path, rel: str, data: bytes) -> FileResult:
+    res = FileResult()
+    if cpp.is_binary(data):
+        res.diagnostics.append(Diagnostic(rel, 0, "binary file, not C++: skipped", "warning", NAME))
+        return res
+    has_tuple = b"std::tuple" in data
+    if not has_tuple and (not rel.endswith(".hpp") or (b"using" not in data and b"constexpr" not in data)):
+        return res  # nothing this stage reads: no parse
+    if rel.startswith(CK_FACTORY_DIR + "/") and not has_tuple and dir_of(rel) == "":
+        return res  # factory headers (A2's stage) declare add functions, not aliases lists need
+    src, cmake_vars = _mask_cmake(data) if rel.endswith(".in") else (data, [])
+    tree = cpp.parse(src)
+    res.facts["aliases"] = _aliases(tree, data)
+    res.facts["includes"] = _includes(tree, data)
+    lists = []
+    if has_tuple:
+        for decl in cpp.find(tree.root_node, "alias_declaration"):
+            args = _tuple_args(decl, src)
+            if args is None:
+                continue
+            name = cpp.text(decl.child_by_field_name("name"), data)
+            tdecl, plist = _template_params_of(decl)
+            tparams = [{"name": p["name"], "type": p["type"], "kind": p["kind"]} for p in cpp.template_params(plist, data)] if plist is not None else []
+            above = tdecl if tdecl is not None else decl
+            diags: list[Diagnostic] = []
+            entries = _list_entries(args, data, rel, diags)
+            res.diagnostics.extend(diags)
+            lists.append(
+                {
+                    "name": name,
+                    "line": cpp.line(decl),
+                    "template_params": tparams,
+                    "comment": _comment_block_above(above, data),
+                    "cmake_vars": sorted({v for off, v in cmake_vars if above.start_byte <= off < decl.end_byte}),
+                    "entries": entries,
+                }
+            )
+    res.facts["lists"] = lists
+    if tree.root_node.has_error and lists:
+        # report recovery only where it can matter: inside an instance list
+        spans = [(lst["line"], lst["entries"][-1]["line"] if lst["entries"] else lst["line"]) for lst in lists]
+        for ln in cpp.error_lines(tree):
+            if any(a <= ln <= b + 2 for a, b in spans):
+                res.diagnostics.append(Diagnostic(rel, ln, "malformed C++ in an instance list (parser had to recover)", "warning", NAME))
+    elif tree.root_node.has_error and not lists and has_tuple:
+        lines = cpp.error_lines(tree)
+        res.diagnostics.append(
+            Diagnostic(rel, lines[0] if lines else 0, "malformed C++: no instance list readable (parse errors at lines "
+                       + ", ".join(map(str, lines[:5])) + ")", "warning", NAME)
+        )
+    return res
+
+
+# ---------------------------------------------------------------- resolution (combine)
+
+
+class Resolver:
+    """Resolve expression trees with an alias environment (a file's aliases over its includes')."""
+
+    def __init__(self, env: dict[str, dict], tparams: set[str]):
+        self.env = env
+        self.tparams = tparams
+
+    def lookup(self, name: str) -> dict | None:
+        if name in self.tparams:
+            return None
+        hit = self.env.get(name)
+        if hit is None and "::" in name:
+            hit = self.env.get(short(name))
+        return hit
+
+    def __call__(self, e: Expr, depth: int = 0) -> Any:
+        if depth > 40:
+            return fmt(e)
+        kind = e[0]
+        if kind in ("int", "bool"):
+            return e[1]
+        if kind == "name":
+            hit = self.lookup(e[1])
+            if hit is not None and "params" not in hit and hit["expr"] != e:
+                return self(hit["expr"], depth + 1)
+            return short(e[1])
+        if kind == "tmpl":
+            name, args = e[1], e[2]
+            hit = self.lookup(name)
+            if hit is not None and "params" in hit:
+                return self(substitute(hit["expr"], hit["params"], args), depth + 1)
+            if hit is not None and hit["expr"][0] == "name":
+                name = self(hit["expr"], depth + 1)  # using Seq = ck::Sequence; (rare)
+            vals = [self(a, depth + 1) for a in args]
+            if short(str(name)).rsplit("::", 1)[-1] == "Sequence":
+                return vals
+            return f"{short(str(name))}<{', '.join(fmt_value(v) for v in vals)}>"
+        if kind == "bin":
+            a, b = self(e[2], depth + 1), self(e[3], depth + 1)
+            return binop(e[1], a, b)
+        if kind == "neg":
+            a = self(e[1], depth + 1)
+            return -a if isinstance(a, int) and not isinstance(a, bool) else f"-{fmt_value(a)}"
+        if kind == "pack":
+            return e[1] + "..."
+        return e[1]
+
+
+def substitute(e: Expr, params: list[str], args: list[Expr]) -> Expr:
+    """Replace a template alias's parameters by the arguments it is used with (a pack takes the rest)."""
+    binding: dict[str, Any] = {}
+    for i, p in enumerate(params):
+        if _is_pack_use(e, p):
+            binding[p] = list(args[i:])
+            break
+        if i < len(args):
+            binding[p] = args[i]
+
+    def sub(x: Expr) -> Expr:
+        k = x[0]
+        if k == "name" and x[1] in binding and not isinstance(binding[x[1]], list):
+            return binding[x[1]]
+        if k == "tmpl":
+            new: list[Expr] = []
+            for a in x[2]:
+                if a[0] == "pack" and a[1] in binding:
+                    b = binding[a[1]]
+                    new.extend(b if isinstance(b, list) else [b])
+                else:
+                    new.append(sub(a))
+            return ("tmpl", x[1], new)
+        if k == "bin":
+            return ("bin", x[1], sub(x[2]), sub(x[3]))
+        if k == "neg":
+            return ("neg", sub(x[1]))
+        return x
+
+    return sub(e)
+
+
+def _is_pack_use(e: Expr, p: str) -> bool:
+    if e[0] == "pack":
+        return e[1] == p
+    if e[0] == "tmpl":
+        return any(_is_pack_use(a, p) for a in e[2])
+    return False
+
+
+def binop(op: str, a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool) and not isinstance(b, bool):
+        try:
+            return {
+                "+": a + b, "-": a - b, "*": a * b, "/": int(a / b) if b else None, "%": a % b if b else None,
+                "<<": a << b, ">>": a >> b, "&": a & b, "|": a | b,
+                "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b, "==": a == b, "!=": a != b,
+            }.get(op, f"{a} {op} {b}")
+        except (ValueError, OverflowError):
+            pass
+    return f"{fmt_value(a)} {op} {fmt_value(b)}"
+
+
+def fmt_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "Sequence<" + ", ".join(fmt_value(x) for x in v) + ">"
+    return str(v)
+
+
+def fmt(e: Expr) -> str:
+    k = e[0]
+    if k in ("int",):
+        return str(e[1])
+    if k == "bool":
+        return "true" if e[1] else "false"
+    if k == "tmpl":
+        return f"{e[1]}<{', '.join(fmt(a) for a in e[2])}>"
+    if k == "bin":
+        return f"{fmt(e[2])} {e[1]} {fmt(e[3])}"
+    if k == "neg":
+        return "-" + fmt(e[1])
+    if k == "pack":
+        return e[1] + "..."
+    return str(e[1])
+
+
+def _default_value(default: str | None, fields: dict[str, Any]) -> Any:
+    if default is None:
+        return None
+    d = default.strip()
+    if d in fields:
+        return fields[d]
+    if d in ("true", "false"):
+        return d == "true"
+    v = ckfields.as_int(d)
+    if v is not None:
+        return v
+    return short(d)
+
+
+def map_fields(params: list[dict], values: list[Any]) -> tuple[dict[str, Any], list[str], bool]:
+    """Positional values -> {param name: value}; defaults fill the rest. Returns (fields, defaulted, arity_ok)."""
+    fields: dict[str, Any] = {}
+    defaulted: list[str] = []
+    required = sum(1 for p in params if p["kind"] != "pack" and p.get("default") is None)
+    has_pack = any(p["kind"] == "pack" for p in params)
+    n = len(values)
+    ok = required <= n and (has_pack or n <= len(params))
+    # trailing defaulted parameters before a pack are rare; map positionally
+    i = 0
+    for p in params:
+        name = p["name"] or f"_{params.index(p)}"
+        if p["kind"] == "pack":
+            fields[name] = values[i:]
+            i = n
+            continue
+        if i < n:
+            fields[name] = values[i]
+            i += 1
+        elif p.get("default") is not None:
+            fields[name] = _default_value(p["default"], fields)
+            defaulted.append(name)
+    return fields, defaulted, ok
+
+
+class _Index:
+    """Files of this stage by path, for `#include` resolution."""
+
+    def __init__(self, rels: list[str]):
+        self.rels = set(rels)
+        self.by_base: dict[str, list[str]] = {}
+        for r in rels:
+            self.by_base.setdefault(PurePosixPath(r).name, []).append(r)
+
+    def resolve(self, inc: str, from_rel: str) -> str | None:
+        here = PurePosixPath(from_rel).parent
+        cands = [str(_norm(here / inc))] + [f"{d}/{inc}" for d in INCLUDE_DIRS]
+        for c in cands:
+            if c in self.rels:
+                return c
+        same = self.by_base.get(PurePosixPath(inc).name, [])
+        tail = [r for r in same if r.endswith("/" + inc)]
+        if len(tail) == 1:
+            return tail[0]
+        return None
+
+
+def _norm(p: PurePosixPath) -> PurePosixPath:
+    parts: list[str] = []
+    for part in p.parts:
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part != ".":
+            parts.append(part)
+    return PurePosixPath(*parts) if parts else PurePosixPath(".")
+
+
+def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
+    out = StageResult()
+    ops: dict[str, list[DeviceOpRow]] = {}
+    for op in ctx.table_rows("device_ops"):
+        ops.setdefault(op.name, []).append(op)
+    facts = {rel: fr.facts for rel, fr in results.items() if fr.facts}
+    index = _Index(sorted(facts))
+    list_names = {lst["name"] for f in facts.values() for lst in f.get("lists", [])}
+
+    closure_cache: dict[str, tuple[list[str], set[str]]] = {}
+
+    def closure(rel: str) -> tuple[list[str], set[str]]:
+        """Files whose aliases `rel` sees (itself first, then includes breadth-first) and every include string seen."""
+        if rel in closure_cache:
+            return closure_cache[rel]
+        order, seen, strings = [rel], {rel}, set()
+        k = 0
+        while k < len(order):
+            cur = order[k]
+            k += 1
+            for inc in facts.get(cur, {}).get("includes", []):
+                strings.add(PurePosixPath(inc).name)
+                tgt = index.resolve(inc, cur)
+                if tgt is not None and tgt not in seen:
+                    seen.add(tgt)
+                    order.append(tgt)
+        closure_cache[rel] = (order, strings)
+        return order, strings
+
+    list_id = 0
+    inst_id = 0
+    rows: list[Any] = []
+    for rel in sorted(facts):
+        lists = facts[rel].get("lists", [])
+        if not lists:
+            continue
+        order, inc_names = closure(rel)
+        env: dict[str, dict] = {}
+        for f in reversed(order):  # the file's own aliases win over its includes'
+            env.update(facts[f].get("aliases", {}))
+        d = dir_of(rel)
+        for lst in lists:
+            list_id += 1
+            tparams = {p["name"] for p in lst["template_params"]}
+            resolve = Resolver(env, tparams)
+            n_active = n_out = 0
+            for ordinal, e in enumerate(lst["entries"]):
+                inst_id += 1
+                if e["status"] == "active":
+                    n_active += 1
+                else:
+                    n_out += 1
+                row, diag = _instance_row(e, rel, d, lst, list_id, inst_id, ordinal, resolve, ops, inc_names, list_names)
+                if diag is not None:
+                    out.diagnostics.append(diag)
+                rows.append(row)
+            rows.append(
+                InstanceListRow(
+                    id=list_id, name=lst["name"], dir=d, file=rel, line=lst["line"], template_params=lst["template_params"],
+                    comment=lst["comment"], entries=n_active, commented_out=n_out, cmake_vars=lst["cmake_vars"],
+                )
+            )
+    out.rows = rows
+    return out
+
+
+def _pick_op(cands: list[DeviceOpRow], inc_names: set[str], n_args: int) -> DeviceOpRow:
+    if len(cands) == 1:
+        return cands[0]
+    by_inc = [c for c in cands if PurePosixPath(c.file).name in inc_names]
+    if len(by_inc) == 1:
+        return by_inc[0]
+    pool = by_inc or cands
+    fits = [c for c in pool if map_fields(c.params, [None] * n_args)[2]]
+    return (fits or pool)[0]
+
+
+def _instance_row(e, rel, d, lst, list_id, inst_id, ordinal, resolve, ops, inc_names, list_names):
+    diag = None
+    template = e["template"]
+    tname = template.rsplit("::", 1)[-1]
+    exprs = e["exprs"]
+    if exprs is None:
+        # not `Template<...>`: an alias of one (using X = Op<...>), or another list nested in this one
+        hit = resolve.lookup(template)
+        if hit is not None and hit["expr"][0] == "tmpl" and "params" not in hit:
+            tname, exprs = hit["expr"][1].rsplit("::", 1)[-1], hit["expr"][2]
+    resolved = [resolve(x) for x in exprs] if exprs is not None else []
+    op = None
+    fields: dict[str, Any] = {}
+    defaulted: list[str] = []
+    if exprs is None:
+        mapping = "not_template"
+        diag = Diagnostic(rel, e["line"], f"entry {template!r} of {lst['name']} is not a device-op template instantiation", "warning", NAME)
+    elif tname in list_names and tname not in ops:
+        mapping = "nested_list"
+        diag = Diagnostic(rel, e["line"], f"entry of {lst['name']} is another instance list ({tname}); its entries are listed there", "warning", NAME)
+    elif tname not in ops:
+        mapping = "unknown_template"
+        diag = Diagnostic(rel, e["line"], f"unknown device-op template {tname} in {lst['name']}", "warning", NAME)
+    else:
+        op = _pick_op(ops[tname], inc_names, len(resolved))
+        fields, defaulted, ok = map_fields(op.params, resolved)
+        mapping = "ok" if ok else "arity_mismatch"
+        if not ok:
+            req = sum(1 for p in op.params if p["kind"] != "pack" and p.get("default") is None)
+            diag = Diagnostic(
+                rel, e["line"],
+                f"{tname} takes {req}..{len(op.params)} template arguments ({op.file}:{op.line}), entry of {lst['name']} has {len(resolved)}",
+                "warning", NAME,
+            )
+    norm = ckfields.normalise(fields) if fields else {}
+    row = InstanceRow(
+        id=inst_id, list_id=list_id, list_name=lst["name"], dir=d, file=rel, line=e["line"], ordinal=ordinal,
+        template=tname, template_file=op.file if op else None, device_op_id=op.id if op else None,
+        status=e["status"], reason=e.get("reason", ""), args=e["args"], resolved=resolved, fields=fields,
+        defaulted=defaulted, mapping=mapping, **norm,
+    )
+    return row, diag
+
+
+class _Stage:
+    name = NAME
+    version = VERSION
+    tree = "ck"
+
+    def files(self, root: Path) -> list[Path]:
+        out: list[Path] = []
+        for base in ROOTS:
+            out.extend(list_files(root, base, SUFFIXES if base == CK_INSTANCE_DIR else (".hpp",)))
+        return out
+
+    extract = staticmethod(extract)
+    combine = staticmethod(combine)
+
+
+STAGE = _Stage()

@@ -1,0 +1,151 @@
+"""Device-op class templates (`include/ck/tensor_operation/gpu/device/impl/*.hpp`) -> `device_ops`.
+
+Every namespace-level class template whose name or first base names a `Device*` type is a device
+op; its template parameter list, in order, names the fields of every instance that instantiates it.
+Generic over the whole directory: nothing here knows a particular op.
+
+CK's headers are hard on tree-sitter (macros such as `GET_NXDL_PER_WAVE_IMPL`, `__launch_bounds__`
+under `#if`), so a class may sit inside an ERROR node. The parameter list and the `struct` that
+follows it are still siblings there, and that is all this stage needs. When a header defines a
+class template twice (a primary and a partial specialisation, or a forward declaration and the
+definition), the primary definition wins.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ckkb.diagnostics import Diagnostic
+from ckkb.extract import cpp
+from ckkb.extract.files import list_files
+from ckkb.kb.schema.ck_instances import DeviceOpRow
+from ckkb.kb.stages import BuildContext, FileResult, StageResult
+from ckkb.sources import CK_IMPL_DIR
+
+NAME = "ck.templates"
+
+_NESTED = ("field_declaration_list", "compound_statement")
+
+
+def _head(plist, src: bytes) -> dict | None:
+    """The class declared right after a template parameter list: name, base, body, specialisation."""
+    nxt = plist.next_sibling
+    while nxt is not None and nxt.type == "comment":
+        nxt = nxt.next_sibling
+    if nxt is None:
+        return None
+    if nxt.type == "declaration" and nxt.named_child_count and nxt.named_children[0].type in ("struct_specifier", "class_specifier"):
+        nxt = nxt.named_children[0]  # `struct X : Base {...} MACRO;` recovered as a declaration
+    if nxt.type in ("struct_specifier", "class_specifier"):
+        name = nxt.child_by_field_name("name")
+        body = nxt.child_by_field_name("body")
+        bases = next((c for c in nxt.named_children if c.type == "base_class_clause"), None)
+    elif nxt.type in ("struct", "class") or (nxt.type == "ERROR" and cpp.text(nxt, src).strip() in ("struct", "class")):
+        # Recovered inside an ERROR node: `struct` Name base_class_clause ... as loose siblings.
+        name = nxt.next_named_sibling
+        bases = name.next_named_sibling if name is not None else None
+        if bases is not None and bases.type != "base_class_clause":
+            bases = None
+        body = True  # the body follows in the recovered region; this is not a bare forward declaration
+    else:
+        return None
+    if name is None or name.type not in ("type_identifier", "template_type"):
+        return None
+    specialised = name.type == "template_type"
+    cls = cpp.text(name.child_by_field_name("name") if specialised else name, src)
+    base, base_args = None, []
+    if bases is not None:
+        first = next((c for c in bases.named_children if c.type not in ("access_specifier", "comment")), None)
+        if first is not None:
+            if first.type == "template_type":
+                base = cpp.text(first.child_by_field_name("name"), src)
+                args = first.child_by_field_name("arguments")
+                base_args = [cpp.squash(cpp.text(a, src)) for a in args.named_children if a.type != "comment"] if args else []
+            elif first.type == "qualified_identifier":
+                base = cpp.squash(cpp.text(first, src))
+                if "<" in base:
+                    base = base.split("<", 1)[0]
+            else:
+                base = cpp.squash(cpp.text(first, src))
+            base = base.rsplit("::", 1)[-1]
+    return {"name": cls, "specialised": specialised, "has_body": body is not None, "base": base, "base_args": base_args}
+
+
+def extract(root: Path, rel: str, data: bytes) -> FileResult:
+    res = FileResult()
+    if cpp.is_binary(data):
+        res.diagnostics.append(Diagnostic(rel, 0, "binary file, not C++: skipped", "warning", NAME))
+        return res
+    if b"template" not in data or b"Device" not in data:
+        return res
+    tree = cpp.parse(data)
+    found: dict[str, tuple[int, DeviceOpRow]] = {}  # name -> (rank, row); lower rank wins
+    for plist in cpp.find(tree.root_node, "template_parameter_list"):
+        if plist.parent is None or plist.parent.type == "template_template_parameter_declaration":
+            continue
+        if cpp.is_nested_in(plist, _NESTED):
+            continue  # a member template (Argument, Invoker, ...), not a device op
+        head = _head(plist, data)
+        if head is None:
+            continue
+        if "Device" not in head["name"] and "Device" not in (head["base"] or ""):
+            continue
+        params = cpp.template_params(plist, data)
+        tpl = plist.prev_sibling
+        line = cpp.line(tpl if tpl is not None and tpl.type == "template" else plist)
+        bad = [p for p in params if p["kind"] == "unknown"]
+        if bad or plist.has_error:
+            err = next((n for n in cpp.walk(plist) if n.type == "ERROR" or n.is_missing), plist)
+            res.diagnostics.append(
+                Diagnostic(rel, cpp.line(err), f"template parameters of {head['name']} only partly readable", "warning", NAME)
+            )
+        # primary definition (0) beats forward declaration (1) beats partial specialisation (2)
+        rank = 2 if head["specialised"] else (0 if head["has_body"] else 1)
+        row = DeviceOpRow(name=head["name"], file=rel, line=line, params=params, base=head["base"], base_args=head["base_args"])
+        if head["name"] not in found or rank < found[head["name"]][0]:
+            found[head["name"]] = (rank, row)
+    res.rows = [row for _, row in found.values()]
+    res.facts["ranks"] = {name: rank for name, (rank, _) in found.items()}
+    if not found and tree.root_node.has_error and (b"struct Device" in data or b"class Device" in data):
+        lines = cpp.error_lines(tree)
+        where = ", ".join(map(str, lines[:5]))
+        res.diagnostics.append(
+            Diagnostic(rel, lines[0] if lines else 0, f"no device-op template readable (parse errors at lines {where})", "warning", NAME)
+        )
+    return res
+
+
+def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
+    """One row per (name, header): two headers defining the same class template are both kept
+    (instances pick theirs by what they include); forward declarations elsewhere are dropped."""
+    out = StageResult()
+    by_name: dict[str, list[tuple[int, DeviceOpRow]]] = {}
+    for rel in sorted(results):
+        fr = results[rel]
+        ranks = fr.facts.get("ranks", {})
+        for row in fr.rows:
+            by_name.setdefault(row.name, []).append((ranks.get(row.name, 0), row))
+    rows = []
+    for name in sorted(by_name):
+        cands = by_name[name]
+        best = min(r for r, _ in cands)
+        rows.extend(row for r, row in cands if r == best)
+    for i, row in enumerate(rows, start=1):
+        row.id = i
+    out.rows = rows
+    return out
+
+
+class _Stage:
+    name = NAME
+    version = "1"
+    tree = "ck"
+
+    def files(self, root: Path) -> list[Path]:
+        return list_files(root, CK_IMPL_DIR, (".hpp",))
+
+    extract = staticmethod(extract)
+    combine = staticmethod(combine)
+
+
+STAGE = _Stage()
