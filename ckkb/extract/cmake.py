@@ -9,13 +9,16 @@ CMake says, run statement by statement (`set`, `if/elseif/else`, `foreach`, `bre
 `add_subdirectory`); other commands are no-ops. `if()` conditions are parsed with the Lark grammar
 `grammars/cmake_condition.lark`.
 
-Default-build environment, per arch A (assumptions, stated once here):
-- `SUPPORTED_GPU_TARGETS` = A (one target per build, so `INST_TARGETS` = A);
-- `DTYPES`, `DL_KERNELS`, `DPP_KERNELS`, `MIOPEN_REQ_LIBS_ONLY` undefined (all data types, no DL
-  or DPP kernels, the full library);
-- `CK_USE_FP8_ON_UNSUPPORTED_ARCH` OFF and `BUILD_MHA_LIB` OFF (both are `option(... OFF)` at
-  CK's top level); `CMAKE_BUILD_TYPE` Release; `WIN32` undefined;
-- `hip_VERSION_FLAT` a current ROCm (600300000): it only gates a compression flag.
+Default-build environment, per arch A (assumptions, stated once here): a plain `cmake` of the CK
+root with `SUPPORTED_GPU_TARGETS` = A (one target per build, so `INST_TARGETS` = A) and no -D
+options. The variables gpu/ sees are *computed* by running the top-level CMakeLists.txt with the
+same interpreter (its `option()` defaults, `set()`s and `add_definitions(-D...)`, the latter kept
+as `build_defines` rows). For this CK that means: `DTYPES` and `MIOPEN_REQ_LIBS_ONLY` undefined;
+`CK_USE_FP8_ON_UNSUPPORTED_ARCH` and `BUILD_MHA_LIB` OFF (`option(... OFF)`); and `DL_KERNELS` /
+`DPP_KERNELS` ON, because CK's top level sets them unless `DISABLE_DL_KERNELS` /
+`DISABLE_DPP_KERNELS` is given. When the root CMakeLists.txt is absent (small trees), `DEFAULT_ENV`
+is used as is (DL/DPP undefined). `hip_VERSION_FLAT` is taken as a current ROCm (600300000):
+it only gates a compression flag.
 Whether a source file is listed by its directory's CMakeLists.txt is not checked: every `.cpp`
 (and CMake `.in` template) under `gpu/` is evaluated by its file name, as CK's rules do.
 """
@@ -36,11 +39,12 @@ from ckkb.archs import ARCHS
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.cpp import is_binary
 from ckkb.extract.files import list_files
-from ckkb.kb.schema.ck_registrations import BuildRuleRow, FileBuildRow
+from ckkb.kb.schema.ck_registrations import BuildDefineRow, BuildRuleRow, FileBuildRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
 from ckkb.sources import CK_INSTANCE_DIR
 
 GPU_CMAKE = f"{CK_INSTANCE_DIR}/CMakeLists.txt"
+ROOT_CMAKE = "CMakeLists.txt"
 SOURCE_SUFFIXES = (".cpp", ".cpp.in")
 
 DEFAULT_ENV: dict[str, str] = {
@@ -511,6 +515,7 @@ class Interpreter:
         self.removed: dict[tuple[str, str], Branch | None] = {}  # (list var, item) -> branch that removed it
         self.origin: dict[str, Branch | None] = {}  # var -> innermost branch of its last set()
         self.subdirs: list[str] = []
+        self.defines: dict[str, tuple[str, int]] = {}  # -DNAME[=VALUE] -> (value, line)
         self.functions: dict[str, Function] = {}
 
     def run(self, stmts: list[Any]) -> None:
@@ -585,12 +590,24 @@ class Interpreter:
                 return
             var, vals = w[0], [x for x in w[1:] if x not in ("PARENT_SCOPE",)]
             if "CACHE" in vals:
+                if var in self.env and "FORCE" not in vals:
+                    return
                 vals = vals[: vals.index("CACHE")]
             if vals:
                 self.env[var] = ";".join(vals)
             else:
                 self.env.pop(var, None)
             self.origin[var] = self.here()
+        elif name == "option":
+            w = self.words(c.args)
+            if w and w[0] not in self.env:
+                self.env[w[0]] = w[2] if len(w) >= 3 else "OFF"
+        elif name == "add_definitions" or name == "add_compile_definitions":
+            for w in self.words(c.args):
+                d = w[2:] if w.startswith("-D") else (w if name == "add_compile_definitions" else "")
+                if d:
+                    k, _, v = d.partition("=")
+                    self.defines[k] = (v if _ else "1", c.line)
         elif name == "unset":
             w = self.words(c.args)
             if w:
@@ -748,7 +765,7 @@ class CMakeStage:
 
     def files(self, root: Path) -> list[Path]:
         base = root / CK_INSTANCE_DIR
-        out = []
+        out = [root / ROOT_CMAKE] if (root / ROOT_CMAKE).is_file() else []
         top = base / "CMakeLists.txt"
         if top.is_file():
             out.append(top)
@@ -763,24 +780,51 @@ class CMakeStage:
         if is_binary(data):
             return FileResult(diagnostics=[Diagnostic(rel, 0, "binary data, not CMake: skipped", "warning", self.name)])
         text = data.decode("utf-8", errors="replace")
-        if rel != GPU_CMAKE:  # a directory's CMakeLists.txt: the loop matches against its text
+        if rel not in (GPU_CMAKE, ROOT_CMAKE):  # a directory's CMakeLists.txt: the loop matches against its text
             return FileResult(facts={"text": text})
         try:
             stmts, diags = parse_cmake(text)
         except CMakeSyntaxError as e:
             return FileResult(diagnostics=[Diagnostic(rel, e.line, f"CMake syntax: {e}", "error", self.name)])
+        if rel == ROOT_CMAKE:  # only option()/set()/add_definitions() matter; say nothing about the rest
+            diags = []
         diags = [Diagnostic(rel, d.line, d.message, "warning", self.name) for d in diags]
         return FileResult(diagnostics=diags, facts={"stmts": stmts})
 
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
+        envs, rows = root_environments(results.get(ROOT_CMAKE))
         top = results.get(GPU_CMAKE)
         if top is None or "stmts" not in top.facts:
-            return StageResult(diagnostics=[Diagnostic(GPU_CMAKE, 0, "no build rules read: file missing or unparsable", "warning", self.name)])
-        rows, diags = evaluate_tree(root, top.facts["stmts"], {k: v.facts.get("text", "") for k, v in results.items() if k != GPU_CMAKE})
-        return StageResult(rows=rows, diagnostics=diags)
+            return StageResult(rows=rows, diagnostics=[Diagnostic(GPU_CMAKE, 0, "no build rules read: file missing or unparsable", "warning", self.name)])
+        texts = {k: v.facts.get("text", "") for k, v in results.items() if k not in (GPU_CMAKE, ROOT_CMAKE)}
+        more, diags = evaluate_tree(root, top.facts["stmts"], texts, envs=envs)
+        return StageResult(rows=rows + more, diagnostics=diags)
 
 
-def evaluate_tree(root: Path, stmts: list[Any], dir_texts: dict[str, str], archs: tuple[str, ...] = ARCHS) -> tuple[list[Any], list[Diagnostic]]:
+def root_environments(res: FileResult | None, archs: tuple[str, ...] = ARCHS) -> tuple[dict[str, dict[str, str]], list[Any]]:
+    """Run the top-level CMakeLists.txt once per arch: the variables gpu/ inherits, and its -D macros."""
+    envs: dict[str, dict[str, str]] = {}
+    rows: list[Any] = []
+    for arch in archs:
+        env = dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
+        if res is not None and "stmts" in res.facts:
+            it = Interpreter(env, ROOT_CMAKE)
+            try:
+                it.run(res.facts["stmts"])
+            except (_Break, RecursionError):
+                pass
+            env = it.env
+            env["SUPPORTED_GPU_TARGETS"] = arch  # one target per evaluated build
+            for name, (value, line) in sorted(it.defines.items()):
+                rows.append(BuildDefineRow(arch=arch, name=name, value=value, file=ROOT_CMAKE, line=line))
+        envs[arch] = env
+    return envs, rows
+
+
+def evaluate_tree(
+    root: Path, stmts: list[Any], dir_texts: dict[str, str], archs: tuple[str, ...] = ARCHS,
+    envs: dict[str, dict[str, str]] | None = None,
+) -> tuple[list[Any], list[Diagnostic]]:
     """BuildRuleRows + FileBuildRows for every instance source × arch."""
     diags: list[Diagnostic] = []
     lib = _library_function(stmts)
@@ -805,7 +849,7 @@ def evaluate_tree(root: Path, stmts: list[Any], dir_texts: dict[str, str], archs
         return rules.get(br.line) if br is not None else None
 
     for arch in archs:
-        env = dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
+        env = (envs or {}).get(arch) or dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
         lib_cache: dict[str, tuple[bool, BuildRuleRow | None]] = {}
         for d, files in sorted(by_dir.items()):
             dir_rule: BuildRuleRow | None = None

@@ -131,3 +131,18 @@ class FileBuildRow:
     rule_id: int | None = col("build_rules.id that removed it", None)
     line: int | None = col("line of that rule", None)
     condition: str | None = col("that rule's condition", None)
+
+
+@table(
+    "build_defines",
+    "Preprocessor macros a default build defines, per arch: CMake add_definitions(-D...) of the top-level "
+    "CMakeLists.txt (evaluated per arch) and the unconditional #defines of include/ck/ck.hpp.",
+    indexes=(("arch",), ("name",)),
+)
+@dataclass(kw_only=True)
+class BuildDefineRow:
+    arch: str = col("architecture")
+    name: str = col("macro name")
+    value: str = col("macro value ('1' for a bare -DNAME)", "1")
+    file: str = col("where it is defined, relative to the CK root")
+    line: int = col("line of the add_definitions() or #define")

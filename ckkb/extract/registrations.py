@@ -1,0 +1,683 @@
+"""Stage `ck.registrations`: add functions, the lists they register, and the conditions around them.
+
+For every `add_*_instances` function defined under `library/src/tensor_operation_instance/gpu/**`
+(`.cpp`, `.hpp`, CMake `.in` templates), each `add_device_operation_instances(instances, LIST<ARGS>{})`
+call is recorded with the tuple alias it instantiates, the template arguments it passes, those
+arguments bound to the list's own template parameters (`GemmSpec -> Default`, via the file's
+aliases and the instance_lists rows of the instances stage), and the full guard chain from the
+outermost `#if` down to the innermost `if`: each guard with its branch (`then` / `else`), its kind
+(`device_name`, `capability`, `preprocessor`, `other`) and a small expression tree that
+`ckkb.extract.availability` evaluates per arch.
+
+Also read: `include/ck/ck.hpp` (its unconditional `#define`s: what `#if CK_EXPERIMENTAL_...` sees)
+and `include/ck/host_utility/device_prop.hpp` (the `is_*_supported()` functions whose body is a
+single `return` of device-name compares: the capability table is read from CK, not hand-written;
+see availability.py for the fallback).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import tree_sitter as ts
+
+from ckkb.diagnostics import Diagnostic
+from ckkb.extract import availability
+from ckkb.extract.cpp import error_lines, is_binary, line, parse, text, walk
+from ckkb.extract.files import list_files
+from ckkb.fields import enum_word
+from ckkb.kb.schema.ck_registrations import AddFunctionRow, GateRow, RegistrationRow
+from ckkb.kb.stages import BuildContext, FileResult, StageResult
+from ckkb.sources import CK_INSTANCE_DIR
+
+CK_HPP = "include/ck/ck.hpp"
+DEVICE_PROP_HPP = "include/ck/host_utility/device_prop.hpp"
+SUFFIXES = (".cpp", ".hpp", ".in")
+ADD_CALL = "add_device_operation_instances"
+_ADD_FN = re.compile(r"^add_\w*instances?\w*$")
+DEVICE_NAME_FN = "get_device_name"
+
+
+def gpu_dir(rel: str) -> str:
+    """The directory right under gpu/ ('' for a file directly in gpu/)."""
+    prefix = CK_INSTANCE_DIR + "/"
+    if not rel.startswith(prefix):
+        return ""
+    rest = rel[len(prefix) :]
+    return rest.split("/", 1)[0] if "/" in rest else ""
+
+
+# ---------------------------------------------------------------- expressions
+
+
+def _strip(s: str) -> str:
+    return " ".join(s.split())
+
+
+def _callee(node: ts.Node, src: bytes) -> str:
+    """Last identifier of a call's function (`ck::is_xdl_supported` -> is_xdl_supported)."""
+    fn = node.child_by_field_name("function")
+    if fn is None:
+        return ""
+    if fn.type == "template_function":
+        fn = fn.child_by_field_name("name") or fn
+    t = text(fn, src)
+    t = re.sub(r"<.*", "", t)
+    return t.rsplit("::", 1)[-1].strip()
+
+
+def _string_value(node: ts.Node, src: bytes) -> str | None:
+    if node.type == "string_literal":
+        return text(node, src).strip().strip('"')
+    return None
+
+
+def expr_tree(node: ts.Node | None, src: bytes, preproc: bool = False) -> dict[str, Any]:
+    """A C++ (or #if) condition -> a small JSON-able tree the availability evaluator understands.
+
+    {"op": "and"|"or", "args": [...]} | {"op": "not", "arg": ...} |
+    {"op": "dev", "cmp": "=="|"!=", "arch": "gfx950"} | {"op": "cap", "name": "is_xdl_supported"} |
+    {"op": "defined", "name": M} | {"op": "macro", "name": M} | {"op": "int", "value": n} |
+    {"op": "cmp", "cmp": op, "args": [a, b]} | {"op": "unknown", "text": ...}
+    """
+    if node is None:
+        return {"op": "unknown", "text": ""}
+    t = node.type
+    if t in ("parenthesized_expression", "condition_clause"):
+        inner = node.child_by_field_name("value") or next((c for c in node.named_children if c.type != "comment"), None)
+        return expr_tree(inner, src, preproc)
+    if t == "binary_expression":
+        op = node.child_by_field_name("operator")
+        ops = text(op, src) if op is not None else ""
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if ops in ("&&", "||", "and", "or"):
+            kind = "and" if ops in ("&&", "and") else "or"
+            args = []
+            for side in (left, right):
+                sub = expr_tree(side, src, preproc)
+                args.extend(sub["args"] if sub["op"] == kind else [sub])
+            return {"op": kind, "args": args}
+        if ops in ("==", "!="):
+            for a, b in ((left, right), (right, left)):
+                if a is not None and b is not None and a.type == "call_expression" and _callee(a, src) == DEVICE_NAME_FN:
+                    lit = _string_value(b, src)
+                    if lit is not None:
+                        return {"op": "dev", "cmp": ops, "arch": lit}
+        if ops in ("==", "!=", "<", ">", "<=", ">=") and preproc:
+            return {"op": "cmp", "cmp": ops, "args": [expr_tree(left, src, preproc), expr_tree(right, src, preproc)]}
+        return {"op": "unknown", "text": _strip(text(node, src))}
+    if t == "unary_expression":
+        op = node.child_by_field_name("operator")
+        if op is not None and text(op, src) in ("!", "not"):
+            return {"op": "not", "arg": expr_tree(node.child_by_field_name("argument"), src, preproc)}
+        return {"op": "unknown", "text": _strip(text(node, src))}
+    if t == "call_expression":
+        name = _callee(node, src)
+        if preproc and name == "defined":
+            args = node.child_by_field_name("arguments")
+            inner = text(args, src).strip("() \t") if args is not None else ""
+            return {"op": "defined", "name": inner}
+        return {"op": "cap", "name": name, "text": _strip(text(node, src))}
+    if t == "preproc_defined":
+        ident = next((c for c in node.named_children if c.type == "identifier"), None)
+        return {"op": "defined", "name": text(ident, src) if ident is not None else ""}
+    if t == "number_literal":
+        try:
+            return {"op": "int", "value": int(text(node, src).rstrip("uUlL"), 0)}
+        except ValueError:
+            return {"op": "unknown", "text": text(node, src)}
+    if t in ("true", "false"):
+        return {"op": "int", "value": 1 if t == "true" else 0}
+    if t == "identifier" and preproc:
+        return {"op": "macro", "name": text(node, src)}
+    return {"op": "unknown", "text": _strip(text(node, src))}
+
+
+def atoms(tree: dict[str, Any]) -> list[dict[str, Any]]:
+    if tree["op"] in ("and", "or", "cmp"):
+        return [a for sub in tree["args"] for a in atoms(sub)]
+    if tree["op"] == "not":
+        return atoms(tree["arg"])
+    return [tree]
+
+
+def classify(tree: dict[str, Any], preproc: bool) -> str:
+    """device_name | capability | preprocessor | other."""
+    if preproc:
+        return "preprocessor"
+    ops = {a["op"] for a in atoms(tree)}
+    if "dev" in ops:
+        return "device_name"
+    if "cap" in ops:
+        return "capability"
+    return "other"
+
+
+def device_effect(tree: dict[str, Any]) -> tuple[str | None, str | None]:
+    """For a device-name if: (effect of its then-branch, arch). `!=` excludes, `==` is 'only'; each
+    enclosing `!` flips it; for an `&&`/`||` of several compares the first compare decides."""
+
+    def find(t: dict[str, Any], neg: bool):
+        if t["op"] == "dev":
+            eq = (t["cmp"] == "==") != neg
+            return ("only" if eq else "exclude"), t["arch"]
+        if t["op"] == "not":
+            return find(t["arg"], not neg)
+        for a in t.get("args", []) if t["op"] in ("and", "or") else []:
+            r = find(a, neg)
+            if r:
+                return r
+        return None
+
+    return find(tree, False) or (None, None)
+
+
+# ---------------------------------------------------------------- per file
+
+
+_PREPROC_IF = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef")
+
+
+def _field_is(parent: ts.Node, child: ts.Node, name: str) -> bool:
+    f = parent.child_by_field_name(name)
+    return f is not None and f.start_byte == child.start_byte and f.end_byte == child.end_byte
+
+
+def guard_chain(call: ts.Node, src: bytes, rel: str) -> list[dict[str, Any]]:
+    """C++ `if` guards around `call`, outermost first (preprocessor guards: see directive_stacks)."""
+    out: list[dict[str, Any]] = []
+    child, node = call, call.parent
+    while node is not None:
+        if node.type == "if_statement":
+            alt = node.child_by_field_name("alternative")
+            cond = node.child_by_field_name("condition")
+            in_else = alt is not None and alt.start_byte <= child.start_byte and child.end_byte <= alt.end_byte
+            in_cond = cond is not None and cond.start_byte <= child.start_byte and child.end_byte <= cond.end_byte
+            if not in_cond:
+                tree = expr_tree(cond, src)
+                ctext = _strip(text(cond, src))
+                if ctext.startswith("constexpr"):
+                    ctext = ctext[len("constexpr"):].strip()
+                if ctext.startswith("(") and ctext.endswith(")"):
+                    ctext = ctext[1:-1].strip()
+                kind = classify(tree, False)
+                effect, arch = device_effect(tree) if kind == "device_name" else (None, None)
+                out.append({
+                    "kind": kind, "text": ctext, "branch": "else" if in_else else "then", "file": rel,
+                    "line": line(node), "arch": arch, "op": effect, "expr": tree,
+                    "has_else": alt is not None,
+                })
+        child, node = node, node.parent
+    out.reverse()
+    return out
+
+
+_DIRECTIVE = re.compile(rb"^\s*#\s*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b(.*)$")
+
+
+def directive_stacks(data: bytes) -> list[tuple[tuple[int, str, int], ...]]:
+    """Per 1-based line: the open #if sections around it, outermost first, as
+    (line of the directive, directive text, section index: 0 = first branch, k = after the k-th
+    #elif/#else). Read from the directive lines themselves, so a construct tree-sitter cannot
+    parse (an `#if` inside a template argument list) cannot make it nest code wrongly."""
+    lines = data.split(b"\n")
+    stack: list[list[Any]] = []  # [line, text, section, [section directives]]
+    out: list[tuple[tuple[int, str, int], ...]] = [()]
+    i = 0
+    while i < len(lines):
+        raw = lines[i]
+        n = i + 1
+        while raw.endswith(b"\\") and i + 1 < len(lines):
+            i += 1
+            raw = raw[:-1] + b" " + lines[i]
+        m = _DIRECTIVE.match(raw)
+        snapshot = tuple((e[0], e[1], e[2]) for e in stack)
+        if m:
+            kind = m.group(1).decode()
+            txt = _strip(raw.decode("utf-8", "replace")).split("//", 1)[0].strip()
+            if kind in ("if", "ifdef", "ifndef"):
+                stack.append([n, txt, 0, [(n, txt)]])
+            elif kind.startswith("elif") or kind == "else":
+                if stack:
+                    stack[-1][2] += 1
+                    stack[-1][3].append((n, txt))
+            elif kind == "endif" and stack:
+                stack.pop()
+        for _ in range(n, i + 2):
+            out.append(snapshot if m else tuple((e[0], e[1], e[2]) for e in stack))
+        i += 1
+    return out
+
+
+@lru_cache(maxsize=4096)
+def directive_expr(directive: str) -> dict[str, Any]:
+    """`#ifdef X` / `#if defined(A) || B` -> expression tree (parsed by tree-sitter on its own)."""
+    m = re.match(r"#\s*(\w+)\s*(.*)$", directive)
+    if not m:
+        return {"op": "unknown", "text": directive}
+    kind, rest = m.group(1), m.group(2).strip()
+    if kind in ("ifdef", "elifdef"):
+        return {"op": "defined", "name": rest.split()[0] if rest else ""}
+    if kind in ("ifndef", "elifndef"):
+        return {"op": "not", "arg": {"op": "defined", "name": rest.split()[0] if rest else ""}}
+    src = f"#if {rest}\n#endif\n".encode()
+    tree = parse(src)
+    node = next(iter(walk(tree.root_node, "preproc_if")), None)
+    if node is None:
+        return {"op": "unknown", "text": directive}
+    return expr_tree(node.child_by_field_name("condition"), src, preproc=True)
+
+
+def preprocessor_guards(stack: tuple[tuple[int, str, int], ...], sections: dict[int, list[tuple[int, str]]], rel: str) -> list[dict[str, Any]]:
+    """Guards for a line inside `stack`: for section k>0, every earlier branch is false and the
+    k-th (#elif) is true (#else has no condition of its own)."""
+    out = []
+    for dline, _text, section in stack:
+        branches = sections.get(dline) or [(dline, _text)]
+        for k in range(min(section, len(branches) - 1) + 1):
+            bline, btext = branches[k]
+            if k < section:
+                if btext.lstrip("#").strip().startswith("else"):
+                    continue
+                out.append(_pp(bline, btext, "else", rel, len(branches) > 1))
+            elif not btext.lstrip("# ").startswith("else"):
+                out.append(_pp(bline, btext, "then", rel, len(branches) > 1))
+    return out
+
+
+def _pp(line_no: int, txt: str, branch: str, rel: str, has_else: bool) -> dict[str, Any]:
+    return {"kind": "preprocessor", "text": txt, "branch": branch, "file": rel, "line": line_no,
+            "arch": None, "op": None, "expr": directive_expr(txt), "has_else": has_else}
+
+
+def directive_sections(data: bytes) -> dict[int, list[tuple[int, str]]]:
+    """#if line -> its branch directives [(line, text)] in order (#if, #elif..., #else)."""
+    out: dict[int, list[tuple[int, str]]] = {}
+    stack: list[int] = []
+    lines = data.split(b"\n")
+    i = 0
+    while i < len(lines):
+        raw, n = lines[i], i + 1
+        while raw.endswith(b"\\") and i + 1 < len(lines):
+            i += 1
+            raw = raw[:-1] + b" " + lines[i]
+        m = _DIRECTIVE.match(raw)
+        if m:
+            kind = m.group(1).decode()
+            txt = _strip(raw.decode("utf-8", "replace")).split("//", 1)[0].strip()
+            if kind in ("if", "ifdef", "ifndef"):
+                stack.append(n)
+                out[n] = [(n, txt)]
+            elif (kind.startswith("elif") or kind == "else") and stack:
+                out[stack[-1]].append((n, txt))
+            elif kind == "endif" and stack:
+                stack.pop()
+        i += 1
+    return out
+
+
+def _function_name(fn: ts.Node, src: bytes) -> str | None:
+    decl = fn.child_by_field_name("declarator")
+    while decl is not None and decl.type not in ("function_declarator",):
+        decl = decl.child_by_field_name("declarator")
+    if decl is None:
+        return None
+    name = decl.child_by_field_name("declarator")
+    return text(name, src).rsplit("::", 1)[-1] if name is not None else None
+
+
+def _interface(fn: ts.Node, src: bytes) -> str:
+    """`std::vector<std::unique_ptr<DeviceGemmV2<...>>>& instances` -> `DeviceGemmV2<...>`."""
+    decl = fn.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    params = decl.child_by_field_name("parameters") if decl is not None else None
+    if params is None:
+        return ""
+    for n in walk(params, "template_type"):
+        name = n.child_by_field_name("name")
+        if name is not None and text(name, src) == "unique_ptr":
+            args = n.child_by_field_name("arguments")
+            if args is not None and args.named_children:
+                return _strip(text(args.named_children[0], src))
+    return ""
+
+
+def _list_arg(call: ts.Node, src: bytes) -> tuple[str, list[str]] | None:
+    args = call.child_by_field_name("arguments")
+    if args is None:
+        return None
+    named = [c for c in args.named_children if c.type != "comment"]
+    if len(named) < 2:
+        return None
+    a = named[-1]
+    ty = a.child_by_field_name("type") if a.type == "compound_literal_expression" else a
+    if ty is None:
+        return None
+    if ty.type == "qualified_identifier":
+        inner = ty
+        while inner.type == "qualified_identifier" and inner.child_by_field_name("name") is not None:
+            inner = inner.child_by_field_name("name")
+        ty = inner
+    if ty.type == "template_type":
+        name = text(ty.child_by_field_name("name"), src)
+        targs = ty.child_by_field_name("arguments")
+        vals = [_strip(text(c, src)) for c in targs.named_children if c.type != "comment"] if targs is not None else []
+        return name, vals
+    name = _strip(text(ty, src))
+    name = re.sub(r"\{\s*\}$", "", name).strip()
+    return name.rsplit("::", 1)[-1], []
+
+
+def _aliases(tree: ts.Tree, src: bytes) -> dict[str, str]:
+    """File-level `using X = Y;` and `static constexpr auto X = Y;` (both give X's value)."""
+    out: dict[str, str] = {}
+    for n in walk(tree.root_node, ("alias_declaration", "declaration")):
+        if n.type == "alias_declaration":
+            name = n.child_by_field_name("name")
+            ty = n.child_by_field_name("type")
+            if name is not None and ty is not None:
+                v = _strip(text(ty, src))
+                if not v.startswith("std::tuple"):
+                    out[text(name, src)] = v
+        else:
+            decl = n.child_by_field_name("declarator")
+            if decl is not None and decl.type == "init_declarator":
+                name = decl.child_by_field_name("declarator")
+                val = decl.child_by_field_name("value")
+                if name is not None and val is not None and name.type == "identifier" and len(text(val, src)) < 200:
+                    out[text(name, src)] = _strip(text(val, src))
+    return out
+
+
+def _includes(tree: ts.Tree, src: bytes) -> list[str]:
+    out = []
+    for n in walk(tree.root_node, "preproc_include"):
+        p = n.child_by_field_name("path")
+        if p is not None:
+            out.append(text(p, src).strip('"<>'))
+    return out
+
+
+def _function_units(tree: ts.Tree, src: bytes):
+    """(name, line, interface, body) of every add function definition.
+
+    tree-sitter sometimes reads a long `std::vector<std::unique_ptr<Op<..., ck::Tuple<Row>, ...>>>&`
+    parameter as an expression, which turns the definition into a `declaration` followed by a
+    free-standing `{ ... }` block. Such a pair is recognised too: the block is the body, the add
+    function name is the identifier in the declaration.
+    """
+    seen: set[int] = set()
+    for fn in walk(tree.root_node, "function_definition"):
+        name = _function_name(fn, src)
+        body = fn.child_by_field_name("body")
+        if not name or not _ADD_FN.match(name) or name == ADD_CALL or body is None:
+            continue
+        seen.add(body.start_byte)
+        yield name, line(fn), _interface(fn, src), body
+    for blk in walk(tree.root_node, "compound_statement"):
+        parent = blk.parent
+        if blk.start_byte in seen or parent is None or parent.type not in ("declaration_list", "translation_unit", "preproc_if", "preproc_ifdef", "preproc_else"):
+            continue
+        prev = blk.prev_named_sibling
+        while prev is not None and prev.type == "comment":
+            prev = prev.prev_named_sibling
+        if prev is None or prev.type not in ("declaration", "ERROR", "expression_statement"):
+            continue
+        name = next((text(n, src) for n in walk(prev, "identifier") if _ADD_FN.match(text(n, src)) and text(n, src) != ADD_CALL), None)
+        if name is None:
+            continue
+        decl_text = _strip(text(prev, src))
+        m = re.search(r"unique_ptr\s*<\s*(.*?)\s*>\s*>\s*&", decl_text)
+        yield name, line(prev), m.group(1) if m else "", blk
+
+
+def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileResult, pp=None):
+    stacks, sections = pp if pp is not None else (directive_stacks(data), directive_sections(data))
+    funcs: list[dict[str, Any]] = []
+    covered: list[tuple[int, int]] = []
+    for name, fn_line, iface, body in _function_units(tree, data):
+        covered.append((body.start_byte, body.end_byte))
+        calls = []
+        for call in walk(body, "call_expression"):
+            if _callee(call, data) != ADD_CALL:
+                continue
+            la = _list_arg(call, data)
+            if la is None:
+                res.diagnostics.append(Diagnostic(rel, line(call) + line_offset, f"{ADD_CALL}(...) without a tuple argument: not recorded", "warning", "ck.registrations"))
+                continue
+            guards = guard_chain(call, data, rel)
+            for g in guards:
+                g["line"] += line_offset
+            cl = line(call)
+            guards += preprocessor_guards(stacks[cl] if cl < len(stacks) else (), sections, rel)
+            if line_offset:
+                guards = [g for g in guards if g["kind"] != "preprocessor"]
+            guards.sort(key=lambda g: g["line"])
+            calls.append({"line": line(call) + line_offset, "list": la[0], "args": la[1], "guards": guards})
+        funcs.append({"name": name, "line": fn_line + line_offset, "interface": iface, "calls": calls,
+                      "span": (body.start_point[0] + 1 + line_offset, body.end_point[0] + 1 + line_offset)})
+    return funcs, covered
+
+
+def extract_file(rel: str, data: bytes) -> FileResult:
+    res = FileResult()
+    if is_binary(data):
+        res.diagnostics.append(Diagnostic(rel, 0, "binary data, not C++: skipped", "warning", "ck.registrations"))
+        return res
+    if b"_instances" not in data and b"using" not in data:
+        return res
+    tree = parse(data)
+    funcs, covered = _collect(tree, data, rel, 0, res)
+    # A construct tree-sitter cannot read above a function (e.g. an `#if` inside a tuple that
+    # starts with a comma) can swallow the definition into an ERROR node. Re-read such a function
+    # from the start of its own line; its enclosing #if guards are then not seen.
+    stray = [c for c in walk(tree.root_node, "call_expression")
+             if _callee(c, data) == ADD_CALL and not any(a <= c.start_byte < b for a, b in covered)]
+    if stray:
+        known = {f["name"] for f in funcs}
+        for ident in walk(tree.root_node, "identifier"):
+            name = text(ident, data)
+            if name in known or not _ADD_FN.match(name) or name == ADD_CALL or ident.start_byte > stray[-1].start_byte:
+                continue
+            if ident.parent is None or ident.parent.type not in ("ERROR", "function_declarator", "init_declarator", "declaration"):
+                continue
+            off = data.rfind(b"\n", 0, ident.start_byte) + 1
+            sub = parse(data[off:])
+            more, _ = _collect(sub, data[off:], rel, ident.start_point[0], res)
+            full = (directive_stacks(data), directive_sections(data))
+            for f in more:
+                for c in f["calls"]:
+                    st = full[0][c["line"]] if c["line"] < len(full[0]) else ()
+                    c["guards"] = sorted(c["guards"] + preprocessor_guards(st, full[1], rel), key=lambda g: g["line"])
+            for f in more:
+                f["span"] = None  # errors here come from the cut, not from the source
+                if f["name"] == name and name not in known:
+                    known.add(name)
+                    funcs.append(f)
+    if funcs or ADD_CALL.encode() in data:
+        # Errors inside an add function's body may hide calls; a misread parameter list does not.
+        spans = [sp for sp in (f.pop("span") for f in funcs) if sp]
+        errs = [e for e in error_lines(tree) if not funcs or any(a <= e <= b for a, b in spans)]
+        if errs:
+            res.diagnostics.append(Diagnostic(
+                rel, errs[0], f"malformed C++ (tree-sitter recovered at line(s) {', '.join(map(str, errs[:5]))}); "
+                "registrations near these lines may be incomplete", "warning", "ck.registrations"))
+    res.facts = {"functions": funcs, "aliases": _aliases(tree, data), "includes": _includes(tree, data)}
+    return res
+
+
+def extract_defines(rel: str, data: bytes) -> FileResult:
+    """ck.hpp: `#define NAME VALUE` at file level, or the default branch of `#ifndef NAME`."""
+    tree = parse(data)
+    out: dict[str, tuple[str, int]] = {}
+    for n in walk(tree.root_node, "preproc_def"):
+        name = n.child_by_field_name("name")
+        val = n.child_by_field_name("value")
+        if name is None:
+            continue
+        nm = text(name, data)
+        anc, ok = n.parent, True
+        while anc is not None:
+            if anc.type in _PREPROC_IF or anc.type in ("preproc_else",):
+                guard = text(anc, data).split("\n", 1)[0]
+                if not re.match(rf"#\s*ifndef\s+{re.escape(nm)}\b", guard):
+                    ok = False
+                    break
+            anc = anc.parent
+        if ok:
+            out[nm] = (_strip(text(val, data)) if val is not None else "1", line(n))
+    return FileResult(facts={"defines": out})
+
+
+def extract_capabilities(rel: str, data: bytes) -> FileResult:
+    """device_prop.hpp: `bool is_X() { return <device-name compares / is_Y()>; }` -> expression trees."""
+    tree = parse(data)
+    out: dict[str, Any] = {}
+    for fn in walk(tree.root_node, "function_definition"):
+        name = _function_name(fn, data)
+        body = fn.child_by_field_name("body")
+        if not name or body is None or fn.parent is None or fn.parent.type == "template_declaration":
+            continue
+        stmts = [c for c in body.named_children if c.type != "comment"]
+        if len(stmts) == 1 and stmts[0].type == "return_statement" and stmts[0].named_children:
+            out[name] = {"expr": expr_tree(stmts[0].named_children[0], data), "line": line(fn)}
+    return FileResult(facts={"capabilities": out})
+
+
+# ---------------------------------------------------------------- combine
+
+
+def _resolve(value: str, aliases: dict[str, str], depth: int = 0) -> str:
+    v = value.strip()
+    if depth < 5 and v in aliases:
+        return _resolve(aliases[v], aliases, depth + 1)
+    return v
+
+
+def _bind_value(raw: str, aliases: dict[str, str]) -> Any:
+    v = _resolve(raw, aliases)
+    if re.fullmatch(r"-?\d+", v):
+        return int(v)
+    if "::" in v and "<" not in v:
+        return enum_word(v)
+    return v
+
+
+class RegistrationsStage:
+    name = "ck.registrations"
+    version = "1"
+    tree = "ck"
+
+    def files(self, root: Path) -> list[Path]:
+        out = list_files(root, CK_INSTANCE_DIR, SUFFIXES)
+        for extra in (CK_HPP, DEVICE_PROP_HPP):
+            if (root / extra).is_file():
+                out.append(root / extra)
+        return out
+
+    def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
+        if rel == CK_HPP:
+            return extract_defines(rel, data)
+        if rel == DEVICE_PROP_HPP:
+            return extract_capabilities(rel, data)
+        return extract_file(rel, data)
+
+    def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
+        diags: list[Diagnostic] = []
+        rows: list[Any] = []
+        lists_by_name: dict[str, list[Any]] = defaultdict(list)
+        for lr in ctx.table_rows("instance_lists"):
+            lists_by_name[lr.name].append(lr)
+        global_aliases: dict[str, set[str]] = defaultdict(set)
+        for fr in results.values():
+            for k, v in fr.facts.get("aliases", {}).items():
+                global_aliases[k].add(v)
+        by_base: dict[str, list[str]] = defaultdict(list)
+        for rel in results:
+            by_base[rel.rsplit("/", 1)[-1]].append(rel)
+
+        unique_aliases = {k: next(iter(v)) for k, v in global_aliases.items() if len(v) == 1}
+
+        def file_aliases(rel: str) -> dict[str, str]:
+            al = dict(unique_aliases)
+            fr = results.get(rel)
+            if fr is None:
+                return al
+            for inc in fr.facts.get("includes", []):
+                base = inc.rsplit("/", 1)[-1]
+                cands = [r for r in by_base.get(base, []) if r.rsplit("/", 1)[0] == rel.rsplit("/", 1)[0]] or by_base.get(base, [])
+                for r in cands[:1]:
+                    al.update(results[r].facts.get("aliases", {}))
+            al.update(fr.facts.get("aliases", {}))
+            return al
+
+        def find_list(name: str, rel: str):
+            cands = lists_by_name.get(name, [])
+            if len(cands) <= 1:
+                return cands[0] if cands else None
+            folder = rel.rsplit("/", 1)[0]
+            inc = {i.rsplit("/", 1)[-1] for i in results[rel].facts.get("includes", [])}
+            for pred in (lambda lr: lr.file == rel, lambda lr: lr.file.rsplit("/", 1)[-1] in inc and lr.file.rsplit("/", 1)[0] == folder,
+                         lambda lr: lr.file.rsplit("/", 1)[0] == folder, lambda lr: lr.dir == gpu_dir(rel)):
+                hit = [lr for lr in cands if pred(lr)]
+                if hit:
+                    return hit[0]
+            return cands[0]
+
+        fid = rid = gid = 0
+        gates: dict[tuple[str, int], GateRow] = {}
+        regs: list[RegistrationRow] = []
+        for rel in sorted(results):
+            fr = results[rel]
+            funcs = fr.facts.get("functions") or []
+            if not funcs:
+                continue
+            aliases = file_aliases(rel)
+            d = gpu_dir(rel)
+            for f in funcs:
+                fid += 1
+                rows.append(AddFunctionRow(id=fid, name=f["name"], dir=d, file=rel, line=f["line"], interface=f["interface"]))
+                for c in f["calls"]:
+                    rid += 1
+                    lr = find_list(c["list"], rel)
+                    bindings: dict[str, Any] = {}
+                    if lr is None:
+                        diags.append(Diagnostic(rel, c["line"], f"instance list {c['list']} not found: registration kept without a list", "warning", self.name))
+                    else:
+                        params = [p.get("name") for p in (lr.template_params or [])]
+                        for p, a in zip(params, c["args"], strict=False):
+                            if p:
+                                bindings[p] = _bind_value(a, aliases)
+                    guards = c["guards"]
+                    for g in guards:
+                        if g["kind"] == "other" and not g["text"]:
+                            continue
+                        key = (g["file"], g["line"])
+                        if key not in gates:
+                            gid += 1
+                            gates[key] = GateRow(
+                                id=gid, kind=g["kind"], arch=g["arch"], effect=g["op"], dir=d, file=g["file"],
+                                line=g["line"], condition=g["text"], has_else=bool(g["has_else"]),
+                                function=f["name"] if g["kind"] != "preprocessor" else None,
+                            )
+                    regs.append(RegistrationRow(
+                        id=rid, function=f["name"], function_id=fid, dir=d, file=rel, line=c["line"],
+                        list_name=c["list"], list_id=lr.id if lr is not None else None, args=c["args"],
+                        bindings=bindings, condition=" && ".join(
+                            (f"!({g['text']})" if g["branch"] == "else" else g["text"]) for g in guards),
+                        conditions=guards,
+                    ))
+        rows.extend(regs)
+        rows.extend(gates.values())
+        defines = (results.get(CK_HPP).facts.get("defines", {}) if results.get(CK_HPP) else {})
+        caps = (results.get(DEVICE_PROP_HPP).facts.get("capabilities", {}) if results.get(DEVICE_PROP_HPP) else {})
+        rows.extend(availability.compute(regs, ctx, defines, caps))
+        return StageResult(rows=rows, diagnostics=diags)
+
+
+STAGE = RegistrationsStage()
