@@ -230,6 +230,17 @@ def register_routes(datasette):
 
 
 @hookimpl
+def startup(datasette):
+    # Datasette 0.65's default handle_exception calls rich's print_exception() from a coroutine
+    # that runs outside the `except` block; with rich >= 13.8 that raises ValueError, which turns
+    # every error page (invalid SQL, query over the time limit, 404) into an unhandled 500.
+    # Without rich it renders its normal error page, so tell it rich is absent.
+    import datasette.handle_exception as default_handler
+
+    default_handler.rich = None
+
+
+@hookimpl
 def prepare_jinja2_environment(env, datasette):
     from jinja2 import ChoiceLoader, FileSystemLoader
 
@@ -341,7 +352,8 @@ async def _check_canned(datasette, scope) -> Response | None:
         return None  # a bare visit: Datasette shows the parameter form
     dirs = await _dirs(datasette, db) if "dir" in query.params else None
     checked = validate.check(query.params, query.required, args, dirs=dirs or None)
-    request = Request(scope, None)
+    # This runs outside Datasette's CSRF middleware; our pages only use GET forms.
+    request = Request({"csrftoken": lambda: "", **scope}, None)
     if not checked.ok:
         if fmt == "json":
             return Response.json({"ok": False, "error": "; ".join(checked.errors), "errors": checked.errors, "status": 400, "title": "Invalid parameters"}, status=400)

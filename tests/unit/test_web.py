@@ -1,0 +1,264 @@
+"""The web layer on a tiny hand-built knowledge base: metadata, parameter checks, explain page, charts."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ckkb.archs import ARCHS
+from ckkb.kb import db as kbdb
+from ckkb.kb.build import insert_rows
+from ckkb.kb.schema import TABLES
+from ckkb.kb.schema.ck_instances import InstanceListRow, InstanceRow
+from ckkb.kb.schema.ck_registrations import AvailabilityRow, GateRow, RegistrationRow
+from ckkb.web import app, charts, explain, metadata, plugin, validate
+
+CPP = "library/src/tensor_operation_instance/gpu/gemm_universal/x/x_comp_default_instance.cpp"
+HPP = "library/src/tensor_operation_instance/gpu/gemm_universal/x/x.hpp"
+
+
+@pytest.fixture
+def tiny_kb(tmp_path):
+    """One part2 list with two entries, registered under a `!= "gfx950"` gate."""
+    path = tmp_path / "tiny.db"
+    db = kbdb.open_db(path, create=True)
+    rows = [
+        InstanceListRow(id=1, name="x_comp_instances_part2", dir="gemm_universal", file=HPP, line=40, template_params=[],
+                        comment="instances not working on gfx950", entries=2),
+        InstanceRow(id=7, list_id=1, list_name="x_comp_instances_part2", dir="gemm_universal", file=HPP, line=44, ordinal=0,
+                    template="DeviceGemm_Xdl_CShuffleV3", status="active", fields={"MPerBlock": 256, "NPerBlock": 224, "KPerBlock": 64},
+                    tile_m=256, tile_n=224, tile_k=64, block_size=256, pipeline="v3"),
+        InstanceRow(id=8, list_id=1, list_name="x_comp_instances_part2", dir="gemm_universal", file=HPP, line=45, ordinal=1,
+                    template="DeviceGemm_Xdl_CShuffleV3", status="active", tile_m=224, tile_n=256, tile_k=64),
+        RegistrationRow(id=3, function="add_x_comp_default_instances", dir="gemm_universal", file=CPP, line=22,
+                        list_name="x_comp_instances_part2", list_id=1, bindings={"GemmSpec": "GemmDefault"},
+                        condition='ck::get_device_name() != "gfx950"',
+                        conditions=[{"kind": "device_name", "text": 'ck::get_device_name() != "gfx950"', "branch": "then",
+                                     "file": CPP, "line": 20, "arch": "gfx950", "op": "!="}]),
+        GateRow(id=5, kind="device_name", arch="gfx950", effect="exclude", dir="gemm_universal", file=CPP, line=20,
+                condition='ck::get_device_name() != "gfx950"', function="add_x_comp_default_instances"),
+    ]
+    for arch in ARCHS:
+        gated = arch == "gfx950"
+        rows.append(AvailabilityRow(registration_id=3, arch=arch, available=not gated, layer="registration" if gated else None,
+                                    file=CPP if gated else None, line=20 if gated else None,
+                                    condition='ck::get_device_name() != "gfx950"' if gated else None))
+    insert_rows(db, rows, source_id=1)
+    kbdb.finish_schema(db)
+    db.close()
+    return path
+
+
+TEST_QUERY = metadata.parse_canned(
+    "tile_probe",
+    "-- title: Tile probe\n-- description: instances with this tile\n-- and a second description line\n-- params: tile, arch, dir?\n"
+    "select i.id as instance_id, i.list_name, :arch as arch from instances i "
+    "where i.tile_m || 'x' || i.tile_n || 'x' || i.tile_k = :tile and (:dir = '' or i.dir = :dir)\n",
+)
+
+
+@pytest.fixture
+def with_test_query(monkeypatch):
+    monkeypatch.setattr(metadata, "canned_queries", lambda: {"tile_probe": TEST_QUERY})
+    monkeypatch.setattr(plugin, "canned_queries", lambda: {"tile_probe": TEST_QUERY})
+
+
+def run(ds, coro_fn):
+    async def go():
+        await ds.invoke_startup()
+        return await coro_fn(ds.client)
+
+    return asyncio.run(go())
+
+
+# ---------------------------------------------------------------- metadata
+
+
+def test_parse_canned_headers():
+    q = TEST_QUERY
+    assert q.title == "Tile probe"
+    assert q.description == "instances with this tile and a second description line"
+    assert q.params == ("tile", "arch", "dir")
+    assert q.required == ("tile", "arch")
+    assert q.sql.startswith("-- title: Tile probe")
+
+
+def test_parse_canned_adds_sql_params_missing_from_header():
+    q = metadata.parse_canned("q", "-- title: T\nselect * from t where a = :alpha and b = ':notaparam' -- :comment\n and c = :beta")
+    assert q.params == ("alpha", "beta")
+    assert q.title == "T" and q.description == ""
+
+
+names = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True)
+text = st.text(st.characters(min_codepoint=32, max_codepoint=126, blacklist_characters=","), min_size=1, max_size=40).map(str.strip).filter(bool)
+
+
+@given(title=text, desc=text, params=st.lists(names, unique=True, max_size=5))
+def test_parse_canned_roundtrip(title, desc, params):
+    sql = f"-- title: {title}\n-- description: {desc}\n-- params: {', '.join(params)}\nselect 1\n"
+    q = metadata.parse_canned("n", sql)
+    assert q.title == title
+    assert q.description == desc
+    assert list(q.params) == params
+    assert q.required == tuple(params)
+
+
+def test_metadata_describes_every_table_from_the_schema():
+    meta = metadata.build_metadata("kb")
+    tables = meta["databases"]["kb"]["tables"]
+    assert set(tables) == set(TABLES)
+    for t in TABLES.values():
+        assert t.doc in tables[t.name]["description"]
+        for c in t.columns:
+            if c.doc:
+                assert tables[t.name]["columns"][c.name].startswith(c.doc)
+    assert tables["instances"]["facets"] == ["dir", "template", "status", "pipeline"]
+    assert tables["gates"]["facets"][:2] == ["kind", "arch"]
+    assert tables["instances"]["label_column"] == "list_name"
+    assert meta["title"].startswith("ckkb")
+
+
+def test_metadata_canned_queries_are_the_sql_files():
+    from ckkb.queries import sql
+
+    meta = metadata.build_metadata("kb")
+    queries = meta["databases"]["kb"]["queries"]
+    assert set(queries) == set(metadata.canned_queries())
+    for name, q in queries.items():
+        assert q["sql"] == sql(name)  # the same text the CLI runs, not a copy
+        assert q["title"] and q["title"] != name, f"{name}.sql has no -- title: header"
+        assert q.get("description"), f"{name}.sql has no -- description: header"
+
+
+# ---------------------------------------------------------------- parameter checks
+
+
+@given(dims=st.tuples(st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 4096)),
+       sep=st.sampled_from(["x", "X", " x ", "×", "*", ","]))
+def test_tile_spellings_normalise(dims, sep):
+    raw = sep.join(str(d) for d in dims)
+    checked = validate.check(["tile"], ["tile"], {"tile": raw})
+    assert checked.ok
+    canonical = "x".join(str(d) for d in dims)
+    assert checked.normalised.get("tile", raw) == canonical
+
+
+@pytest.mark.parametrize("bad", ["256x224", "256x224x", "axbxc", "0x224x64", "256x224x64x2", "-1x2x3", "256 224 64"])
+def test_malformed_tile(bad):
+    checked = validate.check(["tile", "arch"], ["tile", "arch"], {"tile": bad, "arch": "gfx950"})
+    assert len(checked.errors) == 1
+    assert checked.errors[0].startswith(f"malformed tile '{bad.strip()}'")
+    assert "MxNxK" in checked.errors[0]
+
+
+def test_arch_and_missing_and_dir():
+    c = validate.check(["tile", "arch", "other_arch", "dir"], ["tile", "arch", "other_arch"],
+                       {"arch": "gfx951", "other_arch": " GFX942 ", "dir": "gemm_univrsal"}, dirs={"gemm_universal", "batched_gemm"})
+    assert c.errors[0] == "missing parameter 'tile': give a tile as MxNxK, e.g. 256x224x64"
+    assert c.errors[1].startswith("unknown arch 'gfx951' for 'arch' (did you mean gfx950")
+    assert "unknown dir 'gemm_univrsal' (did you mean gemm_universal?)" in c.errors[2]
+    assert c.normalised == {"other_arch": "gfx942"}
+    assert validate.check(["dir"], [], {"dir": ""}).ok  # optional and empty: fine
+
+
+# ---------------------------------------------------------------- explain, charts
+
+
+def test_explain_data(tiny_kb, monkeypatch):
+    monkeypatch.setenv("CKKB_CK_REPO_URL", "https://github.com/ROCm/composable_kernel/blob/abc/")
+    conn = kbdb.open_db(tiny_kb).conn
+    x = explain.explain(conn, 7)
+    assert x["instance"]["fields"] == {"MPerBlock": 256, "NPerBlock": 224, "KPerBlock": 64}
+    assert x["source"]["url"] == f"https://github.com/ROCm/composable_kernel/blob/abc/{HPP}#L44"
+    assert [r["id"] for r in x["registrations"]] == [3]
+    assert [g["id"] for g in x["gates"]] == [5]
+    by_arch = {a["arch"]: a for a in x["arch_table"]}
+    assert set(by_arch) == set(ARCHS)
+    assert by_arch["gfx942"]["available"] is True
+    assert by_arch["gfx950"] == {
+        "arch": "gfx950", "available": False, "registrations": "0 of 1", "layer": "registration", "file": CPP, "line": 20,
+        "condition": 'ck::get_device_name() != "gfx950"', "url": f"https://github.com/ROCm/composable_kernel/blob/abc/{CPP}#L20",
+    }
+    assert x["races"] == [] and "no race" in x["race_note"]
+    assert explain.explain(conn, 999) is None
+    monkeypatch.delenv("CKKB_CK_REPO_URL")
+    assert explain.explain(conn, 7)["source"]["url"] is None
+
+
+def test_charts_svg():
+    svg = charts.hbar_svg([charts.Bar("a<b>", 10.0, href="/x?a=1&b=2"), charts.Bar("c", 5.0, highlight=True)], unit="TFLOPS")
+    assert svg.count("<rect") == 2
+    assert "a&lt;b&gt;" in svg and "/x?a=1&amp;b=2" in svg
+    widths = [float(w) for w in re.findall(r'<rect x="\d+" y="[\d.]+" width="([\d.]+)"', svg)]
+    assert widths[0] == pytest.approx(2 * widths[1])
+    svg = charts.stacked_svg([("gemm_universal", {"exclude": 45, "only": 6}), ("batched_gemm", {"only": 4})], ["exclude", "only"])
+    assert svg.count("<rect") == 2 + 3  # legend + segments
+    assert ">51<" in svg and ">4<" in svg
+    assert "nothing to chart" in charts.hbar_svg([])
+
+
+# ---------------------------------------------------------------- over HTTP (Datasette's own client)
+
+
+def test_explain_page_and_links(tiny_kb, monkeypatch):
+    monkeypatch.setenv("CKKB_CK_REPO_URL", "https://example.org/ck")
+    ds = app.make_datasette(tiny_kb)
+
+    async def go(client):
+        r = await client.get("/-/ckkb/instance/7")
+        assert r.status_code == 200
+        html = r.text
+        assert 'data-arch="gfx950"' in html
+        row = re.search(r'<tr data-arch="gfx950">(.*?)</tr>', html, re.S).group(1)
+        assert "ckkb-no" in row and "registration" in row and f"https://example.org/ck/{CPP}#L20" in row
+        row = re.search(r'<tr data-arch="gfx942">(.*?)</tr>', html, re.S).group(1)
+        assert "ckkb-yes" in row
+        assert "instances not working on gfx950" in html
+        assert f"https://example.org/ck/{HPP}#L44" in html
+        r = await client.get("/-/ckkb/instance/999")
+        assert r.status_code == 404 and "instance 999 is not in the knowledge base" in r.text
+        r = await client.get("/-/ckkb/instance/abc")
+        assert r.status_code == 400 and "&#39;abc&#39; is not an instance id" in r.text
+        r = await client.get("/tiny/instances")
+        assert 'href="/-/ckkb/instance/7"' in r.text and 'href="/-/ckkb/instance/8"' in r.text
+        r = await client.get("/-/ckkb/chart/gate-census?arch=gfx950")
+        assert r.status_code == 200 and "gemm_universal" in r.text and "<rect" in r.text
+        r = await client.get("/-/ckkb/chart/gate-census?arch=gfx000")
+        assert r.status_code == 400 and "unknown arch" in r.text
+        r = await client.get("/-/ckkb/chart/race-spread")
+        assert r.status_code == 200 and "No races" in r.text
+
+    run(ds, go)
+
+
+def test_canned_query_params_checked(tiny_kb, with_test_query):
+    ds = app.make_datasette(tiny_kb)
+
+    async def go(client):
+        r = await client.get("/tiny/tile_probe.json?tile=256x224x64&arch=gfx950&_shape=array")
+        assert r.status_code == 200
+        assert r.json() == [{"instance_id": 7, "list_name": "x_comp_instances_part2", "arch": "gfx950"}]
+        r = await client.get("/tiny/tile_probe?tile=256x224x64&arch=gfx950")
+        assert r.status_code == 200 and 'href="/-/ckkb/instance/7"' in r.text  # explain link in query results
+        r = await client.get("/tiny/tile_probe?tile=256X224X64&arch=GFX950&dir=")
+        assert r.status_code == 302 and r.headers["location"] == "/tiny/tile_probe?tile=256x224x64&arch=gfx950&dir="
+        r = await client.get("/tiny/tile_probe?tile=256x224&arch=gfx950")
+        assert r.status_code == 400 and "malformed tile &#39;256x224&#39;" in r.text and "<form" in r.text
+        r = await client.get("/tiny/tile_probe?tile=256x224x64&arch=gfx9999")
+        assert r.status_code == 400 and "unknown arch &#39;gfx9999&#39;" in r.text
+        r = await client.get("/tiny/tile_probe?tile=256x224x64")
+        assert r.status_code == 400 and "missing parameter &#39;arch&#39;" in r.text
+        r = await client.get("/tiny/tile_probe.json?tile=1x2&arch=")
+        assert r.status_code == 400
+        assert r.json()["errors"] == [
+            "malformed tile '1x2': expected MxNxK (MPerBlock x NPerBlock x KPerBlock), three positive integers, e.g. 256x224x64",
+            "missing parameter 'arch': give an architecture, one of " + ", ".join(ARCHS),
+        ]
+        r = await client.get("/tiny/tile_probe")  # a bare visit shows Datasette's form
+        assert r.status_code == 200 and 'name="tile"' in r.text
+
+    run(ds, go)
