@@ -59,7 +59,9 @@ def run_command(shapes_file: str | None, from_config: str | None, dtype: str | N
     for c in res.ceilings:
         db = f"{c.do_bench_us:.1f} us" if c.do_bench_us else "n/a"
         ratio = f"{c.ratio:.3f}" if c.ratio else "n/a"
-        err.print(f"ceiling {c.what} {c.size}: harness {c.us:.1f} us ({c.value:.0f} {c.unit}), do_bench {db}, ratio {ratio}", highlight=False)
+        burst = c.extra.get("burst_us")
+        b = f"; burst {burst:.1f} us" if burst else ""
+        err.print(f"ceiling {c.what} {c.size}: harness {c.us:.1f} us ({c.value:.0f} {c.unit}), do_bench {db}, ratio {ratio}{b}", highlight=False)
     return out_path
 
 

@@ -45,10 +45,12 @@ def ceilings_from(measured: list[dict[str, Any]], peaks: Peaks | None) -> Ceilin
     gemm: dict[str, float] = {}
     copy = None
     for m in measured:
+        # the best the part reached in this run: the sustained window or the short burst
+        v = max(m["value"], (m.get("extra") or {}).get("burst_value") or 0.0)
         if m["what"] == "copy":
-            copy = m["value"]
+            copy = v
         elif m["what"].startswith("gemm_"):
-            gemm[m["what"][5:]] = m["value"]
+            gemm[m["what"][5:]] = v
     if "bf16" in gemm:
         gemm.setdefault("fp16", gemm["bf16"])
     if peaks is not None:
