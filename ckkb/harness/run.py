@@ -194,7 +194,9 @@ def run_harness(
             except torch.cuda.OutOfMemoryError as e:
                 ms = [Measurement(s, c, r, "error", note=f"out of memory: {str(e).splitlines()[0]}") for c in cands for r in ("warm", "cold")]
                 torch.cuda.empty_cache()
-            results += rows_for(ms, run_id=run_id, device=dev.name, arch=dev.arch, ceilings=ceil, peaks=peaks, pass_no=p, common=common)
+            clk = tb.read_clocks()
+            shape_common = dict(common, sm_mhz_after=clk.get("sm_mhz"), temp_c_after=clk.get("temp_c"))
+            results += rows_for(ms, run_id=run_id, device=dev.name, arch=dev.arch, ceilings=ceil, peaks=peaks, pass_no=p, common=shape_common)
             torch.cuda.empty_cache()
             if progress:
                 progress(f"pass {p} {s.label}")
