@@ -129,7 +129,11 @@ class _NameParser:
         if self.parse is not None and name:
             try:
                 j = self.parse(name, self.schemas).to_json()
-                out = (j.get("op"), json.dumps(j.get("fields") or {}, default=str))
+                fields = dict(j.get("fields") or {})
+                fields.update(j.get("props") or {})
+                if not j.get("fields") and j.get("args"):
+                    fields["args"] = j["args"]
+                out = (j.get("op"), json.dumps(fields, default=str))
             except Exception:
                 out = (None, "{}")
         if len(self.cache) < 100_000:

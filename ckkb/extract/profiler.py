@@ -1,0 +1,560 @@
+"""Stage `ck.profiler`: ckProfiler's ops, their positional legends, code tables and quirks.
+
+Read with tree-sitter from CK's `profiler/src/*.cpp`:
+
+- every `REGISTER_PROFILER_OPERATION(name, description, function)`, macros such as
+  `#define OP_NAME "gemm"` resolved;
+- the usage text each op prints when called with the wrong arguments: the string literals of the
+  `printf(...)` calls / `std::cout << ...` chains in the block that prints `arg1...` (or `--options`),
+  concatenated literals and string macros joined, other operands kept as `{expression}`;
+- the legend parsed from that text: `argN: name (code: label; ...)`, `arg8 to 13: M, N, K, ...`
+  ranges expanded, continuation lines joined, `optional:` and `(default N)` honoured; enumerators of
+  the file's `enum struct ...DataType` / `...Layout` attached to the code tables;
+- the accepted argc values from `if(argc != 14 && argc != 16)`;
+- quirks: an `if (...) {X = argv[a]; ...} else {X = argv[b]; ...}` whose branches read the same
+  variables from different argv positions (gemm_universal swaps M/N and StrideA/StrideB when
+  `N % 8 != 0 && M % 8 == 0`), with the condition's `argv[i] % m == v` tests kept so a command builder
+  can tell whether a shape triggers it;
+- the device-op interfaces each op races: the `profiler/profile_*_impl.hpp` it includes and the
+  `DeviceOperationInstanceFactory<DeviceOp>` there, `using DeviceOp = ...DeviceGemm<...>` resolved.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ckkb.diagnostics import Diagnostic
+from ckkb.extract import cpp
+from ckkb.extract.files import list_files
+from ckkb.kb.schema.profiler import ProfilerArgRow, ProfilerOpRow, ProfilerQuirkRow
+from ckkb.kb.stages import BuildContext, FileResult, StageResult
+
+SRC_DIR = "profiler/src"
+IMPL_DIR = "profiler/include"
+REGISTER = "REGISTER_PROFILER_OPERATION"
+FACTORY = "DeviceOperationInstanceFactory"
+
+
+# ----------------------------------------------------------------------------- literals
+
+
+_ESC = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "?": "?"}
+
+
+def _unescape(body: str) -> str:
+    out = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            n = body[i + 1]
+            out.append(_ESC.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _literal(node, src: bytes, macros: dict[str, str]) -> str | None:
+    """The value of a string literal, concatenated string (macros resolved), else None."""
+    t = node.type
+    if t == "string_literal":
+        raw = cpp.text(node, src)
+        q = raw.find('"')
+        return _unescape(raw[q + 1 : -1]) if q >= 0 and raw.endswith('"') else None
+    if t == "raw_string_literal":
+        raw = cpp.text(node, src)
+        m = re.match(r'^\w*R"([^(]*)\((.*)\)\1"$', raw, re.S)
+        return m.group(2) if m else None
+    if t == "concatenated_string":
+        parts = []
+        for ch in node.named_children:
+            v = _literal(ch, src, macros)
+            if v is None:
+                return None
+            parts.append(v)
+        return "".join(parts)
+    if t == "identifier":
+        return macros.get(cpp.text(node, src))
+    if t == "ERROR" and node.named_child_count:
+        # tree-sitter wraps a macro between two literals ("a" OP_NAME "b") in an ERROR node
+        parts = [_literal(ch, src, macros) for ch in node.named_children]
+        return None if any(p is None for p in parts) else "".join(parts)
+    if t == "parenthesized_expression" and node.named_child_count == 1:
+        return _literal(node.named_children[0], src, macros)
+    return None
+
+
+def _macros(root, src: bytes) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for d in cpp.walk(root, "preproc_def"):
+        name = d.child_by_field_name("name")
+        value = d.child_by_field_name("value")
+        if name is None or value is None:
+            continue
+        v = cpp.text(value, src).strip()
+        sub = cpp.parse(("const char* x = " + v + ";").encode())
+        for n in cpp.walk(sub.root_node, ("string_literal", "concatenated_string")):
+            lit = _literal(n, ("const char* x = " + v + ";").encode(), out)
+            if lit is not None:
+                out[cpp.text(name, src)] = lit
+            break
+    return out
+
+
+# ----------------------------------------------------------------------------- usage text
+
+
+def _print_text(stmt, src: bytes, macros: dict[str, str]) -> str | None:
+    """Text printed by one statement (`printf("...")` or `std::cout << ... ;`), else None."""
+    if stmt.type != "expression_statement" or stmt.named_child_count == 0:
+        return None
+    e = stmt.named_children[0]
+    if e.type == "call_expression":
+        fn = e.child_by_field_name("function")
+        if fn is None or cpp.text(fn, src) not in ("printf", "std::printf", "puts", "std::puts"):
+            return None
+        args = e.child_by_field_name("arguments")
+        if args is None or args.named_child_count == 0:
+            return None
+        v = _literal(args.named_children[0], src, macros)
+        if v is None:
+            return None
+        return v + ("\n" if cpp.text(fn, src).endswith("puts") else "")
+    if e.type == "binary_expression":
+        ops: list[Any] = []
+        n = e
+        while n.type == "binary_expression" and cpp.text(n.child_by_field_name("operator"), src) == "<<":
+            ops.append(n.child_by_field_name("right"))
+            n = n.child_by_field_name("left")
+        if cpp.text(n, src).replace(" ", "") not in ("std::cout", "std::cerr", "cout", "cerr"):
+            return None
+        parts = []
+        for o in reversed(ops):
+            t = cpp.text(o, src).strip()
+            if t in ("std::endl", "endl"):
+                parts.append("\n")
+                continue
+            v = _literal(o, src, macros)
+            parts.append(v if v is not None else "\n{" + t + "}\n")
+        return "".join(parts)
+    return None
+
+
+_LEGEND_START = re.compile(r"(^|\n)\s*(arg\d+|--\w)")
+
+
+def _usage(root, src: bytes, macros: dict[str, str]) -> tuple[str, int | None]:
+    """The usage text: every print statement of the block holding the first legend print."""
+    for stmt in cpp.walk(root, "expression_statement"):
+        t = _print_text(stmt, src, macros)
+        if t is None or not _LEGEND_START.search(t):
+            continue
+        block = stmt.parent
+        parts = []
+        for s in block.named_children:
+            pt = _print_text(s, src, macros)
+            if pt is not None:
+                parts.append(pt)
+        return "".join(parts), cpp.line(stmt)
+    return "", None
+
+
+# ----------------------------------------------------------------------------- legend
+
+
+_ENTRY = re.compile(
+    r"^\s*arg(?P<a>\d+)(?:/\d+)?(?:\s*(?:to|-)\s*(?:arg)?(?P<b>\d+)(?:/\d+)?)?\s*:\s*(?P<rest>.*)$"
+)
+_OPTION = re.compile(r"^\s*(?P<flag>--[\w-]+)(?:\s+or\s+(?P<short>-\w))?\s*[:,]?\s*(?P<rest>.*)$")
+_CODE = re.compile(r"(?:(?<=[(;,])|(?<=^)|(?<=\s))(\d+)\s*[:=]\s*")
+_DEFAULT = re.compile(r"default\s*[:=]?\s*(-?[\w.]+)", re.I)
+
+
+def parse_codes(text: str) -> dict[str, str]:
+    """'data type (0: fp32; 1: fp16; 2: bf16)' -> {'0': 'fp32', '1': 'fp16', '2': 'bf16'}."""
+    p = text.find("(")
+    if p < 0:
+        return {}
+    body = text[p + 1 :]
+    hits = list(_CODE.finditer(body))
+    out: dict[str, str] = {}
+    for i, m in enumerate(hits):
+        end = hits[i + 1].start() if i + 1 < len(hits) else len(body)
+        label = body[m.end() : end].strip()
+        if i + 1 == len(hits) and label.endswith(")") and label.count(")") > label.count("("):
+            label = label[: label.rfind(")")]
+        label = re.sub(r"\s+", " ", label).strip().rstrip(";,").strip()
+        if m.group(1) in out:
+            continue
+        out[m.group(1)] = label
+    return out
+
+
+def _entry_name(rest: str) -> str:
+    name = rest.split("(", 1)[0].strip()
+    return re.sub(r"\s+", " ", name).rstrip(":").strip() or rest.strip()
+
+
+def parse_legend(usage: str, first_line: int = 0) -> list[dict[str, Any]]:
+    """Usage text -> legend entries: {position, name, text, codes, optional, default, kind}."""
+    entries: list[dict[str, Any]] = []
+    optional = False
+    cur: dict[str, Any] | None = None
+    for raw in usage.split("\n"):
+        s = raw.strip()
+        if not s:
+            cur = None
+            continue
+        if s.lower().rstrip(":") in ("optional", "optional arguments"):
+            optional = True
+            cur = None
+            continue
+        m = _ENTRY.match(raw)
+        if m:
+            cur = {"a": int(m.group("a")), "b": int(m.group("b")) if m.group("b") else None, "text": s, "optional": optional, "kind": "positional"}
+            entries.append(cur)
+            continue
+        m = _OPTION.match(raw)
+        if m:
+            cur = {"flag": m.group("flag"), "text": s, "optional": True, "kind": "option"}
+            entries.append(cur)
+            continue
+        if s.startswith("{"):
+            cur = None  # a non-literal operand (e.g. a helper message function): not part of an entry
+            continue
+        if cur is not None:
+            cur["text"] += "\n" + s
+    out = []
+    for e in entries:
+        text = e["text"]
+        flat = re.sub(r"\s*\n\s*", " ", text)
+        if e["kind"] == "option":
+            out.append({"position": None, "name": e["flag"], "text": text, "codes": {}, "optional": True, "default": _default(flat), "kind": "option"})
+            continue
+        rest = flat.split(":", 1)[1].strip()
+        opt = e["optional"] or "(optional)" in rest.lower()
+        if e["b"] is not None and e["b"] >= e["a"]:
+            names = [n.strip() for n in rest.split(",")]
+            count = e["b"] - e["a"] + 1
+            if len(names) == count and all(names):
+                for i, n in enumerate(names):
+                    out.append({"position": e["a"] + i, "name": n, "text": text, "codes": {}, "optional": opt, "default": None, "kind": "positional"})
+                continue
+        out.append(
+            {"position": e["a"], "name": _entry_name(rest), "text": text, "codes": parse_codes(flat), "optional": opt,
+             "default": _default(flat), "kind": "positional"}
+        )
+    return out
+
+
+def _default(text: str) -> str | None:
+    m = _DEFAULT.search(text)
+    return m.group(1).rstrip(",)") if m else None
+
+
+# ----------------------------------------------------------------------------- enums, argc, quirks
+
+
+def _enums(root, src: bytes) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for n in cpp.walk(root, "enum_specifier"):
+        name = n.child_by_field_name("name")
+        body = n.child_by_field_name("body")
+        if name is None or body is None:
+            continue
+        vals = []
+        nxt = 0
+        for en in body.named_children:
+            if en.type != "enumerator":
+                continue
+            v = en.child_by_field_name("value")
+            if v is not None:
+                try:
+                    nxt = int(cpp.text(v, src), 0)
+                except ValueError:
+                    pass
+            while len(vals) < nxt:
+                vals.append("")
+            vals.append(cpp.text(en.child_by_field_name("name"), src))
+            nxt += 1
+        out[cpp.text(name, src)] = vals
+    return out
+
+
+def _argc_allowed(root, src: bytes) -> list[int]:
+    for n in cpp.walk(root, "if_statement"):
+        cond = n.child_by_field_name("condition")
+        if cond is None:
+            continue
+        t = re.sub(r"\s+", "", cpp.text(cond, src)).strip("()")
+        parts = t.split("&&")
+        vals = []
+        for p in parts:
+            m = re.fullmatch(r"\(?argc!=(\d+)\)?", p)
+            if not m:
+                vals = []
+                break
+            vals.append(int(m.group(1)))
+        if vals:
+            return sorted(set(vals))
+    return []
+
+
+_ARGV = re.compile(r"argv\s*\[\s*(\d+)\s*\]")
+
+
+def _assignments(node, src: bytes) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if node is None:
+        return out
+    for a in cpp.walk(node, "assignment_expression"):
+        left = a.child_by_field_name("left")
+        right = a.child_by_field_name("right")
+        if left is None or right is None or left.type != "identifier":
+            continue
+        idx = _ARGV.findall(cpp.text(right, src))
+        if len(idx) == 1:
+            out[cpp.text(left, src)] = int(idx[0])
+    return out
+
+
+def _tests(cond, src: bytes) -> list[dict[str, Any]]:
+    tests = []
+    for b in cpp.walk(cond, "binary_expression"):
+        op = cpp.text(b.child_by_field_name("operator"), src)
+        if op not in ("==", "!=", "<", ">"):
+            continue
+        left, right = b.child_by_field_name("left"), b.child_by_field_name("right")
+        try:
+            value = int(cpp.text(right, src), 0)
+        except ValueError:
+            continue
+        lt = cpp.text(left, src)
+        m = re.fullmatch(r"(?s)(.*argv\s*\[\s*(\d+)\s*\].*?)(?:%\s*(\d+))?", lt)
+        if not m:
+            continue
+        mod = re.search(r"%\s*(\d+)\s*$", lt)
+        tests.append({"position": int(m.group(2)), "mod": int(mod.group(1)) if mod else None, "cmp": op, "value": value})
+    return tests
+
+
+def _quirks(root, src: bytes, names: dict[int, str]) -> list[dict[str, Any]]:
+    out = []
+    for n in cpp.walk(root, "if_statement"):
+        alt = n.child_by_field_name("alternative")
+        cons = n.child_by_field_name("consequence")
+        cond = n.child_by_field_name("condition")
+        if alt is None or cons is None or cond is None:
+            continue
+        then, other = _assignments(cons, src), _assignments(alt, src)
+        common = [v for v in then if v in other and then[v] != other[v]]
+        if len(common) < 2:
+            continue
+        pairs = sorted({tuple(sorted((then[v], other[v]))) for v in common})
+        if sorted(then[v] for v in common) != sorted(other[v] for v in common):
+            continue  # not a permutation of the same positions
+        tests = _tests(cond, src)
+        ctext = re.sub(r"\s+", " ", cpp.text(cond, src)).strip()
+        if ctext.startswith("(") and ctext.endswith(")"):
+            ctext = ctext[1:-1].strip()
+
+        def nm(p: int) -> str:
+            return names.get(p, f"arg{p}")
+
+        readable = " && ".join(
+            f"{nm(t['position'])}{' % ' + str(t['mod']) if t['mod'] else ''} {t['cmp']} {t['value']}" for t in tests
+        ) or ctext
+        swaps = ", ".join(f"{nm(a)}<->{nm(b)}" for a, b in pairs)
+        out.append(
+            {
+                "kind": "swap_args",
+                "condition": ctext,
+                "summary": f"when {readable} the op swaps {swaps} before running, so it races (and reports) the swapped problem",
+                "details": {
+                    "swaps": [list(p) for p in pairs],
+                    "names": [[nm(a), nm(b)] for a, b in pairs],
+                    "tests": tests,
+                    "combine": "||" if "||" in ctext and "&&" not in ctext else "&&",
+                },
+                "line": cpp.line(n),
+            }
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------- registrations
+
+
+def _registrations(root, src: bytes, macros: dict[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for c in cpp.walk(root, "call_expression"):
+        fn = c.child_by_field_name("function")
+        if fn is None or cpp.text(fn, src) != REGISTER:
+            continue
+        args = c.child_by_field_name("arguments")
+        if args is None or args.named_child_count < 3:
+            continue
+        a = args.named_children
+        name = _literal(a[0], src, macros)
+        desc = _literal(a[1], src, macros)
+        out.append({"name": name, "description": desc, "function": cpp.text(a[2], src), "line": cpp.line(c), "raw": cpp.text(args, src)})
+    return out
+
+
+def _includes(root, src: bytes) -> list[str]:
+    out = []
+    for inc in cpp.walk(root, "preproc_include"):
+        p = inc.child_by_field_name("path")
+        if p is None:
+            continue
+        t = cpp.text(p, src).strip('"<>')
+        if t.startswith("profiler/") and t.endswith("_impl.hpp"):
+            out.append(f"{IMPL_DIR}/{t}")
+    return out
+
+
+def _interfaces(root, src: bytes) -> list[str]:
+    aliases: dict[str, str] = {}
+    for a in cpp.walk(root, "alias_declaration"):
+        name = a.child_by_field_name("name")
+        typ = a.child_by_field_name("type")
+        if name is not None and typ is not None:
+            aliases.setdefault(cpp.text(name, src), cpp.text(typ, src))
+    out: list[str] = []
+    for t in cpp.walk(root, "template_type"):
+        name = t.child_by_field_name("name")
+        if name is None or cpp.text(name, src).split("::")[-1] != FACTORY:
+            continue
+        args = t.child_by_field_name("arguments")
+        if args is None or args.named_child_count == 0:
+            continue
+        arg = cpp.text(args.named_children[0], src).strip()
+        arg = aliases.get(arg, arg)
+        base = re.split(r"[<\s]", arg.strip(), maxsplit=1)[0].split("::")[-1]
+        if base and base not in out:
+            out.append(base)
+    return out
+
+
+# ----------------------------------------------------------------------------- the stage
+
+
+class ProfilerStage:
+    name = "ck.profiler"
+    version = "1"
+    tree = "ck"
+
+    def files(self, root: Path) -> list[Path]:
+        return list_files(root, SRC_DIR, (".cpp",)) + list_files(root, IMPL_DIR, ("_impl.hpp",))
+
+    def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
+        if rel.endswith(".hpp"):
+            if FACTORY.encode() not in data:
+                return FileResult()
+            tree = cpp.parse(data)
+            return FileResult(facts={"interfaces": _interfaces(tree.root_node, data)})
+        if REGISTER.encode() not in data:
+            return FileResult()
+        if cpp.is_binary(data):
+            return FileResult(diagnostics=[Diagnostic(rel, 0, "binary file, not C++", "warning", self.name)])
+        tree = cpp.parse(data)
+        root_node = tree.root_node
+        diags = []
+        macros = _macros(root_node, data)
+        regs = _registrations(root_node, data, macros)
+        if not regs:
+            if re.search(rb"^\s*" + REGISTER.encode() + rb"\s*\(", data, re.M):
+                diags.append(Diagnostic(rel, 0, f"{REGISTER}(...) found but not readable (malformed C++?)", "warning", self.name))
+            return FileResult(diagnostics=diags)
+        usage, usage_line = _usage(root_node, data, macros)
+        legend = parse_legend(usage)
+        enums = _enums(root_node, data)
+        argc = _argc_allowed(root_node, data)
+        names = {e["position"]: e["name"] for e in legend if e["position"] is not None}
+        quirks = _quirks(root_node, data, names)
+        for ln in cpp.error_lines(tree)[:5]:
+            diags.append(Diagnostic(rel, ln, "tree-sitter could not parse this line; the legend may be incomplete", "warning", self.name))
+        return FileResult(
+            diagnostics=diags,
+            facts={
+                "regs": regs,
+                "usage": usage,
+                "usage_line": usage_line,
+                "legend": legend,
+                "enums": enums,
+                "argc": argc,
+                "quirks": quirks,
+                "includes": _includes(root_node, data),
+            },
+        )
+
+    def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
+        rows: list[Any] = []
+        diags: list[Diagnostic] = []
+        interfaces = {rel: fr.facts.get("interfaces", []) for rel, fr in results.items() if rel.endswith(".hpp")}
+        seen: dict[str, str] = {}
+        for rel in sorted(results):
+            f = results[rel].facts
+            if "regs" not in f:
+                continue
+            for reg in f["regs"]:
+                name = reg["name"]
+                if not name:
+                    diags.append(Diagnostic(rel, reg["line"], f"op name of {REGISTER}({reg['raw']}) is not a string literal or string macro", "warning", self.name))
+                    continue
+                if name in seen:
+                    diags.append(Diagnostic(rel, reg["line"], f"op {name!r} registered twice (also in {seen[name]}); the first is kept", "warning", self.name))
+                    continue
+                seen[name] = rel
+                legend = f["legend"]
+                positional = [e for e in legend if e["position"] is not None]
+                ifaces: list[str] = []
+                for h in f["includes"]:
+                    for i in interfaces.get(h, []):
+                        if i not in ifaces:
+                            ifaces.append(i)
+                kind = "positional" if positional else ("options" if legend else "none")
+                rows.append(
+                    ProfilerOpRow(
+                        name=name, description=reg["description"] or "", file=rel, line=reg["line"], function=reg["function"],
+                        gemm_family="gemm" in name, usage=f["usage"], usage_line=f["usage_line"], legend_kind=kind,
+                        positional_args=max((e["position"] for e in positional), default=0),
+                        argc_allowed=f["argc"], impl_headers=f["includes"], interfaces=ifaces,
+                    )
+                )
+                if not legend:
+                    diags.append(Diagnostic(rel, reg["line"], f"op {name!r}: no usage legend found", "warning", self.name))
+                min_argc = min(f["argc"]) if f["argc"] else None
+                for e in legend:
+                    enum = _match_enum(e, f["enums"])
+                    optional = e["optional"] or (min_argc is not None and e["position"] is not None and e["position"] >= min_argc)
+                    rows.append(
+                        ProfilerArgRow(
+                            op=name, position=e["position"], name=e["name"], text=e["text"], codes=e["codes"], enum=enum,
+                            optional=optional, default=e["default"], kind=e["kind"], line=f["usage_line"] or 0,
+                        )
+                    )
+                for q in f["quirks"]:
+                    rows.append(ProfilerQuirkRow(op=name, kind=q["kind"], condition=q["condition"], summary=q["summary"], details=q["details"], file=rel, line=q["line"]))
+        return StageResult(rows=rows, diagnostics=diags)
+
+
+def _match_enum(entry: dict[str, Any], enums: dict[str, list[str]]) -> dict[str, str]:
+    codes = entry["codes"]
+    if not codes:
+        return {}
+    low = entry["name"].lower()
+    want = "layout" if "layout" in low else ("datatype" if "data type" in low and "index" not in low else None)
+    if want is None:
+        return {}
+    for ename, vals in enums.items():
+        if want in ename.lower() and len([v for v in vals if v]) == len(codes):
+            return {str(i): v for i, v in enumerate(vals) if v and str(i) in codes}
+    return {}
+
+
+STAGE = ProfilerStage()

@@ -1,0 +1,41 @@
+-- Instances registered in the knowledge base for each race's op, data type and layout on the race's arch (NULL when it cannot be determined).
+-- Derivation: the op's device-op interfaces (profiler_ops.interfaces, read from its profile_*_impl.hpp)
+-- -> factory declarations of that interface whose first data type and A/B layouts match the race
+-- (factories) -> their add functions' registrations (registrations) that are available on the
+-- race's arch (availability) -> the active entries of the instance lists they add (instance_lists).
+-- NULL when the race has no arch or dtype, the op has no interface, or no factory matches.
+CREATE VIEW races_registered AS
+WITH dt(label, ck) AS (
+    VALUES ('fp32', 'F32'), ('fp32', 'float'), ('fp16', 'F16'), ('fp16', 'half_t'), ('bf16', 'BF16'),
+           ('bf16', 'bhalf_t'), ('int8', 'I8'), ('int8', 'int8_t'), ('fp8', 'F8'), ('fp8', 'f8_t'),
+           ('bf8', 'BF8'), ('bf8', 'bf8_t'), ('fp64', 'F64'), ('fp64', 'double')
+),
+race_if AS (
+    SELECT r.id AS race_id, r.arch, r.dtype, r.layout, j.value AS interface
+    FROM races r
+    JOIN profiler_ops o ON o.name = r.op, json_each(o.interfaces) j
+    WHERE r.arch IS NOT NULL AND r.dtype IS NOT NULL
+),
+fns AS (
+    SELECT DISTINCT ri.race_id, ri.arch, f.function
+    FROM race_if ri
+    JOIN factories f ON (f.interface = ri.interface OR f.interface LIKE ri.interface || '<%')
+    WHERE EXISTS (
+        SELECT 1 FROM dt
+        WHERE dt.label = ri.dtype
+          AND (json_extract(f.dtypes, '$[0]') = dt.ck OR json_extract(f.dtypes, '$[0]') LIKE '%::' || dt.ck)
+    )
+      AND (
+        ri.layout IS NULL OR ri.layout NOT GLOB '[mk][mk]_[nk][nk]'
+        OR (
+            json_extract(f.layouts, '$[0]') LIKE CASE substr(ri.layout, 1, 2) WHEN 'mk' THEN '%Row%' ELSE '%Col%' END
+            AND json_extract(f.layouts, '$[1]') LIKE CASE substr(ri.layout, 4, 2) WHEN 'kn' THEN '%Row%' ELSE '%Col%' END
+        )
+      )
+)
+SELECT fns.race_id AS race_id, sum(l.entries) AS registered, count(DISTINCT g.id) AS registrations
+FROM fns
+JOIN registrations g ON g.function = fns.function
+JOIN availability a ON a.registration_id = g.id AND a.arch = fns.arch AND a.available = 1
+JOIN instance_lists l ON l.id = g.list_id
+GROUP BY fns.race_id;
