@@ -137,6 +137,54 @@ def _mask_cmake(data: bytes) -> tuple[bytes, list[tuple[int, str]]]:
     return _CMAKE_VAR.sub(lambda m: b"_" + m.group(1) + b"_", data), found
 
 
+_CONDITIONALS = (b"if", b"ifdef", b"ifndef", b"elif", b"else", b"endif")
+
+
+def _mask_preproc(data: bytes) -> tuple[bytes, dict[int, tuple[str, ...]]]:
+    """Blank `#if/#ifdef/#ifndef/#elif/#else/#endif` lines (same length, so offsets and lines hold)
+    and return, per 1-based line inside a conditional, the chain of conditions guarding it.
+
+    CK puts such directives inside `std::tuple<...>` argument lists, where tree-sitter cannot
+    recover; with them blanked every branch's entries are read and each keeps its guard. The
+    text of an `#if 0` branch is blanked too: the compiler never reads it, nor does this."""
+    if b"#" not in data:
+        return data, {}
+    lines = data.split(b"\n")
+    out: list[bytes] = []
+    guards: dict[int, tuple[str, ...]] = {}
+    stack: list[list] = []  # per open #if: [conditions of its branches so far, condition of the current branch]
+    cont = False
+    for i, ln in enumerate(lines, start=1):
+        s = ln.lstrip()
+        if cont or (s.startswith(b"#") and s[1:].lstrip().split(b" ", 1)[0].split(b"(", 1)[0].rstrip(b"\r") in _CONDITIONALS):
+            if not cont:
+                rest = s[1:].lstrip()
+                word = rest.split(b" ", 1)[0].split(b"(", 1)[0].rstrip(b"\r")
+                arg = rest[len(word):].strip().rstrip(b"\\").strip().decode("utf-8", "replace")
+                arg = arg.split("//", 1)[0].strip()
+                if word in (b"if", b"ifdef", b"ifndef"):
+                    cond = {b"ifdef": f"defined({arg})", b"ifndef": f"!defined({arg})"}.get(word, arg)
+                    stack.append([[cond], cond])
+                elif word in (b"elif", b"else") and stack:
+                    conds = stack[-1][0]
+                    negs = [f"!({c})" for c in conds]
+                    stack[-1][1] = " && ".join(negs + [arg] if word == b"elif" else negs)
+                    if word == b"elif":
+                        conds.append(arg)
+                elif word == b"endif" and stack:
+                    stack.pop()
+            cont = ln.rstrip(b"\r").endswith(b"\\")
+            out.append(b" " * len(ln))
+            continue
+        if any(g[1] == "0" or g[1] == "!(1)" or g[1].startswith("!(1) &&") for g in stack):
+            out.append(b" " * len(ln))  # `#if 0` text is dead (and often not valid C++): nothing to read
+            continue
+        if stack:
+            guards[i] = tuple(g[1] for g in stack)
+        out.append(ln)
+    return b"\n".join(out), guards
+
+
 def _comment_block_above(node, src: bytes) -> str:
     """The contiguous comment lines ending on the line just above `node`, without markers."""
     lines: list[str] = []
@@ -338,6 +386,7 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
     if rel.startswith(CK_FACTORY_DIR + "/") and not has_tuple and dir_of(rel) == "":
         return res  # factory headers (A2's stage) declare add functions, not aliases lists need
     src, cmake_vars = _mask_cmake(data) if rel.endswith(".in") else (data, [])
+    src, guards = _mask_preproc(src) if b"#if" in src else (src, {})
     tree = cpp.parse(src)
     res.facts["aliases"] = _aliases(tree, data)
     res.facts["includes"] = _includes(tree, data)
@@ -353,6 +402,8 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
             above = tdecl if tdecl is not None else decl
             diags: list[Diagnostic] = []
             entries = _list_entries(args, data, rel, diags)
+            for e in entries:
+                e["guard"] = " && ".join(guards.get(e["line"], ()))
             res.diagnostics.extend(diags)
             lists.append(
                 {
@@ -361,6 +412,7 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
                     "template_params": tparams,
                     "comment": _comment_block_above(above, data),
                     "cmake_vars": sorted({v for off, v in cmake_vars if above.start_byte <= off < decl.end_byte}),
+                    "guard": " && ".join(guards.get(cpp.line(decl), ())),
                     "entries": entries,
                 }
             )
@@ -641,6 +693,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
                 InstanceListRow(
                     id=list_id, name=lst["name"], dir=d, file=rel, line=lst["line"], template_params=lst["template_params"],
                     comment=lst["comment"], entries=n_active, commented_out=n_out, cmake_vars=lst["cmake_vars"],
+                    guard=lst.get("guard", ""),
                 )
             )
     out.rows = rows
@@ -696,7 +749,7 @@ def _instance_row(e, rel, d, lst, list_id, inst_id, ordinal, resolve, ops, inc_n
     row = InstanceRow(
         id=inst_id, list_id=list_id, list_name=lst["name"], dir=d, file=rel, line=e["line"], ordinal=ordinal,
         template=tname, template_file=op.file if op else None, device_op_id=op.id if op else None,
-        status=e["status"], reason=e.get("reason", ""), args=e["args"], resolved=resolved, fields=fields,
+        status=e["status"], reason=e.get("reason", ""), guard=e.get("guard", ""), args=e["args"], resolved=resolved, fields=fields,
         defaulted=defaulted, mapping=mapping, **norm,
     )
     return row, diag

@@ -52,6 +52,7 @@ class InstanceListRow:
     comment: str = col("the comment block just above the declaration, e.g. 'instances not working on gfx950'", "")
     entries: int = col("active (not commented-out) entries", 0)
     commented_out: int = col("commented-out entries", 0)
+    guard: str = col("preprocessor conditions around the declaration, joined with && ('' when none)", "")
     cmake_vars: list[Any] = col("`@VAR@` tokens of a CMake .in template found in the declaration", json=True, default=[])
 
 
@@ -77,6 +78,11 @@ class InstanceRow:
     device_op_id: int | None = col("device_ops.id of the template the fields were named from; NULL when unknown", None)
     status: str = col("active | commented_out")
     reason: str = col("nearest reason comment above the entry, e.g. 'AGPR Spill'", "")
+    guard: str = col(
+        "preprocessor conditions around the entry (including the list's), joined with &&, e.g. "
+        "'defined(CK_ENABLE_FP8)'; an #else branch reads '!(cond)'",
+        "",
+    )
     args: list[Any] = col("template arguments as written", json=True, default=[])
     resolved: list[Any] = col("arguments with the file's aliases resolved (S<8,32,1> -> [8,32,1], BF16 -> bhalf_t)", json=True, default=[])
     fields: dict[str, Any] = col(
