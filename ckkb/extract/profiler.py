@@ -445,7 +445,7 @@ def _interfaces(root, src: bytes) -> list[str]:
 
 class ProfilerStage:
     name = "ck.profiler"
-    version = "1"
+    version = "3"
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:
@@ -476,8 +476,17 @@ class ProfilerStage:
         argc = _argc_allowed(root_node, data)
         names = {e["position"]: e["name"] for e in legend if e["position"] is not None}
         quirks = _quirks(root_node, data, names)
-        for ln in cpp.error_lines(tree)[:5]:
-            diags.append(Diagnostic(rel, ln, "tree-sitter could not parse this line; the legend may be incomplete", "warning", self.name))
+        if usage_line is not None:
+            # tree-sitter recovery inside the usage block means the legend may be incomplete (recovery
+            # elsewhere in CK's template-heavy code is common and harmless for this stage)
+            span = range(usage_line, usage_line + usage.count("\n") + 3)
+            bad = sorted({
+                cpp.line(n) for n in cpp.walk(root_node)
+                if (n.type == "ERROR" or n.is_missing) and cpp.line(n) in span
+                and not (n.parent is not None and n.parent.type == "concatenated_string")  # "a" MACRO "b": resolved above
+            })
+            for ln in bad[:3]:
+                diags.append(Diagnostic(rel, ln, "C++ not fully parsed inside the usage text; the legend may be incomplete", "warning", self.name))
         return FileResult(
             diagnostics=diags,
             facts={
