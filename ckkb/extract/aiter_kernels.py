@@ -286,7 +286,8 @@ class KernelsStage:
     tree = "aiter"
 
     def files(self, root: Path) -> list[Path]:
-        return [p for p in list_files(Path(root), "csrc", ("_common.py", "_instance.py"))]
+        root = Path(root)
+        return [p.relative_to(root) for p in list_files(root, "csrc", ("_common.py", "_instance.py"))]
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
         if b"dataclass" not in data:

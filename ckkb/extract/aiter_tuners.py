@@ -385,7 +385,7 @@ def display_rel(rel: str) -> str:
 
 def stage_paths(root: Path, paths: list[Path]) -> list[Path]:
     """Paths relative to root (os.path.relpath), so files of the package dir outside root still read."""
-    return [Path(os.path.relpath(p, root)) for p in paths]
+    return [Path(os.path.relpath(p, Path(root).resolve())) for p in paths]
 
 
 class TunersStage:
@@ -400,7 +400,7 @@ class TunersStage:
             for p in (pkg / "utility" / "base_tuner.py", pkg / "jit" / "core.py"):
                 if p.is_file():
                     out.append(p)
-        out += list_files(Path(root), "csrc", ("_tune.py",))
+        out += [p.resolve() for p in list_files(Path(root), "csrc", ("_tune.py",))]
         return stage_paths(Path(root), out)
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:

@@ -1,0 +1,146 @@
+"""Run every audit rule family over an AuditContext; the library behind `ckkb audit` and the build."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ckkb.audit import rules_kb, rules_kernels, rules_keys, rules_parts, rules_runtime, rules_values
+from ckkb.audit.context import AuditContext, add_default_tables, add_table, load_tree, read_env_file
+from ckkb.audit.model import Finding, finding, severity_rank
+from ckkb.diagnostics import Diagnostic
+from ckkb.kb.schema.aiter import AiterAuditFindingRow
+
+KB_RULES = ("baseline-slower", "baseline-missing", "tile-gated")
+
+
+@dataclass
+class AuditResult:
+    findings: list[Finding]
+    files: list[dict[str, Any]]
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    aiter: dict[str, Any] = field(default_factory=dict)
+    arch: str | None = None
+    rows: int = 0
+    seconds: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        out = {"error": 0, "warning": 0, "note": 0}
+        for f in self.findings:
+            out[f.severity] = out.get(f.severity, 0) + 1
+        return out
+
+    def fails(self, fail_on: str) -> bool:
+        return any(severity_rank(f.severity) >= severity_rank(fail_on) for f in self.findings)
+
+
+def run_rules(ctx: AuditContext) -> tuple[list[Finding], dict[str, Any]]:
+    findings: list[Finding] = []
+    stats: dict[str, Any] = {}
+    for t in ctx.tables:
+        findings += rules_values.input_findings(ctx, t)
+        findings += rules_values.value_findings(ctx, t)
+        findings += rules_kernels.row_kernel_findings(ctx, t, stats)
+        findings += rules_parts.part_findings(ctx, t)
+        findings += rules_kb.kb_findings(ctx, t)
+    findings += rules_keys.key_findings(ctx)
+    findings += rules_runtime.runtime_findings(ctx)
+    if ctx.defaults:
+        findings += rules_kernels.kernel_list_findings(ctx)
+    findings.sort(key=Finding.sort_key)
+    return findings, stats
+
+
+def audit(
+    aiter_path: str | None = None,
+    csvs: list[str] | tuple[str, ...] = (),
+    *,
+    arch: str | None = None,
+    env_file: str | None = None,
+    db_path: str | None = None,
+    use_cache: bool = True,
+) -> AuditResult:
+    """Audit the given CSVs (or the aiter tree's own configs) against that tree's kernel lists and runtime."""
+    from ckkb import sources
+
+    t0 = time.perf_counter()
+    tree = sources.aiter_tree(aiter_path)
+    ctx = load_tree(tree, use_cache=use_cache)
+    ctx.arch = arch
+    if env_file:
+        ctx.env = read_env_file(env_file)
+    if csvs:
+        ctx.defaults = False
+        for c in csvs:
+            add_table(ctx, str(c), Path(c))
+    else:
+        add_default_tables(ctx)
+    skipped = _attach_kb(ctx, db_path)
+    findings, stats = run_rules(ctx)
+    for s in skipped:
+        findings.append(finding("rules-skipped", s["where"], 0, f"not run: {', '.join(s['rules'])} ({s['reason']})", rules=s["rules"], reason=s["reason"]))
+    files = []
+    for t in ctx.tables:
+        st = stats.get(t.rel, {})
+        files.append({"file": t.rel, "op": ctx.ops.get(t.rel), "kind": t.kind, "rows": len(t.rows), "error": t.error,
+                      "kernel_checked": st.get("checked", 0), "not_ck": st.get("not_ck", 0), "no_kernel_list": st.get("no_kernel_list", 0)})
+    return AuditResult(
+        findings=findings, files=files, skipped=skipped,
+        aiter={"root": str(tree.root), "package": str(getattr(tree, "package_dir", "")), "version": getattr(tree, "version", None)},
+        arch=arch, rows=sum(len(t.rows) for t in ctx.tables), seconds=time.perf_counter() - t0,
+    )
+
+
+def _attach_kb(ctx: AuditContext, db_path: str | None) -> list[dict[str, Any]]:
+    from ckkb.errors import DatabaseError
+    from ckkb.kb import db as kbdb
+
+    if not db_path:
+        return [{"rules": list(KB_RULES), "reason": "no --db given: the knowledge base was not read", "where": "<knowledge base>"}]
+    p = Path(db_path)
+    if not p.exists():
+        return [{"rules": list(KB_RULES), "reason": f"knowledge base not found: {p}", "where": str(p)}]
+    try:
+        db = kbdb.open_db(p, readonly=True)
+    except DatabaseError as e:
+        return [{"rules": list(KB_RULES), "reason": e.message, "where": str(p)}]
+    try:
+        ctx.ck = rules_kb.CkIndex.from_db(db)
+        ctx.baselines = rules_kb.BaselineIndex.from_db(db)
+    finally:
+        db.close()
+    skipped = []
+    if not ctx.ck.instances:
+        skipped.append({"rules": ["tile-gated"], "reason": f"{p} holds no CK instances/availability", "where": str(p)})
+        ctx.ck = None
+    return skipped
+
+
+# ---------------------------------------------------------------- build stage
+
+
+def audit_build(root: Path, tables: list[Any], bctx: Any) -> tuple[list[Any], list[Diagnostic]]:
+    """The configs stage's combine: config rows plus stored findings for the default set."""
+    from ckkb.extract.aiter_configs import config_rows
+    from ckkb.extract.aiter_tuners import package_dir
+
+    ctx = AuditContext(
+        root=root, pkg=package_dir(root),
+        kernels=list(bctx.table_rows("aiter_kernels")), lists=list(bctx.table_rows("aiter_kernel_lists")),
+        runtime=list(bctx.table_rows("aiter_runtime_configs")), options=list(bctx.table_rows("aiter_tuner_options")),
+    )
+    for t in tables:
+        ctx.tables.append(t)
+        ctx.ops[t.rel] = ctx.op_of_table(t.rel, t.columns)
+    inst = bctx.table_rows("instances")
+    if inst:
+        ctx.ck = rules_kb.CkIndex.from_rows(inst, bctx.table_rows("registrations"), bctx.table_rows("availability"))
+    rows: list[Any] = []
+    for i, t in enumerate(tables, start=1):
+        rows += config_rows(i, t, ctx.ops.get(t.rel))
+    findings, _ = run_rules(ctx)
+    rows += [AiterAuditFindingRow(rule=f.rule, severity=f.severity, file=f.file, line=f.line, op=f.op, message=f.message, evidence=f.evidence)
+             for f in findings]
+    return rows, []

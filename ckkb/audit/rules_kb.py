@@ -1,0 +1,196 @@
+"""Rules that need the knowledge base.
+
+- baseline-slower / baseline-missing: a tuned row's `us` against the fastest measured baseline for
+  the same (arch, M, N, K) in `harness_results` (status ok; candidates that are not aiter's tuned
+  pick: torch candidates and the kernelId 0 incumbent; warm regime preferred, since the tuners time
+  warm) and, when C's `race_results` carries shapes and times, the ckProfiler races. No baseline is
+  not a pass: such rows are counted per file as a note.
+- tile-gated: an aiter CK kernel whose tile (block size, M/N/K per block, MFMA M/N, pipeline,
+  scheduler) matches CK library instances (A1's `instances`) of a compatible dtype, all of whose
+  registrations CK's gates remove on the row's arch (A2's `availability`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckkb.audit.context import AuditContext
+from ckkb.audit.model import Finding, finding
+from ckkb.audit.rules_kernels import is_ck_row
+from ckkb.extract.aiter_configs import ConfigTable, arch_of
+
+TILE_COLS = ("block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n")
+
+# op family -> substrings of CK a_dtype names that family's kernels consume
+DTYPE_HINTS = {"a8w8": ("f8", "int8", "i8"), "bf16": ("bhalf", "bf16"), "a4w4": ("f4", "fp4")}
+
+
+def dtype_hints(op: str | None) -> tuple[str, ...] | None:
+    for k, v in DTYPE_HINTS.items():
+        if op and k in op:
+            return v
+    return None
+
+
+@dataclass
+class CkIndex:
+    """CK instances by tile, with their per-arch availability."""
+
+    by_tile: dict[tuple, list[dict[str, Any]]] = field(default_factory=dict)
+    avail: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)  # (list_id, arch) -> best evidence
+    instances: int = 0
+
+    @classmethod
+    def from_rows(cls, instances: list[Any], registrations: list[Any], availability: list[Any]) -> CkIndex:
+        idx = cls()
+        reg_list = {r.id: r.list_id for r in registrations}
+        per: dict[tuple[int, str], list[dict]] = defaultdict(list)
+        for a in availability:
+            lid = reg_list.get(a.registration_id)
+            if lid is not None:
+                per[(lid, a.arch)].append({"available": bool(a.available), "layer": a.layer, "file": a.file, "line": a.line, "condition": a.condition})
+        for k, v in per.items():
+            ok = [x for x in v if x["available"]]
+            idx.avail[k] = ok[0] if ok else v[0]
+        for i in instances:
+            if getattr(i, "status", "active") != "active":
+                continue
+            key = tuple(getattr(i, c) for c in TILE_COLS)
+            if any(x is None for x in key):
+                continue
+            idx.by_tile.setdefault(key, []).append({"id": i.id, "list_id": i.list_id, "list_name": i.list_name, "file": i.file, "line": i.line,
+                                                    "template": i.template, "a_dtype": i.a_dtype, "pipeline": i.pipeline, "scheduler": i.scheduler})
+            idx.instances += 1
+        return idx
+
+    @classmethod
+    def from_db(cls, db: Any) -> CkIndex:
+        from types import SimpleNamespace as NS
+
+        names = set(db.table_names())
+        if not {"instances", "registrations", "availability"} <= names:
+            return cls()
+        cols = ["id", "list_id", "list_name", "file", "line", "template", "a_dtype", "pipeline", "scheduler", "status", *TILE_COLS]
+        inst = [NS(**r) for r in db.query(f"select {', '.join(cols)} from instances where status = 'active'")]
+        regs = [NS(**r) for r in db.query("select id, list_id from registrations")]
+        av = [NS(**r) for r in db.query("select registration_id, arch, available, layer, file, line, condition from availability")]
+        return cls.from_rows(inst, regs, av)
+
+    def gated(self, kernel: Any, op: str | None, arch: str) -> tuple[list[dict], dict | None]:
+        """(matching instances, evidence of the gate) -- evidence None when some match is available on arch."""
+        key = tuple(getattr(kernel, c) for c in TILE_COLS)
+        cands = self.by_tile.get(key, [])
+        hints = dtype_hints(op)
+        out = []
+        for c in cands:
+            if hints and c["a_dtype"] and not any(h in c["a_dtype"].lower() for h in hints):
+                continue
+            if kernel.pipeline and c["pipeline"] and kernel.pipeline != c["pipeline"]:
+                continue
+            if kernel.scheduler and c["scheduler"] and kernel.scheduler.lower() != c["scheduler"].lower():
+                continue
+            out.append(c)
+        if not out:
+            return [], None
+        evid = None
+        for c in out:
+            a = self.avail.get((c["list_id"], arch))
+            if a is None:
+                continue
+            if a["available"]:
+                return out, None
+            evid = evid or {**a, "instance": c}
+        return out, evid
+
+
+@dataclass
+class BaselineIndex:
+    best: dict[tuple, dict[str, Any]] = field(default_factory=dict)  # (arch, M, N, K) -> {us, candidate, regime, source}
+    rows: int = 0
+
+    def add(self, key: tuple, us: float, rec: dict[str, Any]) -> None:
+        self.rows += 1
+        cur = self.best.get(key)
+        better = cur is None or (rec["regime"] == "warm" and cur["regime"] != "warm") or (rec["regime"] == cur["regime"] and us < cur["us"])
+        if better:
+            self.best[key] = {"us": us, **rec}
+
+    @classmethod
+    def from_db(cls, db: Any) -> BaselineIndex:
+        idx = cls()
+        names = set(db.table_names())
+        if "harness_results" in names:
+            cols = {c.name for c in db["harness_results"].columns}
+            if {"arch", "M", "N", "K", "us", "candidate"} <= cols:
+                q = ("select arch, M, N, K, us, candidate, regime, kernel_id, status from harness_results "
+                     "where us > 0 and (status = 'ok' or status is null) and (candidate not like 'aiter:%' or kernel_id = 0)")
+                for r in db.query(q):
+                    idx.add((r["arch"], r["M"], r["N"], r["K"]), float(r["us"]),
+                            {"candidate": r["candidate"], "regime": r.get("regime") or "warm", "source": "harness_results"})
+        if "race_results" in names:
+            cols = {c.name: c.name for c in db["race_results"].columns}
+            lower = {c.lower(): c for c in cols}
+            us = next((lower[c] for c in ("us", "avg_us", "time_us", "ave_time_us") if c in lower), None)
+            dims = [lower.get(c) for c in ("m", "n", "k")]
+            arch = lower.get("arch")
+            if us and all(dims) and arch:
+                q = f"select [{arch}] a, [{dims[0]}] m, [{dims[1]}] n, [{dims[2]}] k, min([{us}]) us from race_results where [{us}] > 0 group by 1, 2, 3, 4"
+                for r in db.query(q):
+                    idx.add((r["a"], r["m"], r["n"], r["k"]), float(r["us"]), {"candidate": "ckProfiler best", "regime": "warm", "source": "race_results"})
+        return idx
+
+
+def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
+    out: list[Finding] = []
+    if t.error or t.kind != "tuned" or not t.rows:
+        return out
+    op = ctx.ops.get(t.rel)
+    if ctx.baselines is not None and "us" in t.columns and all(c in t.columns for c in ("M", "N", "K")):
+        never: list[int] = []
+        for ln, v in t.rows:
+            us = v.get("us")
+            if not isinstance(us, (int, float)) or isinstance(us, bool) or math.isnan(us) or us <= 0:
+                continue
+            arch = arch_of(v) or ctx.arch
+            b = ctx.baselines.best.get((arch, v.get("M"), v.get("N"), v.get("K")))
+            if b is None:
+                never.append(ln)
+                continue
+            ratio = b["us"] / us
+            if ratio < 1.0:
+                out.append(finding(
+                    "baseline-slower", t.rel, ln,
+                    f"tuned us {us:g} is slower than the measured baseline {b['us']:g} us ({b['candidate']}, {b['regime']}, "
+                    f"{b['source']}) for M={v.get('M')} N={v.get('N')} K={v.get('K')} on {arch}: {ratio:.2f}x",
+                    op=op, us=us, baseline=b, ratio=round(ratio, 4),
+                ))
+        if never:
+            out.append(finding(
+                "baseline-missing", t.rel, never[0],
+                f"{len(never)} of {len(t.rows)} rows were never compared: the knowledge base holds no measured baseline "
+                "for their (arch, M, N, K); a missing baseline is not a pass",
+                op=op, count=len(never), lines=never[:20],
+            ))
+    if ctx.ck is not None and "kernelId" in t.columns:
+        klist = ctx.kernel_list(op)
+        if klist:
+            for ln, v in t.rows:
+                if not is_ck_row(t, v):
+                    continue
+                k = klist.get(v.get("kernelId"))
+                arch = arch_of(v)
+                if k is None or arch is None:
+                    continue
+                matches, evid = ctx.ck.gated(k, op, arch)
+                if evid is not None:
+                    inst = evid["instance"]
+                    out.append(finding(
+                        "tile-gated", t.rel, ln,
+                        f"kernel {v.get('kernelId')} ({k.name}) matches CK instance {inst['list_name']} ({inst['file']}:{inst['line']}), "
+                        f"which CK removes on {arch}: {evid.get('layer')} at {evid.get('file')}:{evid.get('line')} ({evid.get('condition')})",
+                        op=op, kernelId=v.get("kernelId"), arch=arch, matches=len(matches), gate=evid,
+                    ))
+    return out

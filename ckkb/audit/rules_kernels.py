@@ -1,0 +1,85 @@
+"""Kernels: tuned rows against the op's kernel list, and the kernel lists themselves.
+
+A row is checked when its op's tuner imports a kernel list, the file has kernelId/kernelName
+columns, and the row is a CK row: libtype is ck (or the file has no libtype column) and its
+kernelName is not a mangled assembly symbol (`_Z...`: aiter's ASM kernels, whose ids follow the CK
+list's). Rows that are not checked are counted, never silently passed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ckkb.audit.context import AuditContext
+from ckkb.audit.model import Finding, finding
+from ckkb.extract.aiter_configs import ConfigTable
+
+
+def is_ck_row(t: ConfigTable, v: dict[str, Any]) -> bool:
+    if "libtype" in t.columns:
+        lt = str(v.get("libtype") or "").lower()
+        if lt not in ("ck", "cktile", "ck_tile"):
+            return False
+    name = v.get("kernelName")
+    return not (isinstance(name, str) and name.startswith("_Z"))
+
+
+def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]) -> list[Finding]:
+    op = ctx.ops.get(t.rel)
+    out: list[Finding] = []
+    if t.error or t.kind != "tuned" or "kernelId" not in t.columns:
+        return out
+    klist = ctx.kernel_list(op)
+    rc = ctx.runtime_for(op)
+    st = stats.setdefault(t.rel, {"checked": 0, "not_ck": 0, "no_kernel_list": 0})
+    for ln, v in t.rows:
+        if not is_ck_row(t, v):
+            st["not_ck"] += 1
+            continue
+        if klist is None:
+            st["no_kernel_list"] += 1
+            continue
+        st["checked"] += 1
+        kid = v.get("kernelId")
+        k = klist.get(kid) if isinstance(kid, int) else None
+        if k is None:
+            out.append(finding(
+                "kernel-id-unknown", t.rel, ln,
+                f"kernelId {kid!r} is not in {rc.kernel_list} of {rc.kernel_list_file} (ids {min(klist)}..{max(klist)})",
+                op=op, kernelId=kid, kernel_list=rc.kernel_list_file,
+            ))
+            continue
+        name = v.get("kernelName")
+        if "kernelName" in t.columns and k.name is not None and name != k.name:
+            out.append(finding(
+                "kernel-name-stale", t.rel, ln,
+                f"kernelName {name} is not what kernelId {kid} builds now: {k.name} ({k.file}:{k.line})",
+                op=op, kernelId=kid, row_name=name, list_name=k.name, kernel_file=k.file, kernel_line=k.line,
+            ))
+    return out
+
+
+def kernel_list_findings(ctx: AuditContext) -> list[Finding]:
+    out: list[Finding] = []
+    by_list: dict[int, list] = defaultdict(list)
+    for k in ctx.kernels:
+        by_list[k.list_id].append(k)
+    for kl in ctx.lists:
+        entries = by_list.get(kl.id, [])
+        for dup in kl.duplicate_ids:
+            lines = [e.line for e in entries if e.key == repr(dup)]
+            out.append(finding(
+                "kernel-id-duplicate", kl.file, lines[-1] if lines else kl.line,
+                f"id {dup!r} is written {len(lines)} times in {kl.name} (lines {', '.join(map(str, lines))}); Python keeps the last one silently",
+                op=kl.op, list=kl.name, id=dup, lines=lines,
+            ))
+        first_line = {e.key: e.line for e in entries if not e.shadowed}
+        for e in entries:
+            if e.duplicate_of is not None:
+                out.append(finding(
+                    "kernel-duplicate", kl.file, e.line,
+                    f"{kl.name}[{e.key}] is identical to {kl.name}[{e.duplicate_of}] (line {first_line.get(e.duplicate_of)}): raced twice",
+                    op=kl.op, list=kl.name, id=e.key, same_as=e.duplicate_of, name=e.name,
+                ))
+    return out

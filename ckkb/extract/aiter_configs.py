@@ -1,0 +1,214 @@
+"""aiter's tuned and untuned config CSVs: every row with its file and line, key columns typed.
+
+Reading is strict about what it cannot read (not UTF-8, binary, empty, wrong delimiter, ragged
+rows) and says so with file and line; it never raises. The op family of a file is resolved in
+`combine` (and by the audit) from the runtime config names of core.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ckkb.archs import parts_for
+from ckkb.diagnostics import Diagnostic
+from ckkb.extract.aiter_tuners import display_rel, package_dir, stage_paths
+from ckkb.kb.schema.aiter import AiterConfigFileRow, AiterConfigRowRow
+from ckkb.kb.stages import BuildContext, FileResult, StageResult
+
+STAGE_NAME = "aiter.configs"
+
+KEY_COLUMNS = ("gfx", "cu_num", "M", "N", "K", "q_dtype_w", "B", "bias", "dtype", "outdtype", "scaleAB", "bpreshuffle", "libtype")
+INT_KEYS = ("cu_num", "M", "N", "K", "B")
+TYPED = ("kernelId", "kernelName", "splitK", "us")
+
+
+@dataclass
+class ConfigTable:
+    """One parsed CSV. `rows` are (line, {column: value}) with values typed (int, float, str, None)."""
+
+    rel: str
+    columns: list[str] = field(default_factory=list)
+    rows: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    error: str | None = None
+    error_line: int = 0
+    problems: list[tuple[int, str]] = field(default_factory=list)  # (line, message): rows skipped
+
+    @property
+    def kind(self) -> str:
+        name = Path(self.rel).name
+        if "untuned" in name:
+            return "untuned"
+        if "tuned" in name or "kernelName" in self.columns or "us" in self.columns:
+            return "tuned"
+        return "other"
+
+
+def parse_value(s: str) -> Any:
+    s = s.strip()
+    if s == "":
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        return float(s)
+    except ValueError:
+        return s
+
+
+def read_csv(rel: str, data: bytes) -> ConfigTable:
+    t = ConfigTable(rel)
+    if b"\x00" in data[:65536]:
+        t.error, t.error_line = "binary data (NUL bytes), not a CSV", data[: data.index(b"\x00")].count(b"\n") + 1
+        return t
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        t.error = f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})"
+        t.error_line = data[: e.start].count(b"\n") + 1
+        return t
+    if not text.strip():
+        t.error, t.error_line = "empty file: no header line", 1
+        return t
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = next(reader)
+        while not any(h.strip() for h in header):
+            header = next(reader)
+    except StopIteration:
+        t.error, t.error_line = "empty file: no header line", 1
+        return t
+    except csv.Error as e:
+        t.error, t.error_line = f"malformed CSV header: {e}", 1
+        return t
+    header_line = reader.line_num
+    cols = [h.strip() for h in header]
+    if len(cols) == 1:
+        for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes")):
+            if sep in header[0]:
+                t.error, t.error_line = f"wrong delimiter: the header is separated by {name}, aiter reads commas", header_line
+                return t
+    if len(set(cols)) != len(cols):
+        dup = sorted({c for c in cols if cols.count(c) > 1})
+        t.error, t.error_line = f"duplicate column names in the header: {', '.join(dup)}", header_line
+        return t
+    t.columns = cols
+    n = len(cols)
+    rows = t.rows
+    try:
+        for rec in reader:
+            ln = reader.line_num
+            if len(rec) != n:
+                if not any(x.strip() for x in rec):
+                    continue
+                t.problems.append((ln, f"{len(rec)} fields, the header has {n}; row skipped"))
+                continue
+            rows.append((ln, {c: parse_value(v) for c, v in zip(cols, rec, strict=False)}))
+    except csv.Error as e:
+        t.problems.append((reader.line_num, f"malformed CSV: {e}; rest of file skipped"))
+    return t
+
+
+def arch_of(values: dict[str, Any]) -> str | None:
+    gfx = values.get("gfx")
+    if isinstance(gfx, str) and gfx:
+        return gfx
+    cu = values.get("cu_num")
+    if isinstance(cu, int):
+        archs = {p.gfx for p in _parts_by_cu(cu)}
+        if len(archs) == 1:
+            return archs.pop()
+    return None
+
+
+def _parts_by_cu(cu: int):
+    from ckkb.archs import PARTS
+
+    return [p for p in PARTS if p.cu_num == cu]
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return None
+
+
+def _float(v: Any) -> float | None:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    return None
+
+
+def _str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def config_rows(file_id: int, t: ConfigTable, op: str | None) -> list[Any]:
+    kind = t.kind
+    out: list[Any] = [AiterConfigFileRow(id=file_id, file=t.rel, kind=kind, op=op, columns=t.columns, rows=len(t.rows), error=t.error)]
+    for ln, v in t.rows:
+        us = _float(v.get("us"))
+        out.append(AiterConfigRowRow(
+            file_id=file_id, file=t.rel, line=ln, op=op, kind=kind, gfx=_str(v.get("gfx")), cu_num=_int(v.get("cu_num")),
+            arch=arch_of(v), M=_int(v.get("M")), N=_int(v.get("N")), K=_int(v.get("K")), B=_int(v.get("B")),
+            q_dtype_w=_str(v.get("q_dtype_w")), bias=_str(v.get("bias")), dtype=_str(v.get("dtype")),
+            outdtype=_str(v.get("outdtype")), scaleAB=_str(v.get("scaleAB")), bpreshuffle=_str(v.get("bpreshuffle")),
+            libtype=_str(v.get("libtype")), kernelId=_int(v.get("kernelId")), kernelName=_str(v.get("kernelName")),
+            splitK=_int(v.get("splitK")), us=None if us is None or math.isnan(us) else us,
+            values={k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in v.items() if k not in KEY_COLUMNS},
+        ))
+    return out
+
+
+def diagnostics_of(t: ConfigTable) -> list[Diagnostic]:
+    out = []
+    if t.error:
+        out.append(Diagnostic(t.rel, t.error_line, t.error, "error", STAGE_NAME))
+    for ln, msg in t.problems:
+        out.append(Diagnostic(t.rel, ln, msg, "warning", STAGE_NAME))
+    return out
+
+
+def config_paths(pkg: Path | None) -> list[Path]:
+    if pkg is None:
+        return []
+    out = []
+    for d in (pkg / "configs", pkg / "configs" / "model_configs"):
+        if d.is_dir():
+            out += sorted(p for p in d.iterdir() if p.suffix == ".csv" and p.is_file())
+    return out
+
+
+class ConfigsStage:
+    name = STAGE_NAME
+    version = "1"
+    tree = "aiter"
+
+    def files(self, root: Path) -> list[Path]:
+        return stage_paths(Path(root), config_paths(package_dir(Path(root))))
+
+    def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
+        t = read_csv(display_rel(rel), data)
+        return FileResult(diagnostics=diagnostics_of(t), facts={"table": t})
+
+    def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
+        from ckkb.audit.engine import audit_build
+
+        tables = [r.facts["table"] for _, r in sorted(results.items()) if "table" in r.facts]
+        rows, diags = audit_build(Path(root), tables, ctx)
+        return StageResult(rows=rows, diagnostics=diags)
+
+
+STAGE = ConfigsStage()
+
+__all__ = ["STAGE", "ConfigTable", "read_csv", "config_rows", "arch_of", "parts_for"]
