@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,16 @@ import tree_sitter as ts
 
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import availability
+from ckkb.extract.conditions import (
+    callee,
+    classify,
+    device_effect,
+    directive_sections,
+    directive_stacks,
+    expr_tree,
+    preprocessor_guards,
+    strip_ws,
+)
 from ckkb.extract.cpp import error_lines, is_binary, line, parse, text, walk
 from ckkb.extract.files import list_files
 from ckkb.fields import enum_word
@@ -39,7 +48,7 @@ DEVICE_PROP_HPP = "include/ck/host_utility/device_prop.hpp"
 SUFFIXES = (".cpp", ".hpp", ".in")
 ADD_CALL = "add_device_operation_instances"
 _ADD_FN = re.compile(r"^add_\w*instances?\w*$")
-DEVICE_NAME_FN = "get_device_name"
+_WRAPPERS = ("filter_tuple",)  # templates that pass a slice of an instance list through
 
 
 def gpu_dir(rel: str) -> str:
@@ -52,128 +61,6 @@ def gpu_dir(rel: str) -> str:
 
 
 # ---------------------------------------------------------------- expressions
-
-
-def _strip(s: str) -> str:
-    return " ".join(s.split())
-
-
-def _callee(node: ts.Node, src: bytes) -> str:
-    """Last identifier of a call's function (`ck::is_xdl_supported` -> is_xdl_supported)."""
-    fn = node.child_by_field_name("function")
-    if fn is None:
-        return ""
-    if fn.type == "template_function":
-        fn = fn.child_by_field_name("name") or fn
-    t = text(fn, src)
-    t = re.sub(r"<.*", "", t)
-    return t.rsplit("::", 1)[-1].strip()
-
-
-def _string_value(node: ts.Node, src: bytes) -> str | None:
-    if node.type == "string_literal":
-        return text(node, src).strip().strip('"')
-    return None
-
-
-def expr_tree(node: ts.Node | None, src: bytes, preproc: bool = False) -> dict[str, Any]:
-    """A C++ (or #if) condition -> a small JSON-able tree the availability evaluator understands.
-
-    {"op": "and"|"or", "args": [...]} | {"op": "not", "arg": ...} |
-    {"op": "dev", "cmp": "=="|"!=", "arch": "gfx950"} | {"op": "cap", "name": "is_xdl_supported"} |
-    {"op": "defined", "name": M} | {"op": "macro", "name": M} | {"op": "int", "value": n} |
-    {"op": "cmp", "cmp": op, "args": [a, b]} | {"op": "unknown", "text": ...}
-    """
-    if node is None:
-        return {"op": "unknown", "text": ""}
-    t = node.type
-    if t in ("parenthesized_expression", "condition_clause"):
-        inner = node.child_by_field_name("value") or next((c for c in node.named_children if c.type != "comment"), None)
-        return expr_tree(inner, src, preproc)
-    if t == "binary_expression":
-        op = node.child_by_field_name("operator")
-        ops = text(op, src) if op is not None else ""
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if ops in ("&&", "||", "and", "or"):
-            kind = "and" if ops in ("&&", "and") else "or"
-            args = []
-            for side in (left, right):
-                sub = expr_tree(side, src, preproc)
-                args.extend(sub["args"] if sub["op"] == kind else [sub])
-            return {"op": kind, "args": args}
-        if ops in ("==", "!="):
-            for a, b in ((left, right), (right, left)):
-                if a is not None and b is not None and a.type == "call_expression" and _callee(a, src) == DEVICE_NAME_FN:
-                    lit = _string_value(b, src)
-                    if lit is not None:
-                        return {"op": "dev", "cmp": ops, "arch": lit}
-        if ops in ("==", "!=", "<", ">", "<=", ">=") and preproc:
-            return {"op": "cmp", "cmp": ops, "args": [expr_tree(left, src, preproc), expr_tree(right, src, preproc)]}
-        return {"op": "unknown", "text": _strip(text(node, src))}
-    if t == "unary_expression":
-        op = node.child_by_field_name("operator")
-        if op is not None and text(op, src) in ("!", "not"):
-            return {"op": "not", "arg": expr_tree(node.child_by_field_name("argument"), src, preproc)}
-        return {"op": "unknown", "text": _strip(text(node, src))}
-    if t == "call_expression":
-        name = _callee(node, src)
-        if preproc and name == "defined":
-            args = node.child_by_field_name("arguments")
-            inner = text(args, src).strip("() \t") if args is not None else ""
-            return {"op": "defined", "name": inner}
-        return {"op": "cap", "name": name, "text": _strip(text(node, src))}
-    if t == "preproc_defined":
-        ident = next((c for c in node.named_children if c.type == "identifier"), None)
-        return {"op": "defined", "name": text(ident, src) if ident is not None else ""}
-    if t == "number_literal":
-        try:
-            return {"op": "int", "value": int(text(node, src).rstrip("uUlL"), 0)}
-        except ValueError:
-            return {"op": "unknown", "text": text(node, src)}
-    if t in ("true", "false"):
-        return {"op": "int", "value": 1 if t == "true" else 0}
-    if t == "identifier" and preproc:
-        return {"op": "macro", "name": text(node, src)}
-    return {"op": "unknown", "text": _strip(text(node, src))}
-
-
-def atoms(tree: dict[str, Any]) -> list[dict[str, Any]]:
-    if tree["op"] in ("and", "or", "cmp"):
-        return [a for sub in tree["args"] for a in atoms(sub)]
-    if tree["op"] == "not":
-        return atoms(tree["arg"])
-    return [tree]
-
-
-def classify(tree: dict[str, Any], preproc: bool) -> str:
-    """device_name | capability | preprocessor | other."""
-    if preproc:
-        return "preprocessor"
-    ops = {a["op"] for a in atoms(tree)}
-    if "dev" in ops:
-        return "device_name"
-    if "cap" in ops:
-        return "capability"
-    return "other"
-
-
-def device_effect(tree: dict[str, Any]) -> tuple[str | None, str | None]:
-    """For a device-name if: (effect of its then-branch, arch). `!=` excludes, `==` is 'only'; each
-    enclosing `!` flips it; for an `&&`/`||` of several compares the first compare decides."""
-
-    def find(t: dict[str, Any], neg: bool):
-        if t["op"] == "dev":
-            eq = (t["cmp"] == "==") != neg
-            return ("only" if eq else "exclude"), t["arch"]
-        if t["op"] == "not":
-            return find(t["arg"], not neg)
-        for a in t.get("args", []) if t["op"] in ("and", "or") else []:
-            r = find(a, neg)
-            if r:
-                return r
-        return None
-
-    return find(tree, False) or (None, None)
 
 
 # ---------------------------------------------------------------- per file
@@ -199,7 +86,7 @@ def guard_chain(call: ts.Node, src: bytes, rel: str) -> list[dict[str, Any]]:
             in_cond = cond is not None and cond.start_byte <= child.start_byte and child.end_byte <= cond.end_byte
             if not in_cond:
                 tree = expr_tree(cond, src)
-                ctext = _strip(text(cond, src))
+                ctext = strip_ws(text(cond, src))
                 if ctext.startswith("constexpr"):
                     ctext = ctext[len("constexpr"):].strip()
                 if ctext.startswith("(") and ctext.endswith(")"):
@@ -213,110 +100,6 @@ def guard_chain(call: ts.Node, src: bytes, rel: str) -> list[dict[str, Any]]:
                 })
         child, node = node, node.parent
     out.reverse()
-    return out
-
-
-_DIRECTIVE = re.compile(rb"^\s*#\s*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b(.*)$")
-
-
-def directive_stacks(data: bytes) -> list[tuple[tuple[int, str, int], ...]]:
-    """Per 1-based line: the open #if sections around it, outermost first, as
-    (line of the directive, directive text, section index: 0 = first branch, k = after the k-th
-    #elif/#else). Read from the directive lines themselves, so a construct tree-sitter cannot
-    parse (an `#if` inside a template argument list) cannot make it nest code wrongly."""
-    lines = data.split(b"\n")
-    stack: list[list[Any]] = []  # [line, text, section, [section directives]]
-    out: list[tuple[tuple[int, str, int], ...]] = [()]
-    i = 0
-    while i < len(lines):
-        raw = lines[i]
-        n = i + 1
-        while raw.endswith(b"\\") and i + 1 < len(lines):
-            i += 1
-            raw = raw[:-1] + b" " + lines[i]
-        m = _DIRECTIVE.match(raw)
-        snapshot = tuple((e[0], e[1], e[2]) for e in stack)
-        if m:
-            kind = m.group(1).decode()
-            txt = _strip(raw.decode("utf-8", "replace")).split("//", 1)[0].strip()
-            if kind in ("if", "ifdef", "ifndef"):
-                stack.append([n, txt, 0, [(n, txt)]])
-            elif kind.startswith("elif") or kind == "else":
-                if stack:
-                    stack[-1][2] += 1
-                    stack[-1][3].append((n, txt))
-            elif kind == "endif" and stack:
-                stack.pop()
-        for _ in range(n, i + 2):
-            out.append(snapshot if m else tuple((e[0], e[1], e[2]) for e in stack))
-        i += 1
-    return out
-
-
-@lru_cache(maxsize=4096)
-def directive_expr(directive: str) -> dict[str, Any]:
-    """`#ifdef X` / `#if defined(A) || B` -> expression tree (parsed by tree-sitter on its own)."""
-    m = re.match(r"#\s*(\w+)\s*(.*)$", directive)
-    if not m:
-        return {"op": "unknown", "text": directive}
-    kind, rest = m.group(1), m.group(2).strip()
-    if kind in ("ifdef", "elifdef"):
-        return {"op": "defined", "name": rest.split()[0] if rest else ""}
-    if kind in ("ifndef", "elifndef"):
-        return {"op": "not", "arg": {"op": "defined", "name": rest.split()[0] if rest else ""}}
-    src = f"#if {rest}\n#endif\n".encode()
-    tree = parse(src)
-    node = next(iter(walk(tree.root_node, "preproc_if")), None)
-    if node is None:
-        return {"op": "unknown", "text": directive}
-    return expr_tree(node.child_by_field_name("condition"), src, preproc=True)
-
-
-def preprocessor_guards(stack: tuple[tuple[int, str, int], ...], sections: dict[int, list[tuple[int, str]]], rel: str) -> list[dict[str, Any]]:
-    """Guards for a line inside `stack`: for section k>0, every earlier branch is false and the
-    k-th (#elif) is true (#else has no condition of its own)."""
-    out = []
-    for dline, _text, section in stack:
-        branches = sections.get(dline) or [(dline, _text)]
-        for k in range(min(section, len(branches) - 1) + 1):
-            bline, btext = branches[k]
-            if k < section:
-                if btext.lstrip("#").strip().startswith("else"):
-                    continue
-                out.append(_pp(bline, btext, "else", rel, len(branches) > 1))
-            elif not btext.lstrip("# ").startswith("else"):
-                out.append(_pp(bline, btext, "then", rel, len(branches) > 1))
-    return out
-
-
-def _pp(line_no: int, txt: str, branch: str, rel: str, has_else: bool) -> dict[str, Any]:
-    return {"kind": "preprocessor", "text": txt, "branch": branch, "file": rel, "line": line_no,
-            "arch": None, "op": None, "expr": directive_expr(txt), "has_else": has_else}
-
-
-def directive_sections(data: bytes) -> dict[int, list[tuple[int, str]]]:
-    """#if line -> its branch directives [(line, text)] in order (#if, #elif..., #else)."""
-    out: dict[int, list[tuple[int, str]]] = {}
-    stack: list[int] = []
-    lines = data.split(b"\n")
-    i = 0
-    while i < len(lines):
-        raw, n = lines[i], i + 1
-        while raw.endswith(b"\\") and i + 1 < len(lines):
-            i += 1
-            raw = raw[:-1] + b" " + lines[i]
-        m = _DIRECTIVE.match(raw)
-        if m:
-            kind = m.group(1).decode()
-            txt = _strip(raw.decode("utf-8", "replace")).split("//", 1)[0].strip()
-            if kind in ("if", "ifdef", "ifndef"):
-                stack.append(n)
-                out[n] = [(n, txt)]
-            elif (kind.startswith("elif") or kind == "else") and stack:
-                out[stack[-1]].append((n, txt))
-            elif kind == "endif" and stack:
-                stack.pop()
-        i += 1
     return out
 
 
@@ -343,7 +126,7 @@ def _interface(fn: ts.Node, src: bytes) -> str:
         if name is not None and text(name, src) == "unique_ptr":
             args = n.child_by_field_name("arguments")
             if args is not None and args.named_children:
-                return _strip(text(args.named_children[0], src))
+                return strip_ws(text(args.named_children[0], src))
     return ""
 
 
@@ -366,9 +149,21 @@ def _list_arg(call: ts.Node, src: bytes) -> tuple[str, list[str]] | None:
     if ty.type == "template_type":
         name = text(ty.child_by_field_name("name"), src)
         targs = ty.child_by_field_name("arguments")
-        vals = [_strip(text(c, src)) for c in targs.named_children if c.type != "comment"] if targs is not None else []
+        if name.startswith(_WRAPPERS) and targs is not None and targs.named_children:
+            # ck::util::filter_tuple_by_modulo_t<LIST<...>, Shards, ShardIndex>: a slice of LIST
+            inner = targs.named_children[0]
+            inner = inner.child_by_field_name("type") or inner
+            while inner.type == "qualified_identifier" and inner.child_by_field_name("name") is not None:
+                inner = inner.child_by_field_name("name")
+            if inner.type in ("template_type", "type_identifier"):
+                ty = inner
+                if ty.type == "type_identifier":
+                    return text(ty, src), []
+                name = text(ty.child_by_field_name("name"), src)
+                targs = ty.child_by_field_name("arguments")
+        vals = [strip_ws(text(c, src)) for c in targs.named_children if c.type != "comment"] if targs is not None else []
         return name, vals
-    name = _strip(text(ty, src))
+    name = strip_ws(text(ty, src))
     name = re.sub(r"\{\s*\}$", "", name).strip()
     return name.rsplit("::", 1)[-1], []
 
@@ -381,7 +176,7 @@ def _aliases(tree: ts.Tree, src: bytes) -> dict[str, str]:
             name = n.child_by_field_name("name")
             ty = n.child_by_field_name("type")
             if name is not None and ty is not None:
-                v = _strip(text(ty, src))
+                v = strip_ws(text(ty, src))
                 if not v.startswith("std::tuple"):
                     out[text(name, src)] = v
         else:
@@ -390,7 +185,7 @@ def _aliases(tree: ts.Tree, src: bytes) -> dict[str, str]:
                 name = decl.child_by_field_name("declarator")
                 val = decl.child_by_field_name("value")
                 if name is not None and val is not None and name.type == "identifier" and len(text(val, src)) < 200:
-                    out[text(name, src)] = _strip(text(val, src))
+                    out[text(name, src)] = strip_ws(text(val, src))
     return out
 
 
@@ -431,7 +226,7 @@ def _function_units(tree: ts.Tree, src: bytes):
         name = next((text(n, src) for n in walk(prev, "identifier") if _ADD_FN.match(text(n, src)) and text(n, src) != ADD_CALL), None)
         if name is None:
             continue
-        decl_text = _strip(text(prev, src))
+        decl_text = strip_ws(text(prev, src))
         m = re.search(r"unique_ptr\s*<\s*(.*?)\s*>\s*>\s*&", decl_text)
         yield name, line(prev), m.group(1) if m else "", blk
 
@@ -444,7 +239,7 @@ def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileRe
         covered.append((body.start_byte, body.end_byte))
         calls = []
         for call in walk(body, "call_expression"):
-            if _callee(call, data) != ADD_CALL:
+            if callee(call, data) != ADD_CALL:
                 continue
             la = _list_arg(call, data)
             if la is None:
@@ -477,7 +272,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
     # starts with a comma) can swallow the definition into an ERROR node. Re-read such a function
     # from the start of its own line; its enclosing #if guards are then not seen.
     stray = [c for c in walk(tree.root_node, "call_expression")
-             if _callee(c, data) == ADD_CALL and not any(a <= c.start_byte < b for a, b in covered)]
+             if callee(c, data) == ADD_CALL and not any(a <= c.start_byte < b for a, b in covered)]
     if stray:
         known = {f["name"] for f in funcs}
         for ident in walk(tree.root_node, "identifier"):
@@ -530,7 +325,7 @@ def extract_defines(rel: str, data: bytes) -> FileResult:
                     break
             anc = anc.parent
         if ok:
-            out[nm] = (_strip(text(val, data)) if val is not None else "1", line(n))
+            out[nm] = (strip_ws(text(val, data)) if val is not None else "1", line(n))
     return FileResult(facts={"defines": out})
 
 
@@ -570,7 +365,7 @@ def _bind_value(raw: str, aliases: dict[str, str]) -> Any:
 
 class RegistrationsStage:
     name = "ck.registrations"
-    version = "1"
+    version = "2"
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:

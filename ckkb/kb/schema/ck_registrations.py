@@ -100,9 +100,11 @@ class FactoryRow:
     file: str = col("factory header, relative to the CK root")
     line: int = col("line of the declaration or call")
     function: str = col("add function name")
+    kind: str = col("call (inside a DeviceOperationInstanceFactory specialisation) | declaration", "call")
     interface: str = col("device-op interface, e.g. DeviceGemmV2", "")
-    dtypes: list[Any] = col("data types of the interface's template arguments", json=True, default=[])
-    layouts: list[Any] = col("layouts of the interface's template arguments", json=True, default=[])
+    dtypes: list[Any] = col("data types of the interface's template arguments, in its order (A, B, ..., C/E); "
+                            "for calls the value the is_same_v<...> chain binds", json=True, default=[])
+    layouts: list[Any] = col("layouts of the interface's template arguments, in its order (A, B, ..., C/E)", json=True, default=[])
     guards: list[Any] = col("enclosing preprocessor conditions, outermost first", json=True, default=[])
 
 

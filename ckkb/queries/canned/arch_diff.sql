@@ -1,0 +1,21 @@
+-- title: Instances on one arch but not the other
+-- description: Active instances that some add function registers on exactly one of `arch_a` and `arch_b`, with the side they are on and, for the other side, the first evidence that removes them.
+-- params: arch_a, arch_b
+WITH per AS (
+    SELECT instance_id,
+           max(CASE WHEN arch = :arch_a THEN available END) AS on_a,
+           max(CASE WHEN arch = :arch_b THEN available END) AS on_b
+    FROM ck_instance_availability
+    GROUP BY instance_id
+)
+SELECT i.id AS instance_id, i.dir, i.list_name, i.template, i.file, i.line, i.tile_m, i.tile_n, i.tile_k,
+       CASE WHEN p.on_a = 1 THEN :arch_a ELSE :arch_b END AS present_on,
+       CASE WHEN p.on_a = 1 THEN :arch_b ELSE :arch_a END AS absent_on,
+       (SELECT v.layer || ' ' || v.evidence_file || ':' || v.evidence_line || ' ' || coalesce(v.evidence, '')
+        FROM ck_instance_availability v
+        WHERE v.instance_id = i.id AND v.arch = (CASE WHEN p.on_a = 1 THEN :arch_b ELSE :arch_a END)
+        ORDER BY v.registration_file, v.registration_line LIMIT 1) AS evidence
+FROM per p
+JOIN instances i ON i.id = p.instance_id
+WHERE coalesce(p.on_a, 0) != coalesce(p.on_b, 0) AND i.status = 'active'
+ORDER BY i.dir, i.list_name, i.line;

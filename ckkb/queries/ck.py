@@ -1,0 +1,291 @@
+"""CK questions over the knowledge base: gates, instances, why, pool counts.
+
+Thin wrappers over the canned SQL in ckkb/queries/canned (gate_census, why_missing, pool_counts)
+and the views ck_instance_availability / ck_gemm_layouts: the CLI and the web run the same SQL.
+Each function returns the JSON-contract dict the CLI prints with --json.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import sqlite_utils
+
+from ckkb.archs import ARCHS
+from ckkb.errors import CkkbError
+from ckkb.fields import NORMALISED, enum_word
+from ckkb.queries import sql
+
+# dtype short names (as in CK file names and aiter) -> C++ element type after alias resolution
+DTYPES: dict[str, str] = {
+    "bf16": "bhalf_t", "f16": "half_t", "fp16": "half_t", "f32": "float", "fp32": "float",
+    "f64": "double", "fp64": "double", "i8": "int8_t", "int8": "int8_t", "f8": "f8_t", "fp8": "f8_t",
+    "bf8": "bf8_t", "i32": "int32_t", "int32": "int32_t",
+}
+LAYOUTS = ("mk_kn", "mk_nk", "km_kn", "km_nk")
+_TILE = re.compile(r"^\s*(\d+)\s*[xX*]\s*(\d+)\s*[xX*]\s*(\d+)\s*$")
+
+
+class QueryError(CkkbError):
+    """Bad query input (unknown arch, malformed tile, unknown field)."""
+
+
+def check_arch(arch: str | None, required: bool = False) -> str | None:
+    if arch is None:
+        if required:
+            raise QueryError("--arch is required", hint=f"one of: {', '.join(ARCHS)}")
+        return None
+    if arch not in ARCHS:
+        raise QueryError(f"unknown arch {arch!r}", hint=f"one of: {', '.join(ARCHS)}")
+    return arch
+
+
+def parse_tile(tile: str | None) -> tuple[int, int, int] | None:
+    """'256x224x64' -> (256, 224, 64): MPerBlock x NPerBlock x KPerBlock."""
+    if tile is None or tile == "":
+        return None
+    m = _TILE.match(tile)
+    if not m:
+        raise QueryError(f"bad --tile {tile!r}: expected MxNxK, e.g. 256x224x64 (MPerBlock x NPerBlock x KPerBlock)")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def parse_where(items: list[str] | tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for it in items or ():
+        if "=" not in it:
+            raise QueryError(f"bad filter {it!r}: expected FIELD=VALUE, e.g. MPerBlock=256")
+        k, v = it.split("=", 1)
+        k, v = k.strip(), v.strip()
+        if not k or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            raise QueryError(f"bad field name {k!r} in {it!r}")
+        out.append((k, v))
+    return out
+
+
+def _known_field(db: sqlite_utils.Database, name: str) -> bool:
+    if name in NORMALISED or name in ("template", "list_name", "status", "dir"):
+        return True
+    rows = db.execute("SELECT 1 FROM instances, json_each(instances.fields) j WHERE j.key = ? LIMIT 1", [name]).fetchall()
+    return bool(rows)
+
+
+def _filters(db: sqlite_utils.Database, where: list[tuple[str, str]], dir: str | None) -> tuple[str, list[Any]]:
+    """SQL WHERE text over `instances i` for --dir and FIELD=VALUE filters."""
+    clauses, params = [], []
+    if dir:
+        clauses.append("i.dir = ?")
+        params.append(dir)
+    for k, v in where:
+        if not _known_field(db, k):
+            raise QueryError(f"unknown field {k!r}", hint="use a CK template parameter name (MPerBlock, BlockSize, ...) or a normalised column (tile_m, block_size, ...)")
+        if k in NORMALISED or k in ("template", "list_name", "status", "dir"):
+            expr = f"CAST(i.[{k}] AS TEXT)"
+        else:
+            expr = f"CAST(json_extract(i.fields, '$.\"{k}\"') AS TEXT)"
+        clauses.append(f"({expr} = ? OR {expr} LIKE ?)")
+        params.extend([v, f"%::{v}"])
+    return (" AND ".join(clauses) or "1"), params
+
+
+def _jl(v: Any) -> Any:
+    if isinstance(v, str) and v[:1] in "[{":
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+# ---------------------------------------------------------------- gates
+
+
+def gates(db: sqlite_utils.Database, kind: str | None = None, arch: str | None = None) -> dict[str, Any]:
+    """{"gates": [{"kind", "arch", "effect", "dir", "file", "line", "condition", "has_else"}]}."""
+    check_arch(arch)
+    q = "SELECT kind, arch, effect, dir, file, line, condition, has_else FROM gates WHERE 1"
+    params: list[Any] = []
+    if kind:
+        q += " AND kind = ?"
+        params.append(kind)
+    if arch:
+        q += " AND arch = ?"
+        params.append(arch)
+    q += " ORDER BY dir, file, line"
+    rows = [dict(r, has_else=bool(r["has_else"])) for r in db.query(q, params)]
+    return {"gates": rows}
+
+
+def gate_census(db: sqlite_utils.Database, kind: str | None = None, arch: str | None = None) -> list[dict[str, Any]]:
+    check_arch(arch)
+    return list(db.query(sql("gate_census"), {"kind": kind or "", "arch": arch or ""}))
+
+
+# ---------------------------------------------------------------- instances
+
+
+def _instance_dicts(db: sqlite_utils.Database, where_sql: str, params: list[Any], arch: str | None, limit: int | None = None) -> list[dict[str, Any]]:
+    q = (
+        "SELECT i.id, i.template, i.dir, i.file, i.line, i.list_name, i.list_id, l.comment AS list_comment, i.status, i.reason, i.fields "
+        f"FROM instances i LEFT JOIN instance_lists l ON l.id = i.list_id WHERE {where_sql} ORDER BY i.dir, i.file, i.line"
+    )
+    if limit:
+        q += f" LIMIT {int(limit)}"
+    rows = list(db.query(q, params))
+    regs: dict[int, list[dict[str, Any]]] = {}
+    list_ids = sorted({r["list_id"] for r in rows if r["list_id"] is not None})
+    for chunk in (list_ids[i : i + 500] for i in range(0, len(list_ids), 500)):
+        marks = ",".join("?" * len(chunk))
+        q2 = (
+            "SELECT r.id, r.list_id, r.function, r.file, r.line, r.args, a.available, a.layer, a.file AS efile, a.line AS eline, a.condition "
+            f"FROM registrations r LEFT JOIN availability a ON a.registration_id = r.id AND a.arch = ? WHERE r.list_id IN ({marks}) "
+            "ORDER BY r.file, r.line"
+        )
+        for r in db.query(q2, [arch or "", *chunk]):
+            regs.setdefault(r["list_id"], []).append(r)
+    out = []
+    for r in rows:
+        rl = regs.get(r["list_id"], [])
+        active = r["status"] == "active"
+        status = r["status"] if not active or rl else "unregistered"
+        reg_out = []
+        for g in rl:
+            avail = None if arch is None else bool(active and g["available"])
+            reg_out.append({"function": g["function"], "file": g["file"], "line": g["line"], "args": _jl(g["args"]),
+                            "available": avail, "_layer": g["layer"], "_efile": g["efile"], "_eline": g["eline"], "_cond": g["condition"]})
+        available = None if arch is None else any(x["available"] for x in reg_out)
+        out.append({
+            "id": r["id"], "template": r["template"], "dir": r["dir"], "file": r["file"], "line": r["line"],
+            "list": r["list_name"], "list_comment": r["list_comment"] or "", "status": status,
+            "reason": r["reason"] or "", "fields": _jl(r["fields"]) or {}, "registrations": reg_out, "available": available,
+        })
+    return out
+
+
+def _public(inst: dict[str, Any]) -> dict[str, Any]:
+    d = {k: v for k, v in inst.items() if k not in ("id", "reason")}
+    d["registrations"] = [{k: v for k, v in g.items() if not k.startswith("_")} for g in inst["registrations"]]
+    return d
+
+
+def instances(db: sqlite_utils.Database, dir: str | None = None, where: list[str] | tuple[str, ...] = (),
+              arch: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    """{"arch", "instances": [{"template", "dir", "file", "line", "list", "list_comment", "status", "fields",
+    "registrations": [{"function", "file", "line", "args", "available"}], "available"}]}."""
+    check_arch(arch)
+    wsql, params = _filters(db, parse_where(where), dir)
+    return {"arch": arch, "instances": [_public(i) for i in _instance_dicts(db, wsql, params, arch, limit)]}
+
+
+# ---------------------------------------------------------------- why
+
+
+def _reasons(inst: dict[str, Any]) -> list[dict[str, Any]]:
+    base = {"list": inst["list"], "list_comment": inst["list_comment"]}
+    if inst["status"] == "commented_out":
+        return [dict(layer="commented_out", file=inst["file"], line=inst["line"],
+                     condition=inst["reason"] or "entry is commented out", **base)]
+    if not inst["registrations"]:
+        return [dict(layer="registration", file=inst["file"], line=inst["line"],
+                     condition=f"no add_*_instances function registers {inst['list']}", **base)]
+    out, seen = [], set()
+    for g in inst["registrations"]:
+        if g["available"] or g["_layer"] is None:
+            continue
+        key = (g["_layer"], g["_efile"], g["_eline"], g["_cond"])
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(dict(layer=g["_layer"], file=g["_efile"], line=g["_eline"], condition=g["_cond"], **base))
+    return out
+
+
+def why(db: sqlite_utils.Database, tile: str | None = None, where: list[str] | tuple[str, ...] = (),
+        arch: str | None = None, dir: str | None = None) -> dict[str, Any]:
+    """{"arch", "query", "matches": [{"instance", "available", "reasons": [{"layer", "file", "line",
+    "condition", "list", "list_comment"}]}], "nearest": [...]} (nearest only when nothing matches)."""
+    check_arch(arch, required=True)
+    t = parse_tile(tile)
+    filters = parse_where(where)
+    wsql, params = _filters(db, filters, dir)
+    tile_sql = wsql
+    if t:
+        tile_sql += " AND i.tile_m = ? AND i.tile_n = ? AND i.tile_k = ?"
+        params = [*params, *t]
+    # the canned query decides which instances match the tile (the web runs the same SQL)
+    ids = {r["instance_id"] for r in db.query(sql("why_missing"), {"tile": "x".join(map(str, t)) if t else "", "arch": arch})} if t else None
+    found = _instance_dicts(db, tile_sql, params, arch)
+    if ids is not None:
+        found = [i for i in found if i["id"] in ids]
+    query = {"tile": "x".join(map(str, t)) if t else None, "where": dict(filters), "dir": dir}
+    matches = [{"instance": _public(i), "available": bool(i["available"]), "reasons": [] if i["available"] else _reasons(i)}
+               for i in found]
+    out: dict[str, Any] = {"arch": arch, "query": query, "matches": matches}
+    if not matches:
+        out["nearest"] = nearest(db, t, filters, dir, arch)
+    return out
+
+
+def nearest(db: sqlite_utils.Database, t: tuple[int, int, int] | None, filters: list[tuple[str, str]],
+            dir: str | None, arch: str | None, n: int = 5) -> list[dict[str, Any]]:
+    """Closest existing instances by tile distance (sum of |log2| ratios), other filters relaxed."""
+    if t is None:
+        return []
+    wsql, params = _filters(db, [f for f in filters if f[0] not in ("MPerBlock", "NPerBlock", "KPerBlock")], dir)
+    q = (f"SELECT i.id, i.tile_m, i.tile_n, i.tile_k FROM instances i WHERE {wsql} AND i.tile_m > 0 AND i.tile_n > 0 AND i.tile_k > 0 "
+         "AND i.status = 'active'")
+    import math
+
+    def dist(r):
+        return sum(abs(math.log2(a / b)) for a, b in zip((r["tile_m"], r["tile_n"], r["tile_k"]), t, strict=True))
+
+    rows = sorted(db.query(q, params), key=lambda r: (dist(r), r["id"]))
+    seen_tiles, pick = set(), []
+    for r in rows:
+        key = (r["tile_m"], r["tile_n"], r["tile_k"])
+        if key not in seen_tiles:
+            seen_tiles.add(key)
+            pick.append(r["id"])
+        if len(pick) >= n:
+            break
+    if not pick:
+        return []
+    marks = ",".join("?" * len(pick))
+    found = {i["id"]: i for i in _instance_dicts(db, f"i.id IN ({marks})", pick, arch)}
+    return [dict(_public(found[i]), tile="x".join(str(found[i]["fields"].get(k, "?")) for k in ("MPerBlock", "NPerBlock", "KPerBlock")))
+            for i in pick if i in found]
+
+
+# ---------------------------------------------------------------- pool
+
+
+def pool_counts(db: sqlite_utils.Database, dir: str = "gemm_universal", dtype: str | None = "bf16") -> dict[str, Any]:
+    """{"dir", "dtype", "layouts", "counts": {arch: {layout: available pairs}}, "instances": {arch: {layout: n}}}."""
+    ctype = ""
+    if dtype:
+        ctype = DTYPES.get(dtype.lower(), dtype)
+    counts = {a: dict.fromkeys(LAYOUTS, 0) for a in ARCHS}
+    inst = {a: dict.fromkeys(LAYOUTS, 0) for a in ARCHS}
+    for r in db.query(sql("pool_counts"), {"dir": dir, "dtype": ctype}):
+        if r["arch"] in counts and r["layout"] in LAYOUTS:
+            counts[r["arch"]][r["layout"]] = r["available"] or 0
+            inst[r["arch"]][r["layout"]] = r["instances"] or 0
+    return {"dir": dir, "dtype": dtype, "layouts": list(LAYOUTS), "counts": counts, "instances": inst}
+
+
+def pool(db: sqlite_utils.Database, dir: str, arch: str) -> list[dict[str, Any]]:
+    check_arch(arch, required=True)
+    return list(db.query(sql("pool"), {"dir": dir, "arch": arch}))
+
+
+def arch_diff(db: sqlite_utils.Database, arch_a: str, arch_b: str) -> list[dict[str, Any]]:
+    check_arch(arch_a, required=True)
+    check_arch(arch_b, required=True)
+    return list(db.query(sql("arch_diff"), {"arch_a": arch_a, "arch_b": arch_b}))
+
+
+def short(value: Any) -> str:
+    """Enum-ish values for human tables: BlockGemmPipelineVersion::v3 -> v3."""
+    return enum_word(value) or ""
