@@ -88,7 +88,7 @@ def to_expr(node, src: bytes) -> Expr:
         return ("bool", t == "true")
     if t in ("type_identifier", "identifier", "primitive_type", "namespace_identifier", "sized_type_specifier"):
         return ("name", cpp.squash(cpp.text(node, src)))
-    if t == "template_type":
+    if t in ("template_type", "template_function"):  # `S<0>` in an expression position reads as a template_function
         name = node.child_by_field_name("name")
         args = node.child_by_field_name("arguments")
         return ("tmpl", cpp.text(name, src), [to_expr(a, src) for a in (args.named_children if args else []) if a.type != "comment"])
@@ -104,7 +104,7 @@ def to_expr(node, src: bytes) -> Expr:
         if cur is None:
             return ("text", cpp.squash(cpp.text(node, src)))
         prefix = "::".join(scope) + "::" if scope else ""
-        if cur.type == "template_type":
+        if cur.type in ("template_type", "template_function"):
             inner = to_expr(cur, src)
             return ("tmpl", prefix + inner[1], inner[2])
         return ("name", prefix + cpp.text(cur, src))
@@ -242,7 +242,7 @@ def node_args(node):
     cur = node.child_by_field_name("type") if node.type == "type_descriptor" else node
     while cur is not None and cur.type == "qualified_identifier":
         cur = cur.child_by_field_name("name")
-    if cur is None or cur.type != "template_type":
+    if cur is None or cur.type not in ("template_type", "template_function"):
         return []
     args = cur.child_by_field_name("arguments")
     return list(args.named_children) if args is not None else []
