@@ -154,32 +154,40 @@ def _arch_table(conn, tables, regs, inst) -> list[dict[str, Any]]:
     return out
 
 
+RACE_COLUMNS = ("op", "dtype", "layout", "M", "N", "K", "arch", "gpu")
+
+
+def name_key_sql(column: str) -> str:
+    """SQL for the join key of a printed name (ckkb.names.render_key: the name without
+    whitespace); instance_keys.key holds '*' for run-time values, so compare with GLOB."""
+    return f"replace(replace(replace({column}, ' ', ''), char(10), ''), char(9), '')"
+
+
 def _races(conn, tables, inst) -> tuple[list[dict[str, Any]], str | None]:
     """Race results of this instance: directly by an instance_id column, or through the names
-    join table (instance_keys: instance_id -> key) when results carry a key."""
+    join table (instance_keys: instance_id -> key of its printed name)."""
     results = tables.get("race_results")
-    if results is None:
+    if results is None or not _rows(conn, "select 1 as x from race_results limit 1"):
         return [], "no race results in this knowledge base (ingest ckProfiler logs with `ckkb ingest`)"
-    race_cols = tables.get("races", set())
+    race_cols = {c.lower(): c for c in tables.get("races", set())}
+    pick = "rr.race_id, rr.name, rr.ms, rr.tflops, rr.gbps, rr.supported, rr.verified"
+    pick = ", ".join(p for p in pick.split(", ") if p.split(".")[1] in results)
+    extra = [race_cols[c.lower()] for c in RACE_COLUMNS if c.lower() in race_cols]
     join = ""
-    pick = "rr.*"
-    if "id" in race_cols:
-        extra = [c for c in ("op", "arch", "m", "n", "k", "dtype", "layout", "label", "name") if c in race_cols]
-        pick = "rr.*" + "".join(f", r.[{c}] as race_{c}" for c in extra)
-        join = "left join races r on r.id = rr.race_id" if "race_id" in results else ""
-    order = " order by rr.tflops desc" if "tflops" in results else ""
+    if extra and "race_id" in results:
+        pick += "".join(f", r.[{c}] as [{c}]" for c in extra)
+        join = "left join races r on r.id = rr.race_id"
+    order = " order by rr.tflops is null, rr.tflops desc" if "tflops" in results else ""
     if "instance_id" in results:
         rows = _rows(conn, f"select {pick} from race_results rr {join} where rr.instance_id = ?{order}", [inst["id"]])
         return rows, None if rows else "no race result names this instance"
     keys = tables.get("instance_keys")
-    if keys and "instance_id" in keys:
-        shared = [c for c in keys & results if c not in ("id", "instance_id", "source_id")]
-        if shared:
-            on = " and ".join(f"k.[{c}] = rr.[{c}]" for c in shared)
-            rows = _rows(
-                conn,
-                f"select distinct {pick} from instance_keys k join race_results rr on {on} {join} where k.instance_id = ?{order}",
-                [inst["id"]],
-            )
-            return rows, None if rows else "no race result matches this instance's name key"
-    return [], "race results cannot be joined to instances in this knowledge base (no instance_id or name-key column)"
+    if keys and {"instance_id", "key"} <= keys and "name" in results:
+        rows = _rows(
+            conn,
+            f"select distinct {pick} from instance_keys k join race_results rr on {name_key_sql('rr.name')} glob k.key "
+            f"{join} where k.instance_id = ?{order}",
+            [inst["id"]],
+        )
+        return rows, None if rows else "no race result's printed name matches this instance (instance_keys)"
+    return [], "race results cannot be joined to instances in this knowledge base (no instance_keys table)"

@@ -119,29 +119,33 @@ async def instance_view(datasette, request):
 
 
 def _race_data(conn: sqlite3.Connection, race: str | None):
+    """(race list for the picker, [(name, tflops, instance_id or None)] of one race, best first)."""
     tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
-    if "race_results" not in tables:
-        return None, [], []
-    rcols = {r[1] for r in conn.execute("pragma table_info(race_results)")}
-    races_cols = {r[1] for r in conn.execute("pragma table_info(races)")} if "races" in tables else set()
-    name_col = next((c for c in ("instance_name", "name", "instance", "kernel") if c in rcols), None)
-    value_col = next((c for c in ("tflops", "TFlops") if c in rcols), None)
-    if not value_col or "race_id" not in rcols:
-        return None, [], []
-    race_list = []
-    if races_cols:
-        label = " || ' ' || ".join(f"coalesce(cast([{c}] as text), '')" for c in ("op", "arch", "m", "n", "k") if c in races_cols) or "''"
-        race_list = [dict(zip(("id", "label", "n"), r, strict=True)) for r in conn.execute(
-            f"select r.id, {label}, (select count(*) from race_results rr where rr.race_id = r.id) from races r order by r.id"
-        )]
+    if "race_results" not in tables or "races" not in tables:
+        return [], []
+    races_cols = {r[1].lower() for r in conn.execute("pragma table_info(races)")}
+    label = " || ' ' || ".join(f"coalesce(cast([{c}] as text), '?')" for c in ("op", "dtype", "layout", "arch") if c in races_cols) or "''"
+    shape = " || 'x' || ".join(f"coalesce(cast([{c}] as text), '?')" for c in ("M", "N", "K") if c.lower() in races_cols)
+    if shape:
+        label += " || ' ' || " + shape
+    race_list = [dict(zip(("id", "label", "n"), r, strict=True)) for r in conn.execute(
+        f"select r.id, {label}, (select count(*) from race_results rr where rr.race_id = r.id and rr.tflops is not null) "
+        "from races r order by r.id"
+    )]
     if not race:
-        return None, race_list, []
-    id_col = "instance_id" if "instance_id" in rcols else None
-    cols = f"[{name_col}]" if name_col else "'result ' || rowid"
-    cols += f", [{value_col}]"
-    cols += f", [{id_col}]" if id_col else ", null"
-    rows = conn.execute(f"select {cols} from race_results where race_id = ? and [{value_col}] is not null order by [{value_col}] desc", [race]).fetchall()
-    return race, race_list, rows
+        return race_list, []
+    rows = conn.execute(
+        "select name, tflops from race_results where race_id = ? and tflops is not null order by tflops desc, id", [race]
+    ).fetchall()
+    has_keys = "instance_keys" in tables
+    out = []
+    for name, tflops in rows:
+        iid = None
+        if has_keys:
+            hit = conn.execute(f"select instance_id from instance_keys where key = {explain.name_key_sql('?')} limit 1", [name]).fetchone()
+            iid = hit[0] if hit else None
+        out.append((name, tflops, iid))
+    return race_list, out
 
 
 async def race_chart_view(datasette, request):
@@ -151,7 +155,7 @@ async def race_chart_view(datasette, request):
     race = (request.args.get("race") or "").strip()
     if race and not race.isdigit():
         return await _error(datasette, request, "Bad race id", [f"race '{race}' is not a race id: expected an integer (see the races table)"])
-    _, race_list, rows = await db.execute_fn(lambda conn: _race_data(conn, race or None))
+    race_list, rows = await db.execute_fn(lambda conn: _race_data(conn, race or None))
     if race and not rows:
         return await _error(datasette, request, "No results for that race", [f"race {race} has no results with TFLOPS in {db.name}"], status=404,
                             links=[(datasette.urls.path(f"{PREFIX}/chart/race-spread"), "pick another race")])
