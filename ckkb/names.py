@@ -41,7 +41,7 @@ def grammar_text() -> str:
 
 @lru_cache(maxsize=1)
 def lark_parser() -> lark.Lark:
-    return lark.Lark(grammar_text(), parser="lalr", cache=True, propagate_positions=True, maybe_placeholders=False)
+    return lark.Lark(grammar_text(), parser="lalr", lexer="basic", cache=True, propagate_positions=True, maybe_placeholders=False)
 
 
 # Readable error labels: lark matches a failing input against these examples by parser state.
@@ -54,12 +54,11 @@ ERROR_EXAMPLES: dict[str, list[str]] = {
         "Op<1,",
         "Op<S<",
     ],
-    "unexpected '>' without a matching '<'": ["Op>", "Op<1>>", "Op<1> Key: 1>", "Op<S<1>>>"],
-    "empty template argument": ["Op<1,,2>", "Op<,1>", "Op<1,>"],
-    "a name must start with the device-op name": ["<1, 2>", ", Op", ": x", "Key: 1, Op"],
-    "property without a value": ["Op<1> Key", "Op<1> Key: 1, Other"],
+    "unexpected '>' without a matching '<'": ["Op<1>>", "Op<1> Key: 1>", "Op<S<1>>>", "Op>>"],
+    "empty template argument": ["Op<1,,2>", "Op<,1>", "Op<,>"],
+    "a name must start with the device-op name": ["<1, 2>", ", Op", ": x", "1 Op"],
     "unexpected ':' (properties are `Key: value`)": ["Op<1> Key: 1: 2", "Op<1:2>", "Op: x"],
-    "unexpected ',' after the name (properties follow the template arguments)": ["Op<1>, Key: 1"],
+    "a property must start with a word (Key: value)": ["Op<1> 1: 2", "Op<1> <2>"],
 }
 
 
@@ -168,23 +167,43 @@ def tokenize(name: str) -> list[Token]:
 
 
 class _Reader:
-    """Recursive descent over the grammar's rules (start, targs, arg, nested, props, prop, value)."""
+    """Recursive descent over the grammar's rules (start, lead, targs, arg, props, prop, extra).
+
+    Spans are (first token, end token) indices; props are (key token, "keyed"|"bare"|"flag", span).
+    """
 
     __slots__ = ("toks", "i", "n")
 
     def __init__(self, toks: list[Token]) -> None:
         self.toks, self.i, self.n = toks, 0, len(toks)
 
-    def peek(self) -> str | None:
-        return self.toks[self.i].type if self.i < self.n else None
+    def peek(self, ahead: int = 0) -> str | None:
+        j = self.i + ahead
+        return self.toks[j].type if j < self.n else None
 
     def start(self):
         if self.peek() not in NAME_TOKENS:
             raise _Fail()
         head = self.toks[self.i]
         self.i += 1
-        args = self.targs() if self.peek() == "LESSTHAN" else None
-        props = self.props() if self.i < self.n else []
+        args = None
+        props: list[Any] = []
+        t = self.peek()
+        if t == "COMMA":  # lead: ("," prop)+ "," then a template-argument list
+            while True:
+                self.i += 1
+                if self.peek() == "LESSTHAN" and props:
+                    break
+                props.append(self.prop())
+                if self.peek() != "COMMA":
+                    raise _Fail()
+            args = self.targs()
+        elif t == "LESSTHAN":
+            args = self.targs()
+        elif t == "MORETHAN":  # stray
+            self.i += 1
+        if self.i < self.n:
+            props.extend(self.props())
         if self.i != self.n:
             raise _Fail()
         return head, args, props
@@ -196,10 +215,19 @@ class _Reader:
             self.i += 1
             return args
         while True:
-            args.append(self.arg())
+            if self.peek() == "WORD" and self.peek(1) == "COLON":  # keyed_arg
+                first = self.i
+                self.i += 2
+                self.parts(False)
+                args.append((first, self.i))
+            else:
+                args.append(self.parts(True))  # type: ignore[arg-type]
             t = self.peek()
             self.i += 1
             if t == "COMMA":
+                if self.peek() == "MORETHAN":
+                    self.i += 1
+                    return args
                 continue
             if t == "MORETHAN":
                 return args
@@ -221,28 +249,38 @@ class _Reader:
             return None
         return first, self.i
 
-    def arg(self) -> tuple[int, int]:
-        return self.parts(True)  # type: ignore[return-value]
-
-    def props(self) -> list[tuple[Token, bool, tuple[int, int] | None]]:
-        out = []
-        while True:
-            if self.peek() != "WORD":
-                raise _Fail()
-            key = self.toks[self.i]
+    def prop(self) -> tuple[Token, str, tuple[int, int] | None]:
+        if self.peek() != "WORD":
+            raise _Fail()
+        key = self.toks[self.i]
+        self.i += 1
+        t = self.peek()
+        if t == "COLON":
             self.i += 1
-            if self.peek() == "COLON":
-                self.i += 1
-                out.append((key, True, self.parts(False)))
-            else:
-                out.append((key, False, self.parts(True)))
-            if self.i == self.n:
-                return out
+            return key, "keyed", self.parts(False)
+        if t in ATOMS:
+            return key, "bare", self.parts(True)
+        if t is None or t == "COMMA":
+            return key, "flag", None
+        raise _Fail()
+
+    def props(self) -> list[tuple[Token, str, tuple[int, int] | None]]:
+        out = [self.prop()]
+        while self.i < self.n:
             if self.peek() != "COMMA":
                 raise _Fail()
             self.i += 1
             if self.i == self.n:
                 return out  # trailing comma
+            if self.peek() == "WORD" and self.peek(1) != "LESSTHAN":
+                out.append(self.prop())
+                continue
+            if self.peek() not in ATOMS:
+                raise _Fail()
+            sp = self.parts(True)  # extra: continues the value of the property before it
+            key, kind, prev = out[-1]
+            out[-1] = (key, kind, (prev[0] if prev else sp[0], sp[1]))  # type: ignore[index]
+        return out
 
 
 # --------------------------------------------------------------------------- schemas
@@ -676,11 +714,11 @@ def _quick(name: str) -> tuple[str, int, list[str], list[tuple[str, bool, str]]]
             if colon:
                 if kval and not _chunks_ok(kval):
                     return None
-                props.append((key, True, kval or ""))
+                props.append((key, "keyed", kval or ""))
             elif bval:
                 if not _chunks_ok(bval):
                     return None
-                props.append((key, False, bval))
+                props.append((key, "bare", bval))
             else:
                 return None
     return head, m.start(1), args, props
@@ -688,7 +726,7 @@ def _quick(name: str) -> tuple[str, int, list[str], list[tuple[str, bool, str]]]
 
 def _from_spans(name, toks, head, arg_spans, prop_spans):
     args = None if arg_spans is None else [_span_text(name, toks, sp) for sp in arg_spans]
-    props = [(k.text, keyed, _span_text(name, toks, sp)) for k, keyed, sp in prop_spans]
+    props = [(k.text, kind, _span_text(name, toks, sp)) for k, kind, sp in prop_spans]
     return head.text, head.start, args, props
 
 
@@ -711,7 +749,7 @@ def _build(name, head, head_start, args, prop_list, schemas) -> ParsedName:
     for key, _keyed, val in prop_list:
         props[key] = val
     suffix = None
-    if prop_list and not prop_list[-1][1]:  # ckProfiler's ", KBatch 2" is not part of the type string
+    if prop_list and prop_list[-1][1] == "bare":  # ckProfiler's ", KBatch 2" is not part of the type string
         k, _, v = prop_list[-1]
         suffix = re.sub(r"\s*,?\s*" + re.escape(k) + r"\s+" + re.escape(v) + r"\s*,?\s*$", "", name)
     op = head
@@ -755,12 +793,19 @@ def _build(name, head, head_start, args, prop_list, schemas) -> ParsedName:
 def _parse_with_lark(name: str, schemas: SchemaSet | None) -> ParsedName:
     """The grammar's own parse (used when the fast path refuses a name the grammar accepts)."""
     tree = lark_parser().parse(name)
-    toks = [Token(t.type, str(t), t.start_pos, t.end_pos) for t in tree.scan_values(lambda v: isinstance(v, lark.Token))]
-    toks.sort(key=lambda t: t.start)
-    pos_index = {t.start: i for i, t in enumerate(toks)}
+    toks = [Token(t.type, str(t), t.start_pos, t.end_pos) for t in lark_parser().lex(name)]
+    starts = {t.start: i for i, t in enumerate(toks)}
 
     def span(node) -> tuple[int, int]:
-        return pos_index[node.meta.start_pos], _end_index(toks, node.meta.end_pos)
+        if isinstance(node, lark.Token):
+            return starts[node.start_pos], starts[node.start_pos] + 1
+        return starts[node.meta.start_pos], _end_index(toks, node.meta.end_pos)
+
+    def prop(p) -> tuple[Token, str, tuple[int, int] | None]:
+        key = p.children[0]
+        kt = Token(key.type, str(key), key.start_pos, key.end_pos)
+        val = p.children[1] if len(p.children) > 1 else None
+        return kt, str(p.data), span(val) if val is not None else None
 
     head_node = tree.children[0]
     head = Token(head_node.type, str(head_node), head_node.start_pos, head_node.end_pos)
@@ -768,12 +813,16 @@ def _parse_with_lark(name: str, schemas: SchemaSet | None) -> ParsedName:
     for ch in tree.children[1:]:
         if ch.data == "targs":
             arg_spans = [span(a) for a in ch.children if a is not None]
+        elif ch.data == "lead":
+            prop_spans.extend(prop(p) for p in ch.children)
         elif ch.data == "props":
             for p in ch.children:
-                key = p.children[0]
-                kt = Token(key.type, str(key), key.start_pos, key.end_pos)
-                val = p.children[1] if len(p.children) > 1 else None
-                prop_spans.append((kt, p.data == "keyed", span(val) if val is not None else None))
+                if p.data == "extra":
+                    sp = span(p)
+                    key, kind, prev = prop_spans[-1]
+                    prop_spans[-1] = (key, kind, (prev[0] if prev else sp[0], sp[1]))
+                else:
+                    prop_spans.append(prop(p))
     return _build(name, *_from_spans(name, toks, head, arg_spans, prop_spans), schemas)
 
 

@@ -1,0 +1,789 @@
+"""Stage ck.typestrings: every device op's GetTypeString() as a name schema, and the printed-name key
+of every (instance, registration binding).
+
+`extract` reads one impl header with tree-sitter: for each GetTypeString() it follows the `<<` chains
+into the op's string stream and turns each operand into a token:
+
+    "DeviceGemmXdlUniversal"                        {"lit": "DeviceGemmXdlUniversal"}
+    getGemmSpecializationString(GemmSpec)           {"ref": "GemmSpec", "conv": "spec"}
+    std::string(ALayout::name)[0]                   {"ref": "ALayout", "conv": "layout_initial"}
+    BlkGemmPipelineSchedulerToString[BlkGemmPipeSched]  {"ref": "BlkGemmPipeSched", "conv": "enum", "map": {...}}
+    BlockSize                                       {"ref": "BlockSize", "conv": "value", "kind": "int"}
+    PrefetchStages (a local or a pipeline constant) {"derived": "PrefetchStages", "expr": "..."}
+    cond ? "A<" : "B<"                              {"alt": [[...], [...]], "cond": "..."}
+
+`combine` stores one NameSchemaRow per implementation and, from the rows of the instances and
+registrations stages, one InstanceKeyRow per (instance, registration binding).
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from pathlib import Path
+from typing import Any
+
+from ckkb.diagnostics import Diagnostic
+from ckkb.extract import cpp
+from ckkb.extract.files import list_files
+from ckkb.fields import as_int, enum_word, normalise
+from ckkb.kb.schema.names import InstanceKeyRow, NameSchemaRow
+from ckkb.kb.stages import BuildContext, FileResult, StageResult
+
+IMPL_DIR = "include/ck/tensor_operation/gpu/device/impl"
+STAGE_NAME = "ck.typestrings"
+
+INT_TYPES = {
+    "index_t", "ck::index_t", "int", "int32_t", "uint32_t", "int64_t", "long_index_t", "ck::long_index_t",
+    "unsigned", "unsigned int", "size_t", "std::size_t", "short", "long", "ck::index_t const",
+}
+SPEC_FN = re.compile(r"^(?:ck::)?(?:tensor_operation::device::)?get\w*SpecializationString$")
+STRING_FNS = {"std::string", "::std::string", "std::to_string", "::std::to_string", "ck::to_string"}
+CAST_FNS = re.compile(r"^(?:static_cast|std::to_string|::std::to_string|std::string|::std::string|ck::type_convert)\b")
+
+
+# --------------------------------------------------------------------------- per file
+
+
+def _lit(node, src: bytes) -> str:
+    raw = cpp.text(node, src)
+    if node.type == "concatenated_string":
+        return "".join(_lit(c, src) for c in node.named_children if c.type in ("string_literal", "raw_string_literal"))
+    if node.type == "char_literal":
+        body = raw[1:-1]
+    elif node.type == "raw_string_literal":
+        m = re.match(r'R"([^(]*)\((.*)\)\1"$', raw, re.S)
+        return m.group(2) if m else raw
+    else:
+        body = raw[raw.index('"') + 1 : raw.rindex('"')] if '"' in raw else raw
+    try:
+        return body.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        return body
+
+
+def _param_kind(type_text: str | None, is_type: bool) -> str:
+    if is_type:
+        return "type"
+    t = " ".join((type_text or "").replace("const", "").split())
+    if t == "bool":
+        return "bool"
+    if t in INT_TYPES or t.endswith("index_t"):
+        return "int"
+    return "enum"
+
+
+def template_params(tdecl, src: bytes) -> list[dict[str, Any]]:
+    plist = tdecl.child_by_field_name("parameters")
+    return _params_of_list(plist, src) if plist is not None else []
+
+
+def _params_of_list(plist, src: bytes) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for p in plist.named_children:
+        t = p.type
+        if t in ("type_parameter_declaration", "variadic_type_parameter_declaration"):
+            names = [c for c in p.named_children if c.type == "type_identifier"]
+            if names:
+                out.append({"name": cpp.text(names[-1], src), "kind": "pack" if "variadic" in t else "type", "type": "typename", "default": None})
+        elif t == "optional_type_parameter_declaration":
+            n = p.child_by_field_name("name")
+            d = p.child_by_field_name("default_type")
+            if n is not None:
+                out.append({"name": cpp.text(n, src), "kind": "type", "type": "typename", "default": cpp.text(d, src) if d else None})
+        elif t in ("parameter_declaration", "optional_parameter_declaration", "variadic_parameter_declaration"):
+            ty = p.child_by_field_name("type")
+            dc = p.child_by_field_name("declarator")
+            dv = p.child_by_field_name("default_value")
+            if dc is None:
+                continue
+            name = cpp.text(dc, src).lstrip(".").strip()
+            ty_text = cpp.text(ty, src) if ty is not None else ""
+            kind = "pack" if "variadic" in t else _param_kind(ty_text, False)
+            out.append({"name": name, "kind": kind, "type": ty_text, "default": cpp.text(dv, src) if dv else None})
+    return out
+
+
+class _Ctx:
+    def __init__(self, src: bytes, params: list[dict[str, Any]], members: dict[str, str]) -> None:
+        self.src = src
+        self.params = {p["name"]: p for p in params}
+        self.members = members
+        self.maps: dict[str, dict[str, str]] = {}
+        self.locals: dict[str, str] = {}
+        self.streams: set[str] = set()
+        self.reasons: list[str] = []
+        self.unsupported: list[str] = []
+
+    def ref(self, name: str, conv: str = "value", **extra: Any) -> dict[str, Any]:
+        p = self.params[name]
+        t = {"ref": name, "conv": conv, "kind": p["kind"]}
+        if p.get("default") is not None:
+            t["default"] = p["default"]
+        t.update(extra)
+        return t
+
+    def derived(self, name: str, expr: str, why: str) -> dict[str, Any]:
+        self.reasons.append(f"derived: {name} ({why})")
+        return {"derived": name, "expr": expr}
+
+
+def _ident(node, src: bytes) -> str | None:
+    if node is None:
+        return None
+    if node.type in ("identifier", "field_identifier", "type_identifier"):
+        return cpp.text(node, src)
+    return None
+
+
+def _operand(node, ctx: _Ctx) -> list[dict[str, Any]]:
+    src = ctx.src
+    t = node.type
+    text = cpp.text(node, src)
+    if t in ("string_literal", "concatenated_string", "char_literal", "raw_string_literal"):
+        return [{"lit": _lit(node, src)}]
+    if t == "number_literal":
+        return [{"lit": text.rstrip("uUlL")}]
+    if t in ("true", "false"):
+        return [{"lit": "1" if t == "true" else "0"}]
+    if t == "parenthesized_expression" and node.named_children:
+        return _operand(node.named_children[0], ctx)
+    if t == "identifier":
+        if text in ctx.params:
+            return [ctx.ref(text)]
+        if text in ctx.locals:
+            return [ctx.derived(text, ctx.locals[text], "a local variable set at run time")]
+        if text in ctx.members:
+            return [ctx.derived(text, ctx.members[text], "a class constant")]
+        return [ctx.derived(text, text, "not a template parameter")]
+    if t == "qualified_identifier":
+        scope = node.child_by_field_name("scope")
+        name = node.child_by_field_name("name")
+        sc = cpp.text(scope, src) if scope is not None else ""
+        nm = cpp.text(name, src) if name is not None else text
+        if sc in ctx.params and nm == "name":
+            return [ctx.ref(sc, "layout_name")]
+        return [ctx.derived(text.rsplit("::", 1)[-1], text, "computed from another type")]
+    if t == "subscript_expression":
+        arg = node.child_by_field_name("argument")
+        idx = node.child_by_field_name("indices") or node.child_by_field_name("index")
+        idx_nodes = [c for c in idx.named_children] if idx is not None and idx.type == "subscript_argument_list" else [idx]
+        idx_node = idx_nodes[0] if idx_nodes and idx_nodes[0] is not None else None
+        inner = _unwrap_string(arg, src)
+        if inner is not None and inner.type == "qualified_identifier" and idx_node is not None and cpp.text(idx_node, src) == "0":
+            sc = inner.child_by_field_name("scope")
+            nm = inner.child_by_field_name("name")
+            if sc is not None and cpp.text(sc, src) in ctx.params and nm is not None and cpp.text(nm, src) == "name":
+                return [ctx.ref(cpp.text(sc, src), "layout_initial")]
+        aname = _ident(arg, src)
+        iname = _ident(idx_node, src) if idx_node is not None else None
+        if aname in ctx.maps and iname in ctx.params:
+            return [ctx.ref(iname, "enum", map=ctx.maps[aname])]
+        if aname in ctx.params and idx_node is not None:
+            m = re.search(r"\d+", cpp.text(idx_node, src))
+            if m:
+                return [ctx.ref(aname, "at", index=int(m.group()))]
+        return [ctx.derived(text, text, "an expression")]
+    if t == "call_expression":
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        fn_text = cpp.text(fn, src) if fn is not None else ""
+        argv = list(args.named_children) if args is not None else []
+        if SPEC_FN.match(fn_text) and len(argv) == 1 and _ident(argv[0], src) in ctx.params:
+            return [ctx.ref(cpp.text(argv[0], src), "spec", fn=fn_text.rsplit("::", 1)[-1])]
+        if (fn_text in STRING_FNS or CAST_FNS.match(fn_text)) and len(argv) == 1:
+            return _operand(argv[0], ctx)
+        if fn is not None and fn.type == "field_expression":  # Map.at(Param)
+            obj = fn.child_by_field_name("argument")
+            fld = fn.child_by_field_name("field")
+            if _ident(obj, src) in ctx.maps and fld is not None and cpp.text(fld, src) == "at" and len(argv) == 1 and _ident(argv[0], src) in ctx.params:
+                return [ctx.ref(cpp.text(argv[0], src), "enum", map=ctx.maps[cpp.text(obj, src)])]
+        if fn is not None and fn.type == "qualified_identifier":
+            sc = fn.child_by_field_name("scope")
+            nm = fn.child_by_field_name("name")
+            sc_t = cpp.text(sc, src) if sc is not None else ""
+            nm_t = cpp.text(nm, src) if nm is not None else ""
+            if sc_t in ctx.params and nm_t == "At" and len(argv) == 1:
+                m = re.search(r"\d+", cpp.text(argv[0], src))
+                if m:
+                    return [ctx.ref(sc_t, "at", index=int(m.group()))]
+            if nm_t == "GetTypeString":
+                ctx.unsupported.append(f"delegates to {fn_text}() (another type's GetTypeString)")
+                return [{"derived": f"{fn_text}()", "expr": text, "delegate": True}]
+        if fn_text.endswith("GetTypeString"):
+            ctx.unsupported.append(f"delegates to {fn_text}() (another type's GetTypeString)")
+            return [{"derived": f"{fn_text}()", "expr": text, "delegate": True}]
+        if fn_text in ctx.maps and len(argv) == 1 and _ident(argv[0], src) in ctx.params:
+            return [ctx.ref(cpp.text(argv[0], src), "enum", map=ctx.maps[fn_text])]
+        if len(argv) == 1 and _ident(argv[0], src) in ctx.params and fn_text.endswith("ToString"):
+            return [ctx.ref(cpp.text(argv[0], src), "enum")]
+        return [ctx.derived(fn_text or text, text, "a function call evaluated at run time")]
+    if t == "conditional_expression":
+        cond = node.child_by_field_name("condition")
+        a = node.child_by_field_name("consequence")
+        b = node.child_by_field_name("alternative")
+        if a is not None and b is not None:
+            ctx.reasons.append(f"conditional: {cpp.text(cond, src) if cond else '?'}")
+            return [{"alt": [_operand(a, ctx), _operand(b, ctx)], "cond": cpp.text(cond, src) if cond else ""}]
+    if t in ("cast_expression", "static_cast_expression"):
+        v = node.child_by_field_name("value")
+        if v is not None:
+            return _operand(v, ctx)
+    return [ctx.derived(text, text, "an expression")]
+
+
+def _unwrap_string(node, src: bytes):
+    """std::string(X) -> X (returns the node itself when not wrapped)."""
+    while node is not None and node.type in ("call_expression", "parenthesized_expression"):
+        if node.type == "parenthesized_expression":
+            node = node.named_children[0] if node.named_children else None
+            continue
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is None or cpp.text(fn, src) not in STRING_FNS or args is None or len(args.named_children) != 1:
+            return node
+        node = args.named_children[0]
+    return node
+
+
+def _chain(node, ctx: _Ctx) -> list[Any] | None:
+    """Operands of `stream << a << b ...` (left-nested binary expressions), or None when the leftmost
+    operand is not one of the op's streams."""
+    operands = []
+    while node is not None and node.type == "binary_expression" and cpp.text(node.child_by_field_name("operator"), ctx.src) == "<<":
+        operands.append(node.child_by_field_name("right"))
+        node = node.child_by_field_name("left")
+    if node is None:
+        return None
+    base = cpp.text(node, ctx.src)
+    if base not in ctx.streams:
+        return None
+    return list(reversed(operands))
+
+
+def _declaration(node, ctx: _Ctx) -> None:
+    src = ctx.src
+    ty = node.child_by_field_name("type")
+    ty_text = cpp.text(ty, src) if ty is not None else ""
+    for d in node.children_by_field_name("declarator"):
+        name_node = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+        name = cpp.text(name_node, src) if name_node is not None else ""
+        value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+        vtext = cpp.text(value, src) if value is not None else ""
+        if "stringstream" in ty_text or "ostringstream" in ty_text or "stringstream" in vtext:
+            ctx.streams.add(name)
+        elif "map" in ty_text and value is not None:
+            entries: dict[str, str] = {}
+            for il in cpp.walk(value, "initializer_list"):
+                kids = il.named_children
+                if len(kids) == 2 and kids[1].type in ("string_literal", "concatenated_string"):
+                    entries[cpp.text(kids[0], src)] = _lit(kids[1], src)
+            ctx.maps[name] = entries
+        else:
+            ctx.locals[name] = vtext
+
+
+def _statements(node, ctx: _Ctx) -> list[Any]:
+    tokens: list[Any] = []
+    for st in node.named_children:
+        t = st.type
+        if t == "declaration":
+            _declaration(st, ctx)
+        elif t == "expression_statement" and st.named_children:
+            expr = st.named_children[0]
+            ops = _chain(expr, ctx)
+            if ops is not None:
+                for o in ops:
+                    tokens.extend(_operand(o, ctx))
+            elif expr.type == "assignment_expression":
+                left = _ident(expr.child_by_field_name("left"), ctx.src)
+                if left in ctx.locals:
+                    ctx.locals[left] = cpp.text(expr.child_by_field_name("right"), ctx.src)
+        elif t == "compound_statement":
+            tokens.extend(_statements(st, ctx))
+        elif t == "if_statement":
+            cons = st.child_by_field_name("consequence")
+            alt = st.child_by_field_name("alternative")
+            if alt is not None and alt.type == "else_clause":
+                alt = alt.named_children[-1] if alt.named_children else None
+            a = _statements(_as_block(cons), ctx) if cons is not None else []
+            b = _statements(_as_block(alt), ctx) if alt is not None else []
+            if a or b:
+                cond = st.child_by_field_name("condition")
+                ctext = cpp.text(cond, ctx.src) if cond is not None else ""
+                ctx.reasons.append(f"conditional: if {ctext} (line {cpp.line(st)})")
+                tokens.append({"alt": [a, b], "cond": ctext})
+        elif t in ("for_statement", "for_range_loop", "while_statement", "do_statement"):
+            inner = _statements(_as_block(st.child_by_field_name("body") or st), ctx)
+            if inner:
+                ctx.unsupported.append(f"output streamed in a loop (line {cpp.line(st)})")
+        elif t == "return_statement" and st.named_children:
+            expr = st.named_children[0]
+            rtext = cpp.text(expr, ctx.src)
+            if not re.fullmatch(r"\w+\s*\.\s*str\s*\(\s*\)", rtext):
+                toks = _operand(expr, ctx)
+                if not any("delegate" in x for x in toks):
+                    ctx.unsupported.append(f"returns {rtext[:80]!r} instead of its stream")
+                tokens.extend(toks)
+    return tokens
+
+
+class _Block:
+    """A single statement seen as a block of one (if/else without braces)."""
+
+    def __init__(self, node) -> None:
+        self.named_children = [node] if node is not None else []
+
+
+def _as_block(node):
+    return node if node is not None and node.type == "compound_statement" else _Block(node)
+
+
+def _merge_literals(tokens: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for t in tokens:
+        if "alt" in t:
+            t = {**t, "alt": [_merge_literals(a) for a in t["alt"]]}
+        if "lit" in t and out and "lit" in out[-1]:
+            out[-1] = {"lit": out[-1]["lit"] + t["lit"]}
+        elif "lit" in t and not t["lit"]:
+            continue
+        else:
+            out.append(t)
+    return out
+
+
+_OP_RE = re.compile(r"\s*([A-Za-z_][\w:]*)")
+
+
+def ops_of(tokens: list[Any]) -> list[str]:
+    """Printed op names: the identifier the stream starts with (each branch of a leading conditional)."""
+    if not tokens:
+        return []
+    first = tokens[0]
+    if "lit" in first:
+        m = _OP_RE.match(first["lit"])
+        return [m.group(1).rstrip("_")] if m and m.group(1).rstrip("_") else []
+    if "alt" in first:
+        out = []
+        for a in first["alt"]:
+            for o in ops_of(list(a) + list(tokens[1:])):
+                if o not in out:
+                    out.append(o)
+        return out
+    return []
+
+
+def _members(body, src: bytes) -> dict[str, str]:
+    out = {}
+    if body is None:
+        return out
+    for fd in body.named_children:
+        if fd.type not in ("field_declaration", "declaration"):
+            continue
+        dv = fd.child_by_field_name("default_value")
+        dc = fd.child_by_field_name("declarator")
+        if dc is not None and dc.type == "init_declarator":
+            dv = dc.child_by_field_name("value")
+            dc = dc.child_by_field_name("declarator")
+        if dc is not None and dv is not None:
+            out[cpp.text(dc, src)] = cpp.text(dv, src)
+    return out
+
+
+def example(tokens: list[Any]) -> str:
+    """A name rendered from the schema with placeholder values (the first branch of conditionals)."""
+    out = []
+    for t in tokens:
+        if "lit" in t:
+            out.append(t["lit"])
+        elif "alt" in t:
+            out.append(example(t["alt"][0] or t["alt"][-1]))
+        elif "ref" in t:
+            out.append(placeholder(t))
+        else:
+            out.append("0")
+    return "".join(out)
+
+
+def placeholder(t: dict[str, Any], i: int = 0) -> str:
+    conv, kind = t.get("conv"), t.get("kind")
+    if conv == "spec":
+        return "Default"
+    if conv == "layout_initial":
+        return "RC"[i % 2]
+    if conv == "layout_name":
+        return ("RowMajor", "ColumnMajor")[i % 2]
+    if conv == "enum" and t.get("map"):
+        vals = list(t["map"].values())
+        return vals[i % len(vals)]
+    if kind == "bool":
+        return "01"[i % 2]
+    if kind == "int" or conv == "at":
+        return str([1, 2, 4, 8, 16, 32, 64, 128, 256][i % 9])
+    return f"{t['ref']}_v"
+
+
+_MACRO_LINE = re.compile(rb"^[ \t]*[A-Z][A-Z0-9_]{2,}[ \t]*$", re.M)
+_PP_IF = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$", re.M)
+
+
+def _blank(buf: bytearray, start: int, end: int) -> None:
+    for i in range(start, end):
+        if buf[i] not in (10, 13):
+            buf[i] = 32
+
+
+def for_parsing(data: bytes) -> bytes:
+    """A copy of `data` that tree-sitter reads without losing the class structure, byte offsets kept.
+
+    Not an extraction (no value is read from it): CK headers use constructs a C++ grammar without a
+    preprocessor cannot follow, so they are blanked out: a line that is only a macro invocation
+    (GET_NXDL_PER_WAVE_IMPL, REGISTER_EXTRA_PRINTING_METHODS), the dead branch and the directives
+    of `#if 0` / `#if 1`, and the comparison in `enable_if<N >= 1 && N <= 3>` (made `==`).
+    """
+    buf = bytearray(data)
+    for m in _MACRO_LINE.finditer(data):
+        _blank(buf, m.start(), m.end())
+    stack: list[tuple[bytes, int]] = []  # (constant "0"/"1"/"", start of the region to blank)
+    for m in _PP_IF.finditer(data):
+        kind, rest = m.group(1), m.group(2).split(b"//")[0].strip()
+        if kind == b"if":
+            const = rest if rest in (b"0", b"1") else b""
+            stack.append((const, m.start()))
+            if const:
+                _blank(buf, m.start(), m.end())
+        elif kind in (b"ifdef", b"ifndef"):
+            stack.append((b"", m.start()))
+        elif kind in (b"else", b"elif") and stack:
+            const, start = stack[-1]
+            if const == b"0":
+                _blank(buf, start, m.end())  # the dead #if 0 branch
+                stack[-1] = (b"live", m.end())
+            elif const == b"1":
+                stack[-1] = (b"dead", m.start())
+        elif kind == b"endif" and stack:
+            const, start = stack.pop()
+            if const == b"0" or const == b"dead":
+                _blank(buf, start, m.end())
+            elif const in (b"1", b"live"):
+                _blank(buf, m.start(), m.end())
+    out = bytes(buf)
+    return out.replace(b">=", b"==").replace(b"<=", b"==")
+
+
+def _is_device_op(node, src: bytes) -> bool:
+    n = node.child_by_field_name("name")
+    return n is not None and node.child_by_field_name("body") is not None and cpp.text(n, src).startswith("Device")
+
+
+def _enclosing_op(fn, src: bytes, structs: list[Any], plists: list[Any]):
+    """The device-op class template that defines `fn`, and its template parameters.
+
+    Where tree-sitter had to recover from CK's macros (`GET_NXDL_PER_WAVE_IMPL`, `#if 0` inside
+    functions, `enable_if<N >= 1>` defaults) the class may not be an ancestor of the function: then it
+    is the last device-op class that starts before it, and its parameters are the template parameter
+    list just before that class.
+    """
+    cls = fn.parent
+    while cls is not None and not (cls.type in ("struct_specifier", "class_specifier") and _is_device_op(cls, src)):
+        cls = cls.parent
+    if cls is None:
+        before = [s for s in structs if s.start_byte < fn.start_byte]
+        if not before:
+            return None, []
+        cls = before[-1]
+    if cls.parent is not None and cls.parent.type == "template_declaration":
+        return cls, template_params(cls.parent, src)
+    lists = [p for p in plists if p.end_byte <= cls.start_byte]
+    if not lists:
+        return cls, []
+    return cls, _params_of_list(lists[-1], src)
+
+
+def extract_schemas(rel: str, data: bytes) -> tuple[list[dict[str, Any]], list[Diagnostic]]:
+    """Every GetTypeString() in one header as a schema dict (pure; no database)."""
+    diags: list[Diagnostic] = []
+    if b"GetTypeString" not in data:
+        return [], diags
+    if cpp.is_binary(data):
+        return [], [Diagnostic(rel, 0, "binary file skipped", "warning", STAGE_NAME)]
+    tree = cpp.parse(for_parsing(data))  # same byte offsets as data; every text is read from data
+    errs = cpp.error_lines(tree)
+    structs = [n for n in cpp.walk(tree.root_node, ("struct_specifier", "class_specifier")) if _is_device_op(n, data)]
+    plists = list(cpp.walk(tree.root_node, "template_parameter_list"))
+    out = []
+    for fn in cpp.walk(tree.root_node, "function_definition"):
+        decl = fn.child_by_field_name("declarator")
+        while decl is not None and decl.type not in ("function_declarator",):
+            decl = decl.child_by_field_name("declarator")
+        if decl is None:
+            continue
+        fname = decl.child_by_field_name("declarator")
+        if fname is None or cpp.text(fname, data).rsplit("::", 1)[-1] != "GetTypeString":
+            continue
+        body = fn.child_by_field_name("body")
+        if body is None:
+            continue
+        cls, params = _enclosing_op(fn, data, structs, plists)
+        if cls is None:
+            continue  # a free function: not a device op's
+        cname_node = cls.child_by_field_name("name")
+        cname = cpp.text(cname_node, data) if cname_node is not None else "?"
+        ctx = _Ctx(data, params, _members(cls.child_by_field_name("body"), data))
+        tokens = _merge_literals(_statements(body, ctx))
+        ops = ops_of(tokens)
+        reasons = list(dict.fromkeys(ctx.reasons))
+        if ctx.unsupported:
+            status = "unsupported"
+            reasons = list(dict.fromkeys(ctx.unsupported)) + reasons
+        elif not tokens:
+            status = "unsupported"
+            reasons = ["no output streamed into a string stream"] + reasons
+        elif not ops:
+            status = "unsupported"
+            reasons = ["the output does not start with a literal op name"] + reasons
+        elif reasons:
+            status = "partial"
+        else:
+            status = "matched"
+        line = cpp.line(fn)
+        if any(fn.start_point[0] + 1 <= e <= fn.end_point[0] + 1 for e in errs):
+            diags.append(Diagnostic(rel, line, f"{cname}::GetTypeString(): C++ parse errors inside; schema may be incomplete", "warning", STAGE_NAME))
+        out.append({
+            "device_op": cname, "file": rel, "line": line, "tokens": tokens, "params": params,
+            "ops": ops, "status": status, "reasons": reasons,
+        })
+    return out, diags
+
+
+# --------------------------------------------------------------------------- join: instance -> printed key
+
+
+_SPEC_PREFIXES = ("Gemm", "ConvFwd", "ConvBwdData", "ConvBwdWeight", "Conv")
+_ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+          ast.Div: operator.floordiv, ast.Mod: operator.mod}
+
+
+def _eval(expr: str, fields: dict[str, Any]) -> int | None:
+    """Integer arithmetic over template parameters (`AK1 * 2`); None for anything else."""
+    try:
+        tree = ast.parse(expr.replace("::", "_"), mode="eval")
+    except SyntaxError:
+        return None
+
+    def ev(n):
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant) and isinstance(n.value, int):
+            return n.value
+        if isinstance(n, ast.Name):
+            v = as_int(fields.get(n.id))
+            if v is None:
+                raise ValueError(n.id)
+            return v
+        if isinstance(n, ast.BinOp) and type(n.op) in _ARITH:
+            return _ARITH[type(n.op)](ev(n.left), ev(n.right))
+        raise ValueError(ast.dump(n))
+
+    try:
+        return ev(tree)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def printed_value(t: dict[str, Any], v: Any) -> str | None:
+    """How GetTypeString() prints the value `v` of the ref token `t` (None when unknown)."""
+    if v is None:
+        return None
+    conv = t.get("conv")
+    if conv == "at":
+        if isinstance(v, (list, tuple)) and t.get("index", 0) < len(v):
+            return str(v[t["index"]])
+        return None
+    if isinstance(v, (list, tuple, dict)):
+        return None
+    w = enum_word(v)
+    if w is None:
+        return None
+    if conv == "spec":
+        for p in _SPEC_PREFIXES:
+            if w.startswith(p) and len(w) > len(p) and (w[len(p)].isupper() or w[len(p)].isdigit()):
+                return w[len(p):]
+        return w
+    if conv == "layout_initial":
+        return {"Row": "R", "Col": "C"}.get(w, w[0])
+    if conv == "layout_name":
+        return {"Row": "RowMajor", "Col": "ColumnMajor"}.get(w, w)
+    if conv == "enum":
+        for k, printed in (t.get("map") or {}).items():
+            if enum_word(k) == w:
+                return printed
+        return w
+    if t.get("kind") == "bool":
+        return {"true": "1", "false": "0"}.get(w, w)
+    if t.get("kind") == "int":
+        i = as_int(v)
+        return str(i) if i is not None else None
+    return w
+
+
+def _cond_value(cond: str, fields: dict[str, Any]) -> bool | None:
+    m = re.fullmatch(r"\(?\s*(\w+)\s*(==|!=)\s*([\w:]+)\s*\)?", cond.strip())
+    if not m or m.group(1) not in fields:
+        return None
+    same = enum_word(fields[m.group(1)]) == enum_word(m.group(3))
+    return same if m.group(2) == "==" else not same
+
+
+def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, list[str]]:
+    """(key, printed name or None, derived names) of one instance's fields under a schema."""
+    key: list[str] = []
+    name: list[str] | None = []
+    derived: list[str] = []
+    for t in tokens:
+        if "lit" in t:
+            key.append("".join(t["lit"].split()))
+            if name is not None:
+                name.append(t["lit"])
+        elif "alt" in t:
+            c = _cond_value(t.get("cond", ""), fields)
+            if c is None:
+                key.append("?")
+                name = None
+                continue
+            k, n, d = render(t["alt"][0 if c else 1], fields)
+            key.append(k)
+            derived.extend(d)
+            if name is not None and n is not None:
+                name.append(n)
+            else:
+                name = None
+        elif "ref" in t:
+            v = fields.get(t["ref"])
+            if v is None:
+                v = t.get("default")
+            p = printed_value(t, v)
+            key.append(p if p is not None else "?")
+            if name is not None and p is not None:
+                name.append(p)
+            else:
+                name = None
+        else:
+            key.append("*")
+            derived.append(t.get("derived") or t.get("expr") or "?")
+            val = _eval(t.get("expr") or "", fields) if not t.get("delegate") else None
+            if name is not None and val is not None:
+                name.append(str(val))
+            else:
+                name = None
+    return "".join(key), ("".join(name) if name is not None else None), derived
+
+
+def _bind(fields: dict[str, Any], bindings: dict[str, Any]) -> dict[str, Any]:
+    if not bindings:
+        return fields
+    out = {}
+    for k, v in fields.items():
+        out[k] = bindings.get(v, v) if isinstance(v, str) else v
+    return out
+
+
+def _with_defaults(fields: dict[str, Any], params: list[dict[str, Any]]) -> dict[str, Any]:
+    out = dict(fields)
+    for p in params:
+        if out.get(p["name"]) is None and p.get("default") is not None:
+            out[p["name"]] = p["default"]
+    return out
+
+
+def instance_keys(schemas: list[NameSchemaRow], instances: list[Any], registrations: list[Any]) -> list[InstanceKeyRow]:
+    by_op = {}
+    for s in schemas:
+        if s.status != "unsupported":
+            by_op.setdefault(s.device_op, s)
+    regs_by_list: dict[Any, list[Any]] = {}
+    for r in registrations:
+        if getattr(r, "list_id", None) is not None:
+            regs_by_list.setdefault(r.list_id, []).append(r)
+    rows: list[InstanceKeyRow] = []
+    for inst in instances:
+        if getattr(inst, "status", "active") != "active":
+            continue
+        s = by_op.get(inst.template)
+        if s is None:
+            continue
+        base = _with_defaults(dict(inst.fields or {}), s.params)
+        for reg in regs_by_list.get(inst.list_id) or [None]:
+            bindings = dict(getattr(reg, "bindings", None) or {}) if reg is not None else {}
+            fields = _bind(base, bindings)
+            key, printed, derived = render(s.tokens, fields)
+            norm = normalise(fields)
+            spec_t = next((t for t in _flat(s.tokens) if t.get("conv") == "spec"), None)
+            rows.append(InstanceKeyRow(
+                id=len(rows) + 1, key=key, printed_name=printed, complete=printed is not None, derived=derived,
+                op=s.op, device_op=s.device_op, schema_id=s.id, instance_id=inst.id,
+                registration_id=reg.id if reg is not None else None, bindings=bindings,
+                list_name=inst.list_name, file=inst.file, line=inst.line,
+                padding=printed_value(spec_t, fields.get(spec_t["ref"])) if spec_t else norm["padding"],
+                a_layout=norm["a_layout"], b_layout=norm["b_layout"], c_layout=norm["c_layout"],
+                block_size=norm["block_size"], tile_m=norm["tile_m"], tile_n=norm["tile_n"], tile_k=norm["tile_k"],
+                mfma_m=norm["mfma_m"], mfma_n=norm["mfma_n"], xdl_m=norm["xdl_m"], xdl_n=norm["xdl_n"],
+                waves_m=norm["waves_m"], waves_n=norm["waves_n"],
+                a_vec=as_int(fields.get("ABlockTransferSrcScalarPerVector")),
+                b_vec=as_int(fields.get("BBlockTransferSrcScalarPerVector")),
+                scheduler=norm["scheduler"], pipeline=norm["pipeline"],
+            ))
+    return rows
+
+
+def _flat(tokens: list[Any]):
+    for t in tokens:
+        if "alt" in t:
+            for a in t["alt"]:
+                yield from _flat(a)
+        else:
+            yield t
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+class TypeStringsStage:
+    name = STAGE_NAME
+    version = "1"
+    tree = "ck"
+
+    def files(self, root: Path) -> list[Path]:
+        return list_files(Path(root), IMPL_DIR, (".hpp", ".h"))
+
+    def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
+        schemas, diags = extract_schemas(rel, data)
+        return FileResult(diagnostics=diags, facts={"schemas": schemas})
+
+    def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
+        rows: list[NameSchemaRow] = []
+        diags: list[Diagnostic] = []
+        for rel in sorted(results):
+            for s in results[rel].facts.get("schemas", []):
+                rows.append(NameSchemaRow(
+                    id=len(rows) + 1, device_op=s["device_op"], op=s["ops"][0] if s["ops"] else None, ops=s["ops"],
+                    file=s["file"], line=s["line"], tokens=s["tokens"], params=s["params"], status=s["status"],
+                    reasons=s["reasons"], example=example(s["tokens"]) if s["status"] != "unsupported" else None,
+                ))
+        counts = {k: sum(1 for r in rows if r.status == k) for k in ("matched", "partial", "unsupported")}
+        for r in rows:
+            if r.status == "unsupported":
+                diags.append(Diagnostic(r.file, r.line, f"{r.device_op}::GetTypeString(): no name schema: {'; '.join(r.reasons[:2])}", "warning", STAGE_NAME))
+        diags.append(Diagnostic(
+            IMPL_DIR, 0,
+            f"GetTypeString() name schemas: {counts['matched'] + counts['partial']} of {len(rows)} implementations "
+            f"({counts['matched']} matched, {counts['partial']} partial with derived or conditional values, "
+            f"{counts['unsupported']} unsupported)", "info", STAGE_NAME,
+        ))
+        keys = instance_keys(rows, ctx.table_rows("instances"), ctx.table_rows("registrations"))
+        return StageResult(rows=[*rows, *keys], diagnostics=diags)
+
+
+STAGE = TypeStringsStage()
