@@ -1,0 +1,123 @@
+"""`ckkb audit`, `ckkb aiter merge`, `ckkb aiter summary`: thin wrappers over ckkb.audit."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ckkb.cli.options import aiter_option, arch_option, json_option
+from ckkb.cli.output import emit_json, print_table
+from ckkb.errors import CkkbError
+
+
+@click.command("audit")
+@click.argument("csvs", nargs=-1, type=click.Path())
+@aiter_option
+@arch_option
+@click.option("--env", "env_file", type=click.Path(), default=None, help="Shell/env file with AITER_CONFIG_* settings to audit and apply.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True)
+@click.option("--fail-on", type=click.Choice(["error", "warning", "note"]), default="error", show_default=True,
+              help="Exit 1 when a finding at or above this severity exists.")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+              help="Knowledge base for the rules that need one (baselines, CK gates); without it they are reported as skipped.")
+def audit_cmd(csvs, aiter_path, arch, env_file, fmt, fail_on, db_path):
+    """Audit aiter tuned/untuned config CSVs (default: the aiter tree's own configs).
+
+    Each finding has a rule id, severity, file, line, message and evidence. Exit 1 when a finding
+    at or above --fail-on exists.
+    """
+    from ckkb.archs import is_known_arch
+    from ckkb.audit.engine import audit
+    from ckkb.audit.writers import render
+
+    if arch and not is_known_arch(arch):
+        raise CkkbError(f"unknown arch {arch!r}", hint="e.g. --arch gfx942 or --arch gfx950")
+    result = audit(aiter_path, list(csvs), arch=arch, env_file=env_file, db_path=db_path)
+    sys.stdout.write(render(result, fmt))
+    if result.fails(fail_on):
+        sys.exit(1)
+
+
+@click.group("aiter")
+def aiter_group():
+    """aiter's kernel lists, tuned configs and runtime merge."""
+
+
+def _ctx(aiter_path: str | None, env_file: str | None = None, tables: bool = True):
+    from ckkb import sources
+    from ckkb.audit.context import add_default_tables, load_tree, read_env_file
+
+    ctx = load_tree(sources.aiter_tree(aiter_path))
+    if env_file:
+        ctx.env = read_env_file(env_file)
+    if tables:
+        add_default_tables(ctx)
+    return ctx
+
+
+def find_op(ctx, op: str):
+    want = op.lower().removeprefix("aiter_config_")
+    for rc in ctx.runtime:
+        if want in (rc.op, (rc.tuned_name or "").lower(), rc.env_var.lower()):
+            return rc
+    ops = ", ".join(rc.op for rc in ctx.runtime)
+    raise CkkbError(f"unknown op {op!r}", hint=f"one of: {ops}")
+
+
+@aiter_group.command("merge")
+@click.argument("op")
+@aiter_option
+@click.option("--env", "env_file", type=click.Path(), default=None, help="Shell/env file setting AITER_CONFIG_<OP>.")
+@json_option
+def merge_cmd(op, aiter_path, env_file, as_json):
+    """Preview what the runtime loads for OP (e.g. gemm_a8w8_blockscale): files, merged rows, losers."""
+    from ckkb.audit.rules_keys import merge_preview
+
+    ctx = _ctx(aiter_path, env_file)
+    p = merge_preview(ctx, find_op(ctx, op))
+    if as_json:
+        emit_json(p)
+        return
+    click.echo(f"op {p['op']}: {p['env_var']} {'set (--env): only these files' if p['env_set'] else 'unset: default set'}")
+    r = p["rule"]
+    click.echo(f"rule {r['id']} ({r['file']}:{r['line']}): {r['description']}")
+    print_table(p["files"], ["file", "exists", "rows"])
+    for e in p["errors"]:
+        click.echo(f"error: {e['message']}")
+    click.echo(f"merged rows: {p['merged_rows']}  (key: {', '.join(p['merge_key']) or 'none'})")
+    same = [lo for lo in p["losers"] if lo["same_part"]]
+    click.echo(f"rows losing a duplicate contest: {len(p['losers'])} ({len(same)} same part, "
+               f"{len(p['losers']) - len(same)} of other parts dropped; by cu_num: {p['dropped_by_cu_num'] or '-'})")
+    for lo in p["losers"][:20]:
+        w = lo["winner"]
+        click.echo(f"  {lo['file']}:{lo['line']} cu_num={lo['cu_num']} us={lo['us']} loses to {w['file']}:{w['line']} cu_num={w['cu_num']} us={w['us']}")
+    if len(p["losers"]) > 20:
+        click.echo(f"  ... {len(p['losers']) - 20} more (--json lists all)")
+    fills = "fills gfx from cu_num" if ctx.runtime_for(p["op"]).merge_fills_gfx else "has no gfx handling (rows stay without gfx)"
+    click.echo(f"rows without gfx: {len(p['gfx_missing'])} (this core.py {fills})")
+
+
+@aiter_group.command("summary")
+@aiter_option
+@json_option
+def summary_cmd(aiter_path, as_json):
+    """Kernel lists, kernel ids and tuned rows per op."""
+    from ckkb.audit.summary import summary
+
+    s = summary(_ctx(aiter_path))
+    if as_json:
+        emit_json(s)
+        return
+    print_table(s["ops"], ["op", "kernel_list_file", "kernel_ids", "tuned_rows"], title="ops")
+    print_table(s["kernel_files"], ["file", "lists", "ids"], title="kernel-list files")
+    t = s["totals"]
+    click.echo(f"{t['kernel_files']} kernel-list files, {t['kernel_lists']} lists, {t['kernel_ids']} ids; "
+               f"{t['tuned_files']} tuned files, {t['tuned_rows']} tuned rows")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(audit_cmd)
+    aiter_group.add_command(merge_cmd)
+    aiter_group.add_command(summary_cmd)
+    group.add_command(aiter_group)
