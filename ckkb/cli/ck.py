@@ -13,6 +13,7 @@ from ckkb.cli.options import arch_option, db_option, json_option
 from ckkb.cli.output import console, emit_json, print_table
 from ckkb.kb.db import open_db
 from ckkb.queries import ck as q
+from ckkb.sources import CK_INSTANCE_DIR
 
 
 def _db(db_path):
@@ -24,6 +25,16 @@ def _field(fields: dict, *names: str) -> str:
         if n in fields:
             return q.short(fields[n])
     return ""
+
+
+def _short(path: str | None) -> str:
+    """Paths under the instance directory, shortened to gpu/... for people (JSON keeps them whole)."""
+    p = path or ""
+    return "gpu/" + p[len(CK_INSTANCE_DIR) + 1 :] if p.startswith(CK_INSTANCE_DIR + "/") else p
+
+
+def _say(line: str) -> None:
+    console.print(line, soft_wrap=True, highlight=False)
 
 
 def _tile(fields: dict) -> str:
@@ -78,6 +89,7 @@ def instances_cmd(dir_, where, arch, limit, db_path, as_json):
                str(len(i["registrations"]))]
         if arch:
             row.append(f"yes ({n_avail})" if i["available"] else "no")
+        row[5] = f"{i['list']}\n{_short(i['file'])}:{i['line']}"
         t.add_row(*row)
     console.print(t)
 
@@ -101,7 +113,7 @@ def why_cmd(tile, where, dir_, arch, db_path, as_json):
     if not res["matches"]:
         console.print(f"No instance matches {desc}.")
         if res.get("nearest"):
-            print_table([[n["tile"], n["template"], n["list"], f"{n['file']}:{n['line']}",
+            print_table([[n["tile"], n["template"], n["list"], f"{_short(n['file'])}:{n['line']}",
                           "yes" if n["available"] else "no"] for n in res["nearest"]],
                         ["tile", "template", "list", "where", f"on {arch}"], title="nearest existing instances")
         return
@@ -111,15 +123,15 @@ def why_cmd(tile, where, dir_, arch, db_path, as_json):
     for m in res["matches"]:
         i = m["instance"]
         mark = "[green]available[/green]" if m["available"] else "[red]NOT available[/red]"
-        console.print(f"{mark}  {i['template']} {_tile(i['fields'])}  [dim]{i['list']}[/dim]")
-        console.print(f"    entry     {i['file']}:{i['line']}  ({i['status']})")
+        _say(f"{mark} on {arch}: {i['template']} {_tile(i['fields'])}  list {i['list']}")
+        _say(f"    entry         {_short(i['file'])}:{i['line']} ({i['status']})")
         if i["list_comment"]:
-            console.print(f"    list note \"{i['list_comment']}\"")
+            _say(f"    list comment  \"{i['list_comment']}\"")
         for g in i["registrations"]:
-            state = "adds it" if g["available"] else "does not add it"
-            console.print(f"    add       {g['file']}:{g['line']}  {g['function']}<{', '.join(map(str, g['args']))}> {state}")
+            state = "[green]adds it[/green]" if g["available"] else "[red]does not add it[/red]"
+            _say(f"    registered    {_short(g['file'])}:{g['line']} {g['function']}<{', '.join(map(str, g['args']))}> {state}")
         for r in m["reasons"]:
-            console.print(f"    [red]{r['layer']:<12}[/red] {r['file']}:{r['line']}  {r['condition']}", highlight=False)
+            _say(f"    [red]{r['layer']:<13}[/red] {_short(r['file'])}:{r['line']}  {r['condition']}")
         console.print()
 
 

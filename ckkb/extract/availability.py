@@ -120,8 +120,17 @@ def removing_guards(guards: list[dict[str, Any]], arch: str, defines: dict[str, 
     return out
 
 
+# When the tree has no top-level CMakeLists.txt that defines anything (small trees), a default
+# build's data-type switches are assumed: with DTYPES unset, CK's CMake defines all of these.
+DEFAULT_BUILD_DEFINES = ("CK_ENABLE_INT8", "CK_ENABLE_FP8", "CK_ENABLE_BF8", "CK_ENABLE_FP16",
+                         "CK_ENABLE_FP32", "CK_ENABLE_FP64", "CK_ENABLE_BF16")
+
+
 def defines_by_arch(ctx, ck_defines: dict[str, tuple[str, int]]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {a: {k: v for k, (v, _line) in ck_defines.items()} for a in ARCHS}
+    if not ctx.table_rows("build_defines"):
+        for a in ARCHS:
+            out[a].update(dict.fromkeys(DEFAULT_BUILD_DEFINES, "1"))
     for r in ctx.table_rows("build_defines"):
         out.setdefault(r.arch, {k: v for k, (v, _line) in ck_defines.items()})[r.name] = r.value
     return out

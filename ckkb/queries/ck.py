@@ -8,6 +8,7 @@ Each function returns the JSON-contract dict the CLI prints with --json.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -236,13 +237,12 @@ def nearest(db: sqlite_utils.Database, t: tuple[int, int, int] | None, filters: 
     wsql, params = _filters(db, [f for f in filters if f[0] not in ("MPerBlock", "NPerBlock", "KPerBlock")], dir)
     q = (f"SELECT i.id, i.tile_m, i.tile_n, i.tile_k FROM instances i WHERE {wsql} AND i.tile_m > 0 AND i.tile_n > 0 AND i.tile_k > 0 "
          "AND i.status = 'active'")
-    import math
-
     def dist(r):
         return sum(abs(math.log2(a / b)) for a, b in zip((r["tile_m"], r["tile_n"], r["tile_k"]), t, strict=True))
 
     rows = sorted(db.query(q, params), key=lambda r: (dist(r), r["id"]))
     seen_tiles, pick = set(), []
+    tiles = {r["id"]: f"{r['tile_m']}x{r['tile_n']}x{r['tile_k']}" for r in rows}
     for r in rows:
         key = (r["tile_m"], r["tile_n"], r["tile_k"])
         if key not in seen_tiles:
@@ -254,8 +254,7 @@ def nearest(db: sqlite_utils.Database, t: tuple[int, int, int] | None, filters: 
         return []
     marks = ",".join("?" * len(pick))
     found = {i["id"]: i for i in _instance_dicts(db, f"i.id IN ({marks})", pick, arch)}
-    return [dict(_public(found[i]), tile="x".join(str(found[i]["fields"].get(k, "?")) for k in ("MPerBlock", "NPerBlock", "KPerBlock")))
-            for i in pick if i in found]
+    return [dict(_public(found[i]), tile=tiles[i]) for i in pick if i in found]
 
 
 # ---------------------------------------------------------------- pool
