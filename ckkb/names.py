@@ -850,3 +850,92 @@ def parse(name: str, schemas: Mapping[str, NameSchema] | None = None) -> ParsedN
 
 def parse_many(names: Iterable[str], schemas: Mapping[str, NameSchema] | None = None) -> list[ParsedName]:
     return [parse(n, schemas) for n in names]
+
+
+# --------------------------------------------------------------------------- questions over the knowledge base
+
+
+def _query(db: Any, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    from ckkb.queries import sql  # noqa: PLC0415
+
+    return [dict(r) for r in db.query(sql(name), params)]
+
+
+def _js(v: Any) -> Any:
+    if isinstance(v, str) and v[:1] in "[{":
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+def coverage(db: Any) -> dict[str, Any]:
+    """How many GetTypeString() implementations have a name schema; which do not, and why."""
+    rows = _query(db, "names_coverage", {"status": ""})
+    by = {k: [r for r in rows if r["status"] == k] for k in ("matched", "partial", "unsupported")}
+
+    def item(r: dict[str, Any]) -> dict[str, Any]:
+        return {"device_op": r["device_op"], "op": r["op"], "file": r["file"], "line": r["line"], "reasons": _js(r["reasons"]) or []}
+
+    return {
+        "implementations": len(rows),
+        "with_schema": len(by["matched"]) + len(by["partial"]),
+        "matched": len(by["matched"]),
+        "partial": len(by["partial"]),
+        "unsupported": len(by["unsupported"]),
+        "without_schema": [item(r) for r in by["unsupported"]],
+        "partial_schemas": [item(r) for r in by["partial"]],
+    }
+
+
+def locate(db: Any, name: str, schemas: Mapping[str, NameSchema] | None = None) -> dict[str, Any]:
+    """The source entries (instance-list lines) whose printed name is `name`, with their
+    registrations and per-arch availability. Raises CkkbError when the name cannot be keyed."""
+    from ckkb.errors import CkkbError  # noqa: PLC0415
+
+    if schemas is None:
+        schemas = load_schemas(db)
+    p = parse(name, schemas)
+    if p.schema == "error":
+        raise CkkbError(f"cannot parse {name[:120]!r}: {p.error['message']}")  # type: ignore[index]
+    if p.schema != "matched" or p.key is None:
+        known = bool(schemas) and bool(_candidates(schemas if isinstance(schemas, SchemaSet) else SchemaSet(schemas), p.op or ""))
+        why = (
+            f"{p.op} is printed by a device op in this tree, but not in this form (an older CK release?)"
+            if known
+            else f"no GetTypeString() in this tree prints {p.op!r}"
+        )
+        raise CkkbError(f"cannot locate {name[:120]!r}: {why}", hint="`ckkb names coverage` lists the device ops whose names ckkb can read")
+    rows = _query(db, "names_locate", {"key": p.key})
+    entries: dict[tuple[str, int], dict[str, Any]] = {}
+    avail_cache: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        e = entries.setdefault((r["file"], r["line"]), {
+            "file": r["file"], "line": r["line"], "list": r["list_name"], "list_id": r["list_id"],
+            "template": r["template"], "dir": r["dir"], "instance_id": r["instance_id"],
+            "printed_name": r["printed_name"], "registrations": [],
+        })
+        rid = r["registration_id"]
+        if rid is None:
+            continue
+        if rid not in avail_cache:
+            avail_cache[rid] = {
+                a["arch"]: {"available": bool(a["available"]), "layer": a["layer"], "file": a["file"], "line": a["line"], "condition": a["condition"]}
+                for a in _query(db, "names_availability", {"registration_id": rid})
+            }
+        e["registrations"].append({
+            "id": rid, "function": r["function"], "file": r["registration_file"], "line": r["registration_line"],
+            "bindings": _js(r["bindings"]) or {}, "condition": r["condition"], "availability": avail_cache[rid],
+        })
+    out = list(entries.values())
+    return {
+        "name": name,
+        "op": p.op,
+        "device_op": p.device_op,
+        "key": p.key,
+        "fields": p.fields,
+        "derived": p.derived,
+        "entries": out,
+        "ambiguous": len(out) > 1,
+    }

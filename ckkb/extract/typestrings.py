@@ -650,7 +650,7 @@ def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, 
         elif "alt" in t:
             c = _cond_value(t.get("cond", ""), fields)
             if c is None:
-                key.append("?")
+                key.append(UNKNOWN)
                 name = None
                 continue
             k, n, d = render(t["alt"][0 if c else 1], fields)
@@ -665,7 +665,7 @@ def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, 
             if v is None:
                 v = t.get("default")
             p = printed_value(t, v)
-            key.append(p if p is not None else "?")
+            key.append(p if p is not None else UNKNOWN)
             if name is not None and p is not None:
                 name.append(p)
             else:
@@ -681,12 +681,19 @@ def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, 
     return "".join(key), ("".join(name) if name is not None else None), derived
 
 
-def _bind(fields: dict[str, Any], bindings: dict[str, Any]) -> dict[str, Any]:
-    if not bindings:
+UNKNOWN = "{unknown}"  # in a key: a value no registration binds (never matches a printed name)
+
+
+def _bind(fields: dict[str, Any], bindings: dict[str, Any], unbound: set[str]) -> dict[str, Any]:
+    """Substitute the list's template parameters (GemmSpec -> Default) by a registration's bindings;
+    a parameter nothing binds becomes None (unknown), not its own name."""
+    if not unbound and not bindings:
         return fields
     out = {}
     for k, v in fields.items():
-        out[k] = bindings.get(v, v) if isinstance(v, str) else v
+        if isinstance(v, str) and (v in bindings or v in unbound):
+            v = bindings.get(v)
+        out[k] = v
     return out
 
 
@@ -698,7 +705,9 @@ def _with_defaults(fields: dict[str, Any], params: list[dict[str, Any]]) -> dict
     return out
 
 
-def instance_keys(schemas: list[NameSchemaRow], instances: list[Any], registrations: list[Any]) -> list[InstanceKeyRow]:
+def instance_keys(
+    schemas: list[NameSchemaRow], instances: list[Any], registrations: list[Any], lists: list[Any] = ()
+) -> list[InstanceKeyRow]:
     by_op = {}
     for s in schemas:
         if s.status != "unsupported":
@@ -707,6 +716,7 @@ def instance_keys(schemas: list[NameSchemaRow], instances: list[Any], registrati
     for r in registrations:
         if getattr(r, "list_id", None) is not None:
             regs_by_list.setdefault(r.list_id, []).append(r)
+    list_params = {lr.id: {p.get("name") for p in (lr.template_params or []) if p.get("name")} for lr in lists}
     rows: list[InstanceKeyRow] = []
     for inst in instances:
         if getattr(inst, "status", "active") != "active":
@@ -717,7 +727,7 @@ def instance_keys(schemas: list[NameSchemaRow], instances: list[Any], registrati
         base = _with_defaults(dict(inst.fields or {}), s.params)
         for reg in regs_by_list.get(inst.list_id) or [None]:
             bindings = dict(getattr(reg, "bindings", None) or {}) if reg is not None else {}
-            fields = _bind(base, bindings)
+            fields = _bind(base, bindings, list_params.get(inst.list_id, set()))
             key, printed, derived = render(s.tokens, fields)
             norm = normalise(fields)
             spec_t = next((t for t in _flat(s.tokens) if t.get("conv") == "spec"), None)
@@ -782,7 +792,7 @@ class TypeStringsStage:
             f"({counts['matched']} matched, {counts['partial']} partial with derived or conditional values, "
             f"{counts['unsupported']} unsupported)", "info", STAGE_NAME,
         ))
-        keys = instance_keys(rows, ctx.table_rows("instances"), ctx.table_rows("registrations"))
+        keys = instance_keys(rows, ctx.table_rows("instances"), ctx.table_rows("registrations"), ctx.table_rows("instance_lists"))
         return StageResult(rows=[*rows, *keys], diagnostics=diags)
 
 

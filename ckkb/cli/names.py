@@ -1,0 +1,170 @@
+"""`ckkb parse`, `ckkb locate`, `ckkb names coverage`: thin wrappers over ckkb.names."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from ckkb import names, settings
+from ckkb.cli.options import db_option, json_option
+from ckkb.cli.output import console, emit_json, print_table, warn
+from ckkb.errors import CkkbError
+from ckkb.kb import db as kbdb
+
+STDIN_LIMIT = 64 * 1024 * 1024  # read at most this much from standard input
+
+
+def read_stdin_names(stream=None) -> list[str]:
+    """One name per line from standard input (bytes; invalid UTF-8 becomes an error per line)."""
+    data = (stream or sys.stdin.buffer).read(STDIN_LIMIT + 1)
+    if len(data) > STDIN_LIMIT:
+        raise CkkbError(f"standard input is larger than {STDIN_LIMIT // (1024 * 1024)} MiB", hint="split the input")
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line
+    return [ln.rstrip(b"\r").decode("utf-8", errors="replace") for ln in lines]
+
+
+def _schemas(db_path: str | None) -> names.SchemaSet | None:
+    path = settings.db_path(db_path)
+    if not path.exists():
+        if db_path:
+            raise CkkbError(f"knowledge base not found: {path}", hint=kbdb.BUILD_HINT)
+        warn(f"no knowledge base at {path}: names are read by the grammar only (no CK parameter names); run `ckkb build`")
+        return None
+    db = kbdb.open_db(path, readonly=True)
+    try:
+        return names.load_schemas(db)
+    finally:
+        db.close()
+
+
+def _show(p: names.ParsedName) -> None:
+    if p.schema == "error":
+        pos = p.error["position"] if p.error else 0
+        shown = p.name if len(p.name) <= 160 else p.name[:160] + "..."
+        console.print(f"[red]error[/red] {p.error['message'] if p.error else ''}", highlight=False, soft_wrap=True)
+        if pos <= 160 and shown.isprintable():
+            console.print("  " + shown, highlight=False, markup=False, soft_wrap=True)
+            console.print("  " + " " * pos + "^", highlight=False)
+        return
+    where = f" ({p.device_op}, {p.schema_file}:{p.schema_line})" if p.device_op else ""
+    console.print(f"[bold]{escape(str(p.op))}[/bold] {escape('[' + p.schema + ']')}{escape(where)}", highlight=False, soft_wrap=True)
+    rows = [{"field": k, "value": v} for k, v in p.fields.items()]
+    rows += [{"field": k, "value": f"{v} (derived: computed at run time)"} for k, v in p.derived.items()]
+    if not rows:
+        rows = [{"field": f"arg {i}", "value": a} for i, a in enumerate(p.args)]
+        rows += [{"field": k, "value": v} for k, v in p.props.items()]
+    if rows:
+        print_table(rows, ["field", "value"])
+
+
+@click.command("parse")
+@click.argument("name_args", metavar="NAME...", nargs=-1, required=True)
+@db_option
+@json_option
+def parse_cmd(name_args, db_path, as_json):
+    """Parse printed instance names (what ckProfiler prints) into op, fields, args and properties.
+
+    `-` reads names from standard input, one per line. Fields use CK's template parameter names,
+    mapped with each op's GetTypeString() schema from the knowledge base. Exit 1 when any name
+    failed (the others are still answered).
+    """
+    items: list[str] = []
+    for n in name_args:
+        items.extend(read_stdin_names() if n == "-" else [n])
+    schemas = _schemas(db_path)
+    parsed = [names.parse(n, schemas) for n in items]
+    if as_json:
+        emit_json([p.to_json() for p in parsed])
+    else:
+        for p in parsed:
+            _show(p)
+    if any(p.schema == "error" for p in parsed):
+        sys.exit(1)
+
+
+@click.command("locate")
+@click.argument("name")
+@db_option
+@json_option
+def locate_cmd(name, db_path, as_json):
+    """Find the instance-list entry (file:line), registrations and per-arch availability of a printed name."""
+    path = settings.db_path(db_path)
+    db = kbdb.open_db(path, readonly=True)
+    try:
+        out = names.locate(db, name)
+    finally:
+        db.close()
+    if as_json:
+        emit_json(out)
+    else:
+        _show_locate(out)
+    if not out["entries"]:
+        sys.exit(1)
+
+
+def _show_locate(out: dict) -> None:
+    n = len(out["entries"])
+    if n == 0:
+        console.print(f"no source entry of this tree prints this name (op {out['op']}, key {out['key']})", highlight=False, soft_wrap=True, markup=False)
+        return
+    if out["ambiguous"]:
+        console.print(f"[yellow]ambiguous:[/yellow] {n} source entries print this name", highlight=False)
+    for e in out["entries"]:
+        console.print(f"[bold]{escape(e['file'])}:{e['line']}[/bold]", highlight=False, soft_wrap=True)
+        console.print(f"  list {e['list']} ({e['template']})", highlight=False, soft_wrap=True, markup=False)
+        if not e["registrations"]:
+            console.print("  no registration instantiates this list", highlight=False)
+        for r in e["registrations"]:
+            binds = ", ".join(f"{k}={v}" for k, v in r["bindings"].items())
+            console.print(f"  registered by {r['function']} at {r['file']}:{r['line']}" + (f" with {binds}" if binds else ""), highlight=False, soft_wrap=True, markup=False)
+            av = r["availability"]
+            yes = [a for a, v in sorted(av.items()) if v["available"]]
+            why: dict[str, list[str]] = {}
+            for a, v in sorted(av.items()):
+                if not v["available"]:
+                    why.setdefault(f"{v['layer'] or '?'}: {v['file']}:{v['line']}", []).append(a)
+            if yes:
+                console.print("    available on " + ", ".join(yes), highlight=False, soft_wrap=True, markup=False)
+            for evidence, archs in why.items():
+                console.print(f"    not on {', '.join(archs)} ({evidence})", highlight=False, soft_wrap=True, markup=False)
+
+
+@click.group("names")
+def names_group():
+    """Instance-name schemas read from the CK source."""
+
+
+@names_group.command("coverage")
+@db_option
+@json_option
+def coverage_cmd(db_path, as_json):
+    """How many GetTypeString() implementations have a name schema; those that do not, and why."""
+    db = kbdb.open_db(Path(settings.db_path(db_path)), readonly=True)
+    try:
+        out = names.coverage(db)
+    finally:
+        db.close()
+    if as_json:
+        emit_json(out)
+        return
+    console.print(
+        f"{out['with_schema']} of {out['implementations']} GetTypeString() implementations have a name schema "
+        f"({out['matched']} matched, {out['partial']} partial: derived or conditional values); {out['unsupported']} do not",
+        highlight=False, soft_wrap=True,
+    )
+    if out["without_schema"]:
+        print_table(
+            [{"device op": r["device_op"], "where": f"{r['file']}:{r['line']}", "why": "; ".join(r["reasons"])} for r in out["without_schema"]],
+            ["device op", "where", "why"], title="without a schema",
+        )
+
+
+def register(group: click.Group) -> None:
+    group.add_command(parse_cmd)
+    group.add_command(locate_cmd)
+    group.add_command(names_group)
