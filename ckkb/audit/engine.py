@@ -49,6 +49,8 @@ def run_rules(ctx: AuditContext) -> tuple[list[Finding], dict[str, Any]]:
     findings += rules_runtime.runtime_findings(ctx)
     if ctx.defaults:
         findings += rules_kernels.kernel_list_findings(ctx)
+        findings += [finding("kernel-list-unsupported", d.file, d.line, d.message, severity="error" if d.severity == "error" else "warning")
+                     for d in ctx.diagnostics if d.stage == "aiter.kernels"]
     findings.sort(key=Finding.sort_key)
     return findings, stats
 

@@ -39,6 +39,7 @@ _RULES = [
     Rule("kernel-id-unknown", "error", "kernels", "kernelId is not an id of the op's kernel list"),
     Rule("kernel-name-stale", "error", "kernels", "kernelName differs from the name the kernel list gives that kernelId"),
     Rule("kernel-id-duplicate", "error", "kernels", "an id written twice in one kernel-list dict literal (Python keeps the last silently)"),
+    Rule("kernel-list-unsupported", "warning", "kernels", "a kernel-list construct the static reader does not evaluate (reported, not guessed)"),
     Rule("kernel-duplicate", "warning", "kernels", "identical kernels under different ids in one kernel list (raced twice)"),
     # keys: duplicates and the runtime's merge
     Rule("duplicate-key", "error", "keys", "two rows of one file with the same lookup key"),
