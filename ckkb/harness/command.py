@@ -36,9 +36,9 @@ def run_command(shapes_file: str | None, from_config: str | None, dtype: str | N
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ckkb.harness.run import require_torch_gpu, run_harness
+    from ckkb.harness.run import preflight, run_harness
 
-    require_torch_gpu()  # one line, before any progress bar, when torch or the GPU is missing
+    dev = preflight(shapes)  # one line, before any progress bar: bad shape, no torch, no GPU, dtype
     err = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, disable=quiet) as prog:
         task = prog.add_task("harness", total=None)
@@ -49,7 +49,7 @@ def run_command(shapes_file: str | None, from_config: str | None, dtype: str | N
         def step(label: str) -> None:
             prog.update(task, advance=1, description=label)
 
-        res = run_harness(shapes, passes=passes, progress=step, on_start=on_start)
+        res = run_harness(shapes, passes=passes, progress=step, on_start=on_start, dev=dev)
     for n in res.notes:
         err.print(f"note: {n}", highlight=False)
     n = write_bundle(out_path, res.created, res.host, [*res.ceilings, *res.results])

@@ -136,6 +136,25 @@ class RunResult:
     notes: list[str]
 
 
+def preflight(shapes: Sequence[Shape]):
+    """Everything that can be refused before any timing starts: bad shapes, no torch, no GPU, a
+    dtype the device cannot run. Returns the device info."""
+    if not shapes:
+        raise CkkbError("no shapes to time")
+    for s in shapes:
+        try:
+            check_shape(s)
+        except ValueError as e:
+            raise CkkbError(str(e)) from None
+    require_torch_gpu()
+    from ckkb.harness import torch_backend as tb
+
+    dev = tb.device_info()
+    if any(s.dtype == "fp8" for s in shapes) and not fp8_supported(dev.arch):
+        raise CkkbError(f"fp8 is not supported on {dev.name} ({dev.arch})", hint="drop fp8 from --dtype (fp8 needs sm_89+ or gfx942/gfx950)")
+    return dev
+
+
 def run_harness(
     shapes: Sequence[Shape],
     *,
@@ -144,18 +163,14 @@ def run_harness(
     progress: Callable[[str], None] | None = None,
     on_start: Callable[[int], None] | None = None,
     measure_ceiling: bool = True,
+    dev=None,
 ) -> RunResult:
-    for s in shapes:
-        try:
-            check_shape(s)
-        except ValueError as e:
-            raise CkkbError(str(e)) from None
-    torch = require_torch_gpu()
+    if dev is None:
+        dev = preflight(shapes)
+    import torch
+
     from ckkb.harness import torch_backend as tb
 
-    dev = tb.device_info()
-    if any(s.dtype == "fp8" for s in shapes) and not fp8_supported(dev.arch):
-        raise CkkbError(f"fp8 is not supported on {dev.name} ({dev.arch})", hint="drop fp8 from --dtype (fp8 needs sm_89+ or gfx942/gfx950)")
     notes: list[str] = []
     ast = aiter_status()
     notes.append(ast.message)
@@ -194,6 +209,9 @@ def run_harness(
             except torch.cuda.OutOfMemoryError as e:
                 ms = [Measurement(s, c, r, "error", note=f"out of memory: {str(e).splitlines()[0]}") for c in cands for r in ("warm", "cold")]
                 torch.cuda.empty_cache()
+            except Exception as e:  # one shape's failure is recorded; the run goes on
+                first = (str(e).splitlines() or [""])[0]
+                ms = [Measurement(s, c, r, "error", note=f"{type(e).__name__}: {first}") for c in cands for r in ("warm", "cold")]
             clk = tb.read_clocks()
             shape_common = dict(common, sm_mhz_after=clk.get("sm_mhz"), temp_c_after=clk.get("temp_c"))
             results += rows_for(ms, run_id=run_id, device=dev.name, arch=dev.arch, ceilings=ceil, peaks=peaks, pass_no=p, common=shape_common)
