@@ -40,6 +40,9 @@ SUFFIXES = (".cpp", ".hpp", ".in")
 INCLUDE_DIRS = ("include", "library/include", "library/src/tensor_operation_instance/gpu")
 
 _CMAKE_VAR = re.compile(rb"@([A-Za-z_][A-Za-z0-9_]*)@")  # CMake configure_file tokens (not C++)
+# Byte pre-filter only (the parse is tree-sitter's): a source that may alias another instance list,
+# `using X_instance = device_..._instance<F64, ...>;`, with no `tuple` of its own.
+_MAYBE_LIST_ALIAS = re.compile(rb"using\s+\w+\s*=\s*[\w:]+_instances?\s*<")
 _NS_PREFIXES = ("ck::tensor_operation::device::instance::", "ck::tensor_operation::device::", "ck::tensor_operation::", "ck::")
 
 Expr = tuple  # ("int", v) | ("bool", v) | ("name", s) | ("tmpl", name, [Expr]) | ("pack", s) | ("bin", op, a, b) | ("neg", a) | ("text", s)
@@ -375,13 +378,37 @@ def _includes(tree, src: bytes) -> list[str]:
     return out
 
 
+def _list_alias(decl, src: bytes, data: bytes, guards: dict) -> dict | None:
+    """`using NAME = other_list<args>;` (NAME ending in _instance/_instances): a candidate alias of
+    another instance list; `combine` keeps it when `other_list` is one."""
+    name_node = decl.child_by_field_name("name")
+    td = decl.child_by_field_name("type")
+    if name_node is None or td is None or cpp.is_nested_in(decl, ("compound_statement", "field_declaration_list")):
+        return None
+    name = cpp.text(name_node, data)
+    if not (name.endswith("_instance") or name.endswith("_instances")):
+        return None
+    e = to_expr(td, data)
+    if e[0] not in ("tmpl", "name"):
+        return None
+    tdecl, plist = _template_params_of(decl)
+    tparams = [{"name": p["name"], "type": p["type"], "kind": p["kind"]} for p in cpp.template_params(plist, data)] if plist is not None else []
+    above = tdecl if tdecl is not None else decl
+    return {
+        "name": name, "line": cpp.line(decl), "template_params": tparams, "comment": _comment_block_above(above, data),
+        "guard": " && ".join(guards.get(cpp.line(decl), ())),
+        "target": short(e[1]).rsplit("::", 1)[-1], "target_args": e[2] if e[0] == "tmpl" else [], "text": cpp.squash(cpp.text(td, data)),
+    }
+
+
 def extract(root: Path, rel: str, data: bytes) -> FileResult:
     res = FileResult()
     if cpp.is_binary(data):
         res.diagnostics.append(Diagnostic(rel, 0, "binary file, not C++: skipped", "warning", NAME))
         return res
-    has_tuple = b"std::tuple" in data
-    if not has_tuple and (not rel.endswith(".hpp") or (b"using" not in data and b"constexpr" not in data)):
+    has_tuple = b"tuple" in data  # `std::tuple<`, also written `std::\n    tuple<`
+    maybe_alias = not has_tuple and _MAYBE_LIST_ALIAS.search(data) is not None
+    if not has_tuple and not maybe_alias and (not rel.endswith(".hpp") or (b"using" not in data and b"constexpr" not in data)):
         return res  # nothing this stage reads: no parse
     if rel.startswith(CK_FACTORY_DIR + "/") and not has_tuple and dir_of(rel) == "":
         return res  # factory headers (A2's stage) declare add functions, not aliases lists need
@@ -391,10 +418,14 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
     res.facts["aliases"] = _aliases(tree, data)
     res.facts["includes"] = _includes(tree, data)
     lists = []
-    if has_tuple:
+    list_aliases = []
+    if has_tuple or maybe_alias:
         for decl in cpp.find(tree.root_node, "alias_declaration"):
             args = _tuple_args(decl, src)
             if args is None:
+                alias = _list_alias(decl, src, data, guards)
+                if alias is not None:
+                    list_aliases.append(alias)
                 continue
             name = cpp.text(decl.child_by_field_name("name"), data)
             tdecl, plist = _template_params_of(decl)
@@ -417,6 +448,7 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
                 }
             )
     res.facts["lists"] = lists
+    res.facts["list_aliases"] = list_aliases
     if tree.root_node.has_error and lists:
         # report recovery only where it can matter: inside an instance list
         spans = [(lst["line"], lst["entries"][-1]["line"] if lst["entries"] else lst["line"]) for lst in lists]
@@ -438,9 +470,10 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
 class Resolver:
     """Resolve expression trees with an alias environment (a file's aliases over its includes')."""
 
-    def __init__(self, env: dict[str, dict], tparams: set[str]):
+    def __init__(self, env: dict[str, dict], tparams: set[str], bindings: dict[str, Any] | None = None):
         self.env = env
         self.tparams = tparams
+        self.bindings = bindings or {}  # template parameter -> value, when a list alias instantiates a list
 
     def lookup(self, name: str) -> dict | None:
         if name in self.tparams:
@@ -457,6 +490,8 @@ class Resolver:
         if kind in ("int", "bool"):
             return e[1]
         if kind == "name":
+            if e[1] in self.bindings:
+                return self.bindings[e[1]]
             hit = self.lookup(e[1])
             if hit is not None and "params" not in hit and hit["expr"] != e:
                 return self(hit["expr"], depth + 1)
@@ -662,40 +697,74 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
         closure_cache[rel] = (order, strings)
         return order, strings
 
-    list_id = 0
-    inst_id = 0
+    env_cache: dict[str, dict[str, dict]] = {}
+
+    def env_of(rel: str) -> dict[str, dict]:
+        if rel not in env_cache:
+            env: dict[str, dict] = {}
+            for f in reversed(closure(rel)[0]):  # the file's own aliases win over its includes'
+                env.update(facts[f].get("aliases", {}))
+            env_cache[rel] = env
+        return env_cache[rel]
+
+    counter = {"list": 0, "inst": 0}
     rows: list[Any] = []
-    for rel in sorted(facts):
-        lists = facts[rel].get("lists", [])
-        if not lists:
-            continue
-        order, inc_names = closure(rel)
-        env: dict[str, dict] = {}
-        for f in reversed(order):  # the file's own aliases win over its includes'
-            env.update(facts[f].get("aliases", {}))
-        d = dir_of(rel)
-        for lst in lists:
-            list_id += 1
-            tparams = {p["name"] for p in lst["template_params"]}
-            resolve = Resolver(env, tparams)
-            n_active = n_out = 0
-            for ordinal, e in enumerate(lst["entries"]):
-                inst_id += 1
-                if e["status"] == "active":
-                    n_active += 1
-                else:
-                    n_out += 1
-                row, diag = _instance_row(e, rel, d, lst, list_id, inst_id, ordinal, resolve, ops, inc_names, list_names)
-                if diag is not None:
-                    out.diagnostics.append(diag)
-                rows.append(row)
-            rows.append(
-                InstanceListRow(
-                    id=list_id, name=lst["name"], dir=d, file=rel, line=lst["line"], template_params=lst["template_params"],
-                    comment=lst["comment"], entries=n_active, commented_out=n_out, cmake_vars=lst["cmake_vars"],
-                    guard=lst.get("guard", ""),
-                )
+    where: dict[str, list[tuple[str, dict]]] = {}  # list name -> [(file, list facts)]
+
+    def emit(lst: dict, list_rel: str, entries_rel: str, resolve: Resolver, alias_of: str = "") -> None:
+        counter["list"] += 1
+        lid = counter["list"]
+        d = dir_of(list_rel)
+        inc_names = closure(entries_rel)[1]
+        n_active = n_out = 0
+        for ordinal, e in enumerate(lst["entries"]):
+            counter["inst"] += 1
+            if e["status"] == "active":
+                n_active += 1
+            else:
+                n_out += 1
+            row, diag = _instance_row(e, entries_rel, d, lst, lid, counter["inst"], ordinal, resolve, ops, inc_names, list_names)
+            if alias_of:
+                row.list_name = lst["name"] if "alias_name" not in lst else lst["alias_name"]
+            if diag is not None and not alias_of:  # an alias repeats its target's entries: reported once, there
+                out.diagnostics.append(diag)
+            rows.append(row)
+        rows.append(
+            InstanceListRow(
+                id=lid, name=lst.get("alias_name", lst["name"]), dir=d, file=list_rel, line=lst.get("alias_line", lst["line"]),
+                template_params=lst.get("alias_params", lst["template_params"]), comment=lst.get("alias_comment", lst["comment"]),
+                entries=n_active, commented_out=n_out, cmake_vars=lst.get("cmake_vars", []), guard=lst.get("alias_guard", lst.get("guard", "")),
+                alias_of=alias_of,
             )
+        )
+
+    for rel in sorted(facts):
+        for lst in facts[rel].get("lists", []):
+            where.setdefault(lst["name"], []).append((rel, lst))
+            emit(lst, rel, rel, Resolver(env_of(rel), {p["name"] for p in lst["template_params"]}))
+
+    # `using X_instance = other_list<args>;`: X is a list too, with other_list's entries and its
+    # template parameters bound to args. Aliases of aliases resolve over a few passes.
+    pending = [(rel, a) for rel in sorted(facts) for a in facts[rel].get("list_aliases", [])]
+    for _ in range(4):
+        later = []
+        for rel, a in pending:
+            cands = where.get(a["target"])
+            if not cands:
+                later.append((rel, a))
+                continue
+            seen = set(closure(rel)[0])
+            target_rel, target = next(((r, t) for r, t in cands if r in seen), cands[0])
+            outer = Resolver(env_of(rel), {p["name"] for p in a["template_params"]})
+            values = [outer(x) for x in a["target_args"]]
+            bindings = {p["name"]: v for p, v in zip(target["template_params"], values, strict=False)}
+            merged = dict(target, alias_name=a["name"], alias_line=a["line"], alias_params=a["template_params"],
+                          alias_comment=a["comment"], alias_guard=a["guard"])
+            emit(merged, rel, target_rel, Resolver(env_of(target_rel), set(), bindings), alias_of=a["text"])
+            where.setdefault(a["name"], []).append((rel, dict(target, name=a["name"])))
+        if len(later) == len(pending):
+            break
+        pending = later
     out.rows = rows
     return out
 

@@ -273,3 +273,26 @@ def test_preprocessor_mask_keeps_offsets(lines):
     assert masked.count(b"\n") == data.count(b"\n")
     assert b"#" not in masked.replace(b"// c", b"")
     assert all(1 <= ln <= len(lines) for ln in guards)
+
+
+def test_list_alias_instantiates_another_list(copy_tree):
+    """`using X_instances = other_list<args>;` is a list with other_list's entries, its parameters bound."""
+    root = copy_tree("ck_mini")
+    (root / UNIV / "device_alias_instance.cpp").write_text(
+        '#include "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn.hpp"\n'
+        "// bound to KPadding here\n"
+        "using bf16_kpad_instances = device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances<Interwave, GemmKPadding>;\n"
+        "using spelled_apart_instances = std::\n    tuple<DeviceGemmXdl<half_t>>;\n"
+    )
+    lists, insts, _ = run(root)
+    a = lists["bf16_kpad_instances"]
+    assert a.alias_of == "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances<Interwave, GemmKPadding>"
+    assert (a.entries, a.comment, a.line, a.dir) == (2, "bound to KPadding here", 3, "gemm_universal")
+    e = of(insts, "bf16_kpad_instances")
+    assert [i.padding for i in e] == ["KPadding", "KPadding"]
+    assert [i.scheduler for i in e] == ["Interwave", "Interwave"]
+    assert e[0].fields["BlkGemmPipeSched"] == "BlockGemmPipelineScheduler::Interwave"
+    assert e[0].file == HDR and e[0].list_id == a.id  # entries point at the text they come from
+    base = of(insts, "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances")
+    assert [i.padding for i in base] == ["GemmSpec", "GemmSpec"]  # the original stays unbound
+    assert lists["spelled_apart_instances"].entries == 1

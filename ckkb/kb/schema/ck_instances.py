@@ -53,6 +53,11 @@ class InstanceListRow:
     entries: int = col("active (not commented-out) entries", 0)
     commented_out: int = col("commented-out entries", 0)
     guard: str = col("preprocessor conditions around the declaration, joined with && ('' when none)", "")
+    alias_of: str = col(
+        "for `using NAME = other_list<args>;`: that instantiation as written (the entries are other_list's, with its "
+        "template parameters bound to args; their file/line point into other_list); '' for a std::tuple list",
+        "",
+    )
     cmake_vars: list[Any] = col("`@VAR@` tokens of a CMake .in template found in the declaration", json=True, default=[])
 
 
