@@ -54,7 +54,7 @@ def source_url(file: str | None, line: int | None, base: str | None = None) -> s
     return f"{url}#L{line}" if line else url
 
 
-def explain(conn: sqlite3.Connection, instance_id: int) -> dict[str, Any] | None:
+def explain(conn: sqlite3.Connection, instance_id: int, links: dict[int, list[int]] | None = None) -> dict[str, Any] | None:
     """The explain page's data for one instance, or None when there is no such instance."""
     tables = _tables(conn)
     if "instances" not in tables:
@@ -84,7 +84,7 @@ def explain(conn: sqlite3.Connection, instance_id: int) -> dict[str, Any] | None
     out["registrations"] = _registrations(conn, tables, inst)
     out["gates"] = _gates(conn, tables, out["registrations"])
     out["arch_table"] = _arch_table(conn, tables, out["registrations"], inst)
-    out["races"], out["race_note"] = _races(conn, tables, inst)
+    out["races"], out["race_note"] = _races(conn, tables, inst, links)
     return out
 
 
@@ -157,15 +157,37 @@ def _arch_table(conn, tables, regs, inst) -> list[dict[str, Any]]:
 RACE_COLUMNS = ("op", "dtype", "layout", "M", "N", "K", "arch", "gpu")
 
 
-def name_key_sql(column: str) -> str:
-    """SQL for the join key of a printed name (ckkb.names.render_key: the name without
-    whitespace); instance_keys.key holds '*' for run-time values, so compare with GLOB."""
-    return f"replace(replace(replace({column}, ' ', ''), char(10), ''), char(9), '')"
+def race_links(conn: sqlite3.Connection) -> dict[int, list[int]]:
+    """race_results.id -> instances.id whose printed-name key matches (ckkb.names: the result's
+    name parsed with the tree's GetTypeString() schemas, looked up in instance_keys). Computed
+    once per served (immutable) knowledge base; names of another CK release match nothing."""
+    tables = _tables(conn)
+    if "race_results" not in tables or "instance_keys" not in tables or "name_schemas" not in tables:
+        return {}
+    import sqlite_utils
+
+    from ckkb import names
+
+    schemas = names.load_schemas(sqlite_utils.Database(conn))
+    if not schemas:
+        return {}
+    out: dict[int, list[int]] = {}
+    key_hits: dict[str, list[int]] = {}
+    for rid, name in conn.execute("select id, name from race_results where name is not null and name != ''").fetchall():
+        p = names.parse(name, schemas)
+        key = getattr(p, "key", None)
+        if not key:
+            continue
+        if key not in key_hits:
+            key_hits[key] = [r[0] for r in conn.execute("select distinct instance_id from instance_keys where key = ? order by instance_id", [key])]
+        if key_hits[key]:
+            out[rid] = key_hits[key]
+    return out
 
 
-def _races(conn, tables, inst) -> tuple[list[dict[str, Any]], str | None]:
+def _races(conn, tables, inst, links: dict[int, list[int]] | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """Race results of this instance: directly by an instance_id column, or through the names
-    join table (instance_keys: instance_id -> key of its printed name)."""
+    join (race_links: printed-name key -> instance_keys)."""
     results = tables.get("race_results")
     if results is None or not _rows(conn, "select 1 as x from race_results limit 1"):
         return [], "no race results in this knowledge base (ingest ckProfiler logs with `ckkb ingest`)"
@@ -181,13 +203,11 @@ def _races(conn, tables, inst) -> tuple[list[dict[str, Any]], str | None]:
     if "instance_id" in results:
         rows = _rows(conn, f"select {pick} from race_results rr {join} where rr.instance_id = ?{order}", [inst["id"]])
         return rows, None if rows else "no race result names this instance"
-    keys = tables.get("instance_keys")
-    if keys and {"instance_id", "key"} <= keys and "name" in results:
-        rows = _rows(
-            conn,
-            f"select distinct {pick} from instance_keys k join race_results rr on {name_key_sql('rr.name')} glob k.key "
-            f"{join} where k.instance_id = ?{order}",
-            [inst["id"]],
-        )
-        return rows, None if rows else "no race result's printed name matches this instance (instance_keys)"
-    return [], "race results cannot be joined to instances in this knowledge base (no instance_keys table)"
+    if links is None:
+        links = race_links(conn)
+    ids = [rid for rid, iids in links.items() if inst["id"] in iids]
+    if not ids:
+        return [], "no ingested race result's printed name matches this instance (names join: instance_keys)"
+    marks = ",".join("?" * len(ids))
+    rows = _rows(conn, f"select {pick} from race_results rr {join} where rr.id in ({marks}){order}", ids)
+    return rows, None

@@ -7,8 +7,10 @@
   (`-- title:`, `-- description:`, `-- params: a, b`) as title, description and parameters. The SQL
   is read from the file the CLI also runs, never copied.
 
-A parameter listed as `name?` in `-- params:` is optional (it may be left empty); every other
-parameter is required, and the plugin answers a readable 400 page when one is missing.
+A parameter is optional (may be left empty) when the SQL itself gives the empty value a meaning
+(`:name = ''` or `:name IS NULL`, e.g. "empty = any tile") or when `-- params:` lists it as
+`name?`. Every other parameter is required, and the plugin answers a readable 400 page when one
+is missing.
 """
 
 from __future__ import annotations
@@ -82,14 +84,26 @@ def parse_canned(name: str, text: str) -> CannedQuery:
     for p in _sql_params(text):
         if p not in params:
             params.append(p)
+    body = _strip_comments(text)
+    for p in params:
+        if re.search(rf"(?<![:\w]):{p}\s*(=\s*''|is\s+null\b)|''\s*=\s*:{p}\b", body, re.IGNORECASE):
+            optional.add(p)
     return CannedQuery(name, title, desc, tuple(params), frozenset(optional), text)
+
+
+def _strip_comments(sql: str) -> str:
+    """The SQL without -- comments (whole-line or trailing), string literals emptied to ''."""
+    out = []
+    for line in sql.splitlines():
+        line = re.sub(r"'(?:[^']|'')*'", "''", line)  # literals first, so '--' inside one survives
+        out.append(line.split("--", 1)[0])
+    return "\n".join(out)
 
 
 def _sql_params(sql: str) -> list[str]:
     """Named parameters (:name) used by the SQL, outside comments and string literals."""
     out: list[str] = []
-    body = re.sub(r"--[^\n]*", "", sql)
-    body = re.sub(r"'(?:[^']|'')*'", "''", body)
+    body = _strip_comments(sql)
     for m in re.finditer(r"(?<![:\w]):([A-Za-z_]\w*)", body):
         if m.group(1) not in out and not m.group(1).startswith("_"):
             out.append(m.group(1))

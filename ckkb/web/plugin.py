@@ -26,6 +26,7 @@ import markupsafe
 from datasette import hookimpl
 from datasette.utils.asgi import Request, Response
 
+from ckkb import queries
 from ckkb.archs import ARCHS
 from ckkb.web import charts, explain, validate
 from ckkb.web.metadata import CannedQuery, canned_queries
@@ -102,7 +103,7 @@ async def instance_view(datasette, request):
     db = _kb_database(datasette, request)
     if db is None:
         return await _error(datasette, request, "No knowledge base", ["no ckkb knowledge base is being served"], status=404)
-    data = await db.execute_fn(lambda conn: explain.explain(conn, instance_id))
+    data = await db.execute_fn(lambda conn: explain.explain(conn, instance_id, _links(conn)))
     if data is None:
         return await _error(
             datasette, request, "No such instance",
@@ -119,33 +120,54 @@ async def instance_view(datasette, request):
 
 
 def _race_data(conn: sqlite3.Connection, race: str | None):
-    """(race list for the picker, [(name, tflops, instance_id or None)] of one race, best first)."""
-    tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
-    if "race_results" not in tables or "races" not in tables:
+    """(race_spread rows: every race's summary, from the race_spread canned query;
+    [(name, tflops, instance_id or None)] of one race, best first)."""
+    tables = {r[0] for r in conn.execute("select name from sqlite_master where type in ('table', 'view')")}
+    if not {"race_results", "races", "races_summary"} <= tables:
         return [], []
-    races_cols = {r[1].lower() for r in conn.execute("pragma table_info(races)")}
-    label = " || ' ' || ".join(f"coalesce(cast([{c}] as text), '?')" for c in ("op", "dtype", "layout", "arch") if c in races_cols) or "''"
-    shape = " || 'x' || ".join(f"coalesce(cast([{c}] as text), '?')" for c in ("M", "N", "K") if c.lower() in races_cols)
-    if shape:
-        label += " || ' ' || " + shape
-    race_list = [dict(zip(("id", "label", "n"), r, strict=True)) for r in conn.execute(
-        f"select r.id, {label}, (select count(*) from race_results rr where rr.race_id = r.id and rr.tflops is not null) "
-        "from races r order by r.id"
-    )]
+    cur = conn.execute(queries.sql("race_spread"), {"race_id": ""})
+    cols = [d[0] for d in cur.description]
+    summaries = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
     if not race:
-        return race_list, []
+        return summaries, []
     rows = conn.execute(
-        "select name, tflops from race_results where race_id = ? and tflops is not null order by tflops desc, id", [race]
+        "select id, name, tflops from race_results where race_id = ? and tflops is not null order by tflops desc, id", [race]
     ).fetchall()
-    has_keys = "instance_keys" in tables
+    links = _links(conn)
     out = []
-    for name, tflops in rows:
-        iid = None
-        if has_keys:
-            hit = conn.execute(f"select instance_id from instance_keys where key = {explain.name_key_sql('?')} limit 1", [name]).fetchone()
-            iid = hit[0] if hit else None
-        out.append((name, tflops, iid))
-    return race_list, out
+    for rid, name, tflops in rows:
+        iids = links.get(rid) or [None]
+        out.append((name, tflops, iids[0]))
+    return summaries, out
+
+
+_LINKS: dict[str, dict[int, list[int]]] = {}
+
+
+def _links(conn: sqlite3.Connection) -> dict[int, list[int]]:
+    """explain.race_links, computed once per database file (served immutable, so never stale)."""
+    path = conn.execute("pragma database_list").fetchone()[2]
+    if path not in _LINKS:
+        _LINKS[path] = explain.race_links(conn)
+    return _LINKS[path]
+
+
+def race_label(s: dict) -> str:
+    shape = "x".join(str(s.get(k)) for k in ("M", "N", "K") if s.get(k) is not None)
+    bits = [s.get("op"), s.get("dtype"), s.get("layout"), shape, s.get("arch")]
+    return " ".join(str(b) for b in bits if b)
+
+
+def short_names(names: list[str]) -> list[str]:
+    """Instance names without the prefix they all share (up to a separator), so bars read."""
+    if len(names) < 2:
+        return names
+    prefix = names[0]
+    for n in names[1:]:
+        while not n.startswith(prefix):
+            prefix = prefix[:-1]
+    cut = max(prefix.rfind(c) for c in "<, ") + 1 if prefix else 0
+    return [("…" + n[cut:]) if cut > 8 else n for n in names]
 
 
 async def race_chart_view(datasette, request):
@@ -155,37 +177,38 @@ async def race_chart_view(datasette, request):
     race = (request.args.get("race") or "").strip()
     if race and not race.isdigit():
         return await _error(datasette, request, "Bad race id", [f"race '{race}' is not a race id: expected an integer (see the races table)"])
-    race_list, rows = await db.execute_fn(lambda conn: _race_data(conn, race or None))
-    if race and not rows:
+    summaries, rows = await db.execute_fn(lambda conn: _race_data(conn, race or None))
+    summary = next((s for s in summaries if str(s.get("id")) == race), None)
+    if race and (summary is None or not rows):
         return await _error(datasette, request, "No results for that race", [f"race {race} has no results with TFLOPS in {db.name}"], status=404,
                             links=[(datasette.urls.path(f"{PREFIX}/chart/race-spread"), "pick another race")])
     svg = ""
-    stats = None
     if rows:
-        bars = [charts.Bar(label=str(n), value=float(v), href=instance_href(datasette, i) if i is not None else None, highlight=(k == 0))
-                for k, (n, v, i) in enumerate(rows)]
-        svg = charts.hbar_svg(bars, unit="TFLOPS", caption=f"race {race}: TFLOPS per instance")
-        best, worst = rows[0][1], rows[-1][1]
-        stats = {"n": len(rows), "best": best, "worst": worst, "spread": (best / worst) if worst else None, "winner": rows[0][0]}
+        labels = short_names([n for n, _, _ in rows])
+        bars = [charts.Bar(label=f"{k + 1}. {lab}", value=float(v), title=n, href=instance_href(datasette, i) if i is not None else None,
+                           highlight=(k == 0)) for k, ((n, v, i), lab) in enumerate(zip(rows, labels, strict=True))]
+        svg = charts.hbar_svg(bars, unit="TFLOPS", label_width=480, caption=f"race {race}: TFLOPS per instance")
+    races = [{"id": s["id"], "label": race_label(s), "n": s.get("timed")} for s in summaries]
     return await _page(datasette, request, "ckkb_chart.html", {
-        "title": f"Race spread{' — race ' + race if race else ''}",
+        "title": "Race spread" + (f" — race {race}: {race_label(summary)}" if summary else ""),
         "kind": "race",
         "svg": markupsafe.Markup(svg),
         "race": race,
-        "races": race_list,
-        "stats": stats,
+        "races": races,
+        "stats": summary,
+        "linked": sum(1 for _, _, i in rows if i is not None),
+        "race_spread_url": datasette.urls.path(f"/{db.name}/race_spread") + "?" + urlencode({"race_id": race}) if race else None,
     })
 
 
 def _gate_census_data(conn: sqlite3.Connection, arch: str):
+    """Rows of the gate_census canned query (the same SQL the CLI runs) for device-name gates."""
     tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
     if "gates" not in tables:
         return []
-    return conn.execute(
-        "select dir, coalesce(effect, kind), count(*) from gates where kind = 'device_name' and (? = '' or arch = ?) "
-        "group by dir, coalesce(effect, kind) order by dir",
-        [arch, arch],
-    ).fetchall()
+    cur = conn.execute(queries.sql("gate_census"), {"kind": "device_name", "arch": arch})
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
 async def gate_chart_view(datasette, request):
@@ -198,8 +221,10 @@ async def gate_chart_view(datasette, request):
     arch = checked.normalised.get("arch", request.args.get("arch", "").strip())
     rows = await db.execute_fn(lambda conn: _gate_census_data(conn, arch))
     per_dir: dict[str, dict[str, float]] = {}
-    for d, effect, n in rows:
-        per_dir.setdefault(d, {})[effect] = n
+    for r in rows:
+        effect = r.get("effect") or r.get("kind") or "?"
+        cell = per_dir.setdefault(r["dir"], {})
+        cell[effect] = cell.get(effect, 0) + (r.get("gates") or 0)
     series = sorted({e for v in per_dir.values() for e in v}, key=lambda e: (e != "exclude", e))
     ordered = sorted(per_dir.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
     hrefs = {d: datasette.urls.table(db.name, "gates") + "?" + urlencode({"dir": d, "kind": "device_name", **({"arch": arch} if arch else {})}) for d in per_dir}
@@ -278,6 +303,14 @@ def _is_instance_column(column: str, table: str | None) -> bool:
     return column == "instance_id" or column.endswith("_instance_id")
 
 
+def _is_race_summary(row) -> bool:
+    try:
+        keys = set(row.keys())
+    except AttributeError:
+        return False
+    return {"id", "winner", "spread", "best", "worst"} <= keys
+
+
 @hookimpl
 def render_cell(row, value, column, table, database, datasette):
     """Link instances to their explain page: the `template` cell of `instances` rows (the id cell
@@ -293,6 +326,10 @@ def render_cell(row, value, column, table, database, datasette):
         return markupsafe.Markup(
             f'{markupsafe.escape(value)} <a class="ckkb-explain" href="{instance_href(datasette, iid)}" title="explain instance {iid}">explain</a>'
         )
+    if isinstance(value, int) and (column in ("race_id", "race_a", "race_b") or (column == "id" and table == "races")
+                                   or (column == "id" and table is None and _is_race_summary(row))):
+        href = datasette.urls.path(f"{PREFIX}/chart/race-spread?race={value}")
+        return markupsafe.Markup(f'<a class="ckkb-race" href="{href}" title="chart of race {value}">{value}</a>')
     if _is_instance_column(column, table) and isinstance(value, int):
         return markupsafe.Markup(
             f'<a class="ckkb-instance" href="{instance_href(datasette, value)}" title="explain instance {value}">{value}</a>'

@@ -7,7 +7,8 @@ answers 400 with these messages instead. Rules are chosen by parameter name:
 - every parameter not marked optional (`name?` in `-- params:`) must be given and non-empty;
 - `arch` and names like `arch_a`, `other_arch`, `arch2`: one of ckkb.archs.ARCHS;
 - `tile`: MxNxK (MPerBlock x NPerBlock x KPerBlock), three positive integers;
-- `dir`: a directory under gpu/ that the knowledge base knows (when the caller passes `dirs`).
+- `dir`: a directory under gpu/ that the knowledge base knows (when the caller passes `dirs`);
+- `id` and names ending in `_id`: an integer.
 
 Values are also normalised (`256X224X64` -> `256x224x64`, ` GFX950` -> `gfx950`); the wrapper
 redirects to the normalised URL so the SQL sees one spelling.
@@ -84,6 +85,10 @@ def check(
             value = value.lower()
             if value not in ARCHS:
                 out.errors.append(f"unknown arch '{value}' for '{p}'{_close(value, ARCHS)}: known archs are {', '.join(ARCHS)}")
+                continue
+        elif p == "id" or p.endswith("_id"):
+            if not value.isdigit():
+                out.errors.append(f"'{p}' must be an integer id, not '{value}'")
                 continue
         elif p == "dir" and dirs is not None and value not in dirs:
             out.errors.append(
