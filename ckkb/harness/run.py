@@ -47,8 +47,8 @@ def ceilings_from(measured: list[dict[str, Any]], peaks: Peaks | None) -> Ceilin
     for m in measured:
         # the best the part reached in this run: the sustained window or the short burst
         v = max(m["value"], (m.get("extra") or {}).get("burst_value") or 0.0)
-        if m["what"] == "copy":
-            copy = v
+        if m["what"] in ("copy", "read"):  # the memory roof: the faster of a copy and a read-only stream
+            copy = max(copy or 0.0, v)
         elif m["what"].startswith("gemm_"):
             gemm[m["what"][5:]] = v
     if "bf16" in gemm:

@@ -316,6 +316,19 @@ def _copy_ceiling(copy_bytes: int) -> dict[str, Any]:
     return {"what": "copy", "size": f"{copy_bytes}", "value": 2 * copy_bytes / (r["us"] * 1e-6) / 1e9, "unit": "GB/s", **r}
 
 
+def _read_ceiling(read_bytes: int) -> dict[str, Any]:
+    """A read-only stream (a sum over a large bf16 tensor): what a GEMV-like, read-dominated GEMM
+    can reach, which a copy (half reads, half writes) understates."""
+    x = torch.randn(read_bytes // 2, dtype=torch.bfloat16, device="cuda")
+
+    def read():
+        x.sum()
+
+    r = compare_with_do_bench(read)
+    r["extra"].update(bytes_counted="read", burst_value=read_bytes / (r["extra"]["burst_us"] * 1e-6) / 1e9)
+    return {"what": "read", "size": f"{read_bytes}", "value": read_bytes / (r["us"] * 1e-6) / 1e9, "unit": "GB/s", **r}
+
+
 def _gemm_ceiling(gemm: int) -> dict[str, Any]:
     torch.manual_seed(0)
     a = torch.randn(gemm, gemm, device="cuda", dtype=torch.bfloat16)
@@ -331,9 +344,10 @@ def _gemm_ceiling(gemm: int) -> dict[str, Any]:
 
 
 def measure_ceilings(dev: DeviceInfo, *, copy_bytes: int = 2 << 30, gemm: int = 8192, fp8: bool = True) -> list[dict[str, Any]]:
-    """A large device copy and a large GEMM (bf16, and fp8 where supported), each timed by the
-    harness (events, median) and by triton.testing.do_bench in the same run."""
-    out: list[dict[str, Any]] = [_copy_ceiling(copy_bytes), _gemm_ceiling(gemm)]
+    """A large device copy, a large read-only stream and a large GEMM (bf16, and fp8 where
+    supported), each timed by the harness (events, median) and by triton.testing.do_bench in the
+    same run."""
+    out: list[dict[str, Any]] = [_copy_ceiling(copy_bytes), _read_ceiling(copy_bytes), _gemm_ceiling(gemm)]
     flops = 2 * gemm**3
     if fp8 and cands.fp8_supported(dev.arch):
         shape = Shape(gemm, gemm, gemm, "fp8")

@@ -18,5 +18,5 @@ FROM aiter_config_rows r
 JOIN cold c ON c.arch = r.arch AND c.M = r.M AND c.N = r.N AND c.K = r.K
 WHERE r.kind = 'tuned' AND r.us > 0
   AND ((c.dtype = 'fp8' AND r.file LIKE '%a8w8%')
-       OR (c.dtype IN ('bf16', 'fp16') AND r.file NOT LIKE '%a8w8%' AND r.file NOT LIKE '%a4w4%'))
+       OR (c.dtype = 'bf16' AND r.file LIKE '%bf16%'))
   AND (c.kernel_id IS NULL OR c.kernel_id = 0 OR c.kernel_id = r.kernelId);
