@@ -342,8 +342,10 @@ def _tokens_re(tokens: Iterable[Any], groups: list[dict[str, Any]]) -> str:
     for t in tokens:
         if "lit" in t:
             out.append(_lit_re(t["lit"]))
-        elif "alt" in t:
-            out.append("(?:" + "|".join(_tokens_re(a, groups) for a in t["alt"]) + ")")
+        elif "alt" in t:  # a conditional: its text is '*' in the key (the condition is not printed)
+            groups.append({"alt": True})
+            gi = len(groups) - 1
+            out.append(f"(?P<g{gi}>" + "|".join(_tokens_re(a, groups) for a in t["alt"]) + ")")
         elif "ref" in t:
             if t.get("conv") == "enum" and t.get("map"):
                 vals = sorted(set(t["map"].values()), key=len, reverse=True)
@@ -426,6 +428,9 @@ class SchemaSet(dict):
 
     def __eq__(self, other: object) -> bool:
         return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
 
     def by_op(self) -> dict[str, list[NameSchema]]:
         idx = self.__dict__.get("_by_op")
@@ -534,7 +539,7 @@ def _field_name(t: dict[str, Any]) -> str:
     return t.get("derived") or t.get("expr") or "?"
 
 
-_BINARY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd\ud800-\udfff]")
+_BINARY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffd\ud800-\udfff]")
 
 
 def _check_binary(name: str) -> tuple[str, int] | None:
@@ -544,32 +549,18 @@ def _check_binary(name: str) -> tuple[str, int] | None:
     return f"binary data: control or undecodable character {m.group()!r} at position {m.start()}", m.start()
 
 
-def render_key(tokens: Iterable[Any], values: Mapping[int, str], groups: list[dict[str, Any]] | None = None) -> str:
-    """The join key of a printed name: literals without whitespace, values as printed, derived as '*'."""
-    out: list[str] = []
-    for t in tokens:
-        if "lit" in t:
-            out.append("".join(t["lit"].split()))
-        elif "alt" in t:
-            out.append(values.get(id(t), "?"))  # type: ignore[arg-type]
-        elif "ref" in t:
-            out.append(values.get(id(t), "?"))  # type: ignore[arg-type]
-        else:
-            out.append("*")
-    return "".join(out)
-
-
 def _match_key(s: NameSchema, m: re.Match[str], groups: list[dict[str, Any]]) -> str:
-    """Rebuild the key from a match: the matched text with derived groups replaced by '*'."""
+    """The join key from a match: the matched text without whitespace, with derived values and
+    conditional parts replaced by '*' (as ckkb.extract.typestrings.render writes it)."""
     text = m.string
     pieces: list[str] = []
     pos = m.start()
     for gi, t in enumerate(groups):
         st, en = m.span(f"g{gi}")
-        if st < 0:
-            continue
+        if st < 0 or st < pos:
+            continue  # not taken, or inside a conditional already replaced
         pieces.append(text[pos:st])
-        pieces.append("*" if "ref" not in t else text[st:en].strip())
+        pieces.append(text[st:en].strip() if "ref" in t else "*")
         pos = en
     pieces.append(text[pos : m.end()])
     return "".join("".join(pieces).split())
@@ -585,6 +576,8 @@ def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, 
     for gi, t in enumerate(groups):
         v = m.group(f"g{gi}")
         if v is None:
+            continue
+        if "alt" in t:
             continue
         if "ref" in t:
             name, val = _field_name(t), _field_value(t, v)

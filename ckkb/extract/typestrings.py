@@ -630,8 +630,19 @@ def printed_value(t: dict[str, Any], v: Any) -> str | None:
 
 
 def _cond_value(cond: str, fields: dict[str, Any]) -> bool | None:
-    m = re.fullmatch(r"\(?\s*(\w+)\s*(==|!=)\s*([\w:]+)\s*\)?", cond.strip())
-    if not m or m.group(1) not in fields:
+    """A condition over template parameters: `P`, `!P`, `P == X`, `P != X`; None when not decidable."""
+    c = cond.strip()
+    while c.startswith("(") and c.endswith(")"):
+        c = c[1:-1].strip()
+    m = re.fullmatch(r"(!?)\s*(\w+)", c)
+    if m and m.group(2) in fields:
+        v = enum_word(fields[m.group(2)])
+        truth = {"true": True, "1": True, "false": False, "0": False}.get(str(v).lower())
+        if truth is None:
+            return None
+        return not truth if m.group(1) else truth
+    m = re.fullmatch(r"(\w+)\s*(==|!=)\s*([\w:]+)", c)
+    if not m or m.group(1) not in fields or fields[m.group(1)] is None:
         return None
     same = enum_word(fields[m.group(1)]) == enum_word(m.group(3))
     return same if m.group(2) == "==" else not same
@@ -647,14 +658,13 @@ def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, 
             key.append("".join(t["lit"].split()))
             if name is not None:
                 name.append(t["lit"])
-        elif "alt" in t:
+        elif "alt" in t:  # '*' in the key: a printed name does not say which branch was taken
+            key.append("*")
             c = _cond_value(t.get("cond", ""), fields)
             if c is None:
-                key.append(UNKNOWN)
                 name = None
                 continue
-            k, n, d = render(t["alt"][0 if c else 1], fields)
-            key.append(k)
+            _k, n, d = render(t["alt"][0 if c else 1], fields)
             derived.extend(d)
             if name is not None and n is not None:
                 name.append(n)
@@ -762,7 +772,7 @@ def _flat(tokens: list[Any]):
 
 class TypeStringsStage:
     name = STAGE_NAME
-    version = "1"
+    version = "2"
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:
