@@ -9,6 +9,7 @@ warm audit does not re-parse) and `from_build` takes the rows earlier build stag
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pickle
 import re
@@ -110,8 +111,10 @@ class AuditContext:
         # a tuner rejects candidates whose error ratio is above it, so a shipped row above it was written with a
         # loosened gate or edited by hand. 0.05 already passes a kernel that moves ~4% of elements (seed §3).
         for o in self.options:
-            if o.tuner == "base" and o.option == "--errRatio" and isinstance(o.default, (int, float)):
-                return float(o.default)
+            if o.tuner == "base" and o.option == "--errRatio":
+                v = json.loads(o.default) if o.default else None
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    return float(v)
         return 0.05
 
     def op_of_table(self, rel: str, columns: list[str]) -> str | None:

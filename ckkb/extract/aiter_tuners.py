@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -495,7 +496,7 @@ def option_rows(facts: TreeFacts) -> list[Any]:
         for o, d, f, ln in facts.effective_options(t):
             rows.append(AiterTunerOptionRow(
                 tuner=tuner_name, op=(Path(t.rel).parent.name.removeprefix("ck_") if t else None), file=f, line=ln,
-                option=o.option, flags=o.flags, dest=o.dest, action=o.action, default=d, type=o.type, help=o.help,
+                option=o.option, flags=o.flags, dest=o.dest, action=o.action, default=json.dumps(d), type=o.type, help=o.help,
             ))
     return rows
 

@@ -78,7 +78,7 @@ class AiterTunerOptionRow:
     flags: list[Any] = col("every flag, e.g. ['-k', '--splitK']", json=True, default=[])
     dest: str | None = col("argparse dest", None)
     action: str | None = col("argparse action, e.g. store_true", None)
-    default: Any = col("default value as read (literal, ARG_DEFAULTS entry, or the expression text)", None, json=True)
+    default: str | None = col("default as JSON: a literal, the ARG_DEFAULTS entry it resolves to, or the expression text as a string", None, json=True)
     type: str | None = col("argparse type", None)
     help: str | None = col("help text", None)
 
