@@ -294,6 +294,26 @@ def extract_file(rel: str, data: bytes) -> FileResult:
                 if f["name"] == name and name not in known:
                     known.add(name)
                     funcs.append(f)
+        # Still unplaced (the function itself is damaged): attribute each call to the add function
+        # named last before it, best effort; the malformed-C++ warning below says where.
+        placed = {(f["name"], c["line"]) for f in funcs for c in f["calls"]}
+        names = [(n.start_byte, text(n, data), line(n)) for n in walk(tree.root_node, "identifier")
+                 if _ADD_FN.match(text(n, data)) and text(n, data) != ADD_CALL]
+        stacks, sections = directive_stacks(data), directive_sections(data)
+        for c in stray:
+            owner = [x for x in names if x[0] < c.start_byte]
+            la = _list_arg(c, data)
+            if not owner or la is None or any(p[1] == line(c) for p in placed):
+                continue
+            _, name, nline = owner[-1]
+            f = next((f for f in funcs if f["name"] == name), None)
+            if f is not None:
+                f["span"] = (1, 1 << 30)  # damaged: every parse error in the file may matter
+            if f is None:
+                f = {"name": name, "line": nline, "interface": "", "calls": [], "span": (1, 1 << 30)}
+                funcs.append(f)
+            guards = guard_chain(c, data, rel) + preprocessor_guards(stacks[line(c)] if line(c) < len(stacks) else (), sections, rel)
+            f["calls"].append({"line": line(c), "list": la[0], "args": la[1], "guards": sorted(guards, key=lambda g: g["line"])})
     if funcs or ADD_CALL.encode() in data:
         # Errors inside an add function's body may hide calls; a misread parameter list does not.
         spans = [sp for sp in (f.pop("span") for f in funcs) if sp]
@@ -365,7 +385,7 @@ def _bind_value(raw: str, aliases: dict[str, str]) -> Any:
 
 class RegistrationsStage:
     name = "ck.registrations"
-    version = "2"
+    version = "3"
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:
