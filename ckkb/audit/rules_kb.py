@@ -3,7 +3,7 @@
 - baseline-slower / baseline-missing: a tuned row's `us` against the fastest measured baseline for
   the same (arch, M, N, K) in `harness_results` (status ok; candidates that are not aiter's tuned
   pick: torch candidates and the kernelId 0 incumbent; warm regime preferred, since the tuners time
-  warm) and, when C's `race_results` carries shapes and times, the ckProfiler races. No baseline is
+  warm) and C's ingested ckProfiler races (`races`/`race_results`, fastest timed instance). No baseline is
   not a pass: such rows are counted per file as a note.
 - tile-gated: an aiter CK kernel whose tile (block size, M/N/K per block, MFMA M/N, pipeline,
   scheduler) matches CK library instances (A1's `instances`) of a compatible dtype, all of whose
@@ -106,10 +106,25 @@ class CkIndex:
         return out, evid
 
 
+# op family -> harness_results.dtype values that measure the same operands
+HARNESS_DTYPES = {"a8w8": ("fp8",), "bf16": ("bf16", "fp16"), "a4w4": ("fp4",)}
+
+
 @dataclass
 class BaselineIndex:
-    best: dict[tuple, dict[str, Any]] = field(default_factory=dict)  # (arch, M, N, K) -> {us, candidate, regime, source}
+    best: dict[tuple, dict[str, Any]] = field(default_factory=dict)  # (arch, M, N, K, dtype|None) -> {us, candidate, regime, source}
     rows: int = 0
+
+    def lookup(self, arch: str | None, M: Any, N: Any, K: Any, op: str | None) -> dict[str, Any] | None:
+        dtypes: tuple[str | None, ...] = (None,)
+        for k, v in HARNESS_DTYPES.items():
+            if op and k in op:
+                dtypes = (*v, None)
+        found = [b for d in dtypes if (b := self.best.get((arch, M, N, K, d))) is not None]
+        if not found:
+            return None
+        warm = [b for b in found if b["regime"] == "warm"]
+        return min(warm or found, key=lambda b: b["us"])
 
     def add(self, key: tuple, us: float, rec: dict[str, Any]) -> None:
         self.rows += 1
@@ -125,21 +140,20 @@ class BaselineIndex:
         if "harness_results" in names:
             cols = {c.name for c in db["harness_results"].columns}
             if {"arch", "M", "N", "K", "us", "candidate"} <= cols:
-                q = ("select arch, M, N, K, us, candidate, regime, kernel_id, status from harness_results "
+                q = ("select arch, M, N, K, dtype, us, candidate, regime, kernel_id, status from harness_results "
                      "where us > 0 and (status = 'ok' or status is null) and (candidate not like 'aiter:%' or kernel_id = 0)")
                 for r in db.query(q):
-                    idx.add((r["arch"], r["M"], r["N"], r["K"]), float(r["us"]),
+                    idx.add((r["arch"], r["M"], r["N"], r["K"], r["dtype"]), float(r["us"]),
                             {"candidate": r["candidate"], "regime": r.get("regime") or "warm", "source": "harness_results"})
-        if "race_results" in names:
-            cols = {c.name: c.name for c in db["race_results"].columns}
-            lower = {c.lower(): c for c in cols}
-            us = next((lower[c] for c in ("us", "avg_us", "time_us", "ave_time_us") if c in lower), None)
-            dims = [lower.get(c) for c in ("m", "n", "k")]
-            arch = lower.get("arch")
-            if us and all(dims) and arch:
-                q = f"select [{arch}] a, [{dims[0]}] m, [{dims[1]}] n, [{dims[2]}] k, min([{us}]) us from race_results where [{us}] > 0 group by 1, 2, 3, 4"
-                for r in db.query(q):
-                    idx.add((r["a"], r["m"], r["n"], r["k"]), float(r["us"]), {"candidate": "ckProfiler best", "regime": "warm", "source": "race_results"})
+        if "races" in names and "race_results" in names:
+            # C's ingested ckProfiler races: the fastest timed result per race (ms -> us), else its Best line.
+            q = ("select r.arch, r.M, r.N, r.K, r.dtype, coalesce(min(rr.ms), r.best_ms) as ms from races r "
+                 "left join race_results rr on rr.race_id = r.id and rr.ms > 0 and rr.supported "
+                 "where r.status = 'ok' and r.arch is not null and r.M is not null group by r.id")
+            for r in db.query(q):
+                if r["ms"] and r["ms"] > 0:
+                    idx.add((r["arch"], r["M"], r["N"], r["K"], r["dtype"]), float(r["ms"]) * 1000.0,
+                            {"candidate": "ckProfiler best", "regime": "warm", "source": "races"})
         return idx
 
 
@@ -155,7 +169,7 @@ def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
             if not isinstance(us, (int, float)) or isinstance(us, bool) or math.isnan(us) or us <= 0:
                 continue
             arch = arch_of(v) or ctx.arch
-            b = ctx.baselines.best.get((arch, v.get("M"), v.get("N"), v.get("K")))
+            b = ctx.baselines.lookup(arch, v.get("M"), v.get("N"), v.get("K"), op)
             if b is None:
                 never.append(ln)
                 continue

@@ -1,0 +1,196 @@
+"""Every audit rule tripped once by a hand-written file under tests/fixtures/aiter_mini, and a clean file that trips none."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ckkb.audit.engine import audit
+from ckkb.audit.model import RULES
+from ckkb.cli import main
+from ckkb.kb.build import insert_rows
+from ckkb.kb.db import open_db
+from ckkb.kb.schema.ck_instances import InstanceListRow, InstanceRow
+from ckkb.kb.schema.ck_registrations import AvailabilityRow, RegistrationRow
+from ckkb.kb.schema.harness import HarnessResultRow
+
+MINI = Path(__file__).resolve().parents[1] / "fixtures" / "aiter_mini"
+CASES = MINI / "cases"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("CKKB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ckkb-cache"))
+
+
+def rules_of(result, *, keep_skipped=False):
+    return Counter(f.rule for f in result.findings if keep_skipped or f.rule != "rules-skipped")
+
+
+SINGLE = {
+    "kernel_id_unknown": ("kernel-id-unknown", 2, None),
+    "kernel_name_stale": ("kernel-name-stale", 2, None),
+    "duplicate_key": ("duplicate-key", 3, None),
+    "part_unknown": ("part-unknown", 2, None),
+    "arch_mismatch": ("arch-mismatch", 2, "gfx950"),
+    "fp8_dialect": ("fp8-dialect", 2, None),
+    "splitk_never_searched": ("splitk-never-searched", 1, None),
+    "us_invalid": ("us-invalid", 2, None),
+    "err_ratio_high": ("err-ratio-high", 2, None),
+    "tuned_empty": ("tuned-empty", 1, None),
+    "mx_scale_block": ("mx-scale-block", 2, None),
+    "key_columns_missing": ("key-columns-missing", 1, None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SINGLE))
+def test_each_case_trips_exactly_its_rule_once(case):
+    rule, line, arch = SINGLE[case]
+    path = next(CASES.glob(f"{case}__*.csv"))
+    r = audit(str(MINI), [str(path)], arch=arch)
+    assert rules_of(r) == Counter({rule: 1})
+    f = next(f for f in r.findings if f.rule == rule)
+    assert (f.file, f.line, f.severity) == (str(path), line, RULES[rule].severity)
+
+
+def test_clean_file_trips_nothing_even_with_arch():
+    r = audit(str(MINI), [str(CASES / "clean__a8w8_tuned_gemm.csv")])
+    assert rules_of(r) == Counter()
+    assert r.files[0]["kernel_checked"] == 4
+    r = audit(str(MINI), [str(CASES / "clean__a8w8_tuned_gemm.csv")], arch="gfx942")
+    assert rules_of(r) == Counter({"arch-mismatch": 1})  # the clean file holds gfx950 rows too
+
+
+def test_messages_carry_the_evidence():
+    r = audit(str(MINI), [str(CASES / "kernel_name_stale__a8w8_tuned_gemm.csv")])
+    f = next(f for f in r.findings if f.rule == "kernel-name-stale")
+    assert f.evidence["list_name"] == "mini_a8w8_256x128x128x64_32x32_intrawave_v3_nopad"
+    assert f.evidence["kernel_file"] == "csrc/ck_gemm_a8w8/gemm_a8w8_common.py" and f.evidence["kernel_line"] == 32
+    r = audit(str(MINI), [str(CASES / "mx_scale_block__a4w4_blockscale_tuned_gemm.csv")])
+    f = next(f for f in r.findings if f.rule == "mx-scale-block")
+    assert "K=4096 split 256 ways (splitK=8) gives K/256=16, not a multiple of 32" in f.message
+    r = audit(str(MINI), [str(CASES / "err_ratio_high__a8w8_tuned_gemm.csv")])
+    assert next(f for f in r.findings if f.rule == "err-ratio-high").evidence["threshold"] == 0.05
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "rule", "file", "line"),
+    [
+        ("merge_collision_a", "merge_collision_b", "merge-collision", "merge_collision_a", 2),
+        ("merge_drops_a", "merge_drops_b", "merge-drops-rows", "merge_drops_a", 2),
+        ("merge_columns_a", "merge_columns_b", "merge-columns-differ", "merge_columns_b", 1),
+    ],
+)
+def test_files_merged_for_one_op(a, b, rule, file, line):
+    pa, pb = CASES / f"{a}__a8w8_tuned_gemm.csv", CASES / f"{b}__a8w8_tuned_gemm.csv"
+    r = audit(str(MINI), [str(pa), str(pb)])
+    assert rules_of(r) == Counter({rule: 1})
+    f = next(f for f in r.findings if f.rule == rule)
+    assert (Path(f.file).name.split("__")[0], f.line) == (file, line)
+    if rule == "merge-collision":
+        assert "rule keep-fastest (aiter/jit/core.py:25)" in f.message and f.evidence["winner"]["us"] == 9.5
+
+
+def test_default_set_trips_the_tree_rules_once_each():
+    r = audit(str(MINI))
+    assert rules_of(r) == Counter({
+        "kernel-id-duplicate": 1, "kernel-duplicate": 1, "kernel-list-unsupported": 2, "default-config-missing": 1,
+        "merge-collision": 1, "merge-drops-rows": 1, "merge-columns-differ": 1,
+    })
+    by_rule = {f.rule: f for f in r.findings}
+    assert (by_rule["kernel-id-duplicate"].file, by_rule["kernel-id-duplicate"].line) == ("csrc/ck_gemm_a8w8/gemm_a8w8_common.py", 37)
+    assert (by_rule["kernel-duplicate"].line, by_rule["kernel-duplicate"].evidence["same_as"]) == (35, "1")
+    assert (by_rule["default-config-missing"].file, by_rule["default-config-missing"].line) == ("aiter/jit/core.py", 52)
+    assert by_rule["merge-drops-rows"].evidence["cu_num"] == 304
+    assert by_rule["merge-columns-differ"].file == "aiter/configs/model_configs/a4w4_blockscale_tuned_gemm_extra.csv"
+
+
+def test_env_file_setting_the_FILE_name():
+    r = audit(str(MINI), [str(CASES / "clean__a8w8_tuned_gemm.csv")], env_file=str(CASES / "env_file_var_ignored.env"))
+    assert rules_of(r) == Counter({"env-file-var-ignored": 1})
+    f = next(f for f in r.findings if f.rule == "env-file-var-ignored")
+    assert f.line == 2 and "export AITER_CONFIG_GEMM_A8W8 instead" in f.message
+
+
+# ---------------------------------------------------------------- rules that need the knowledge base
+
+
+@pytest.fixture
+def kb(tmp_path):
+    path = tmp_path / "kb.db"
+    db = open_db(path, create=True)
+    insert_rows(db, [
+        InstanceListRow(id=1, name="device_gemm_xdl_f8_instances", dir="gemm_universal", file="gpu/gemm_universal/f8.hpp", line=10, template_params=[]),
+        InstanceRow(id=1, list_id=1, list_name="device_gemm_xdl_f8_instances", dir="gemm_universal", file="gpu/gemm_universal/f8.hpp",
+                    line=12, ordinal=0, template="DeviceGemm_Xdl_CShuffleV3", status="active", a_dtype="f8_t",
+                    block_size=128, tile_m=32, tile_n=64, tile_k=128, mfma_m=16, mfma_n=16, pipeline="v1", scheduler="Interwave"),
+        RegistrationRow(id=1, function="add_f8", dir="gemm_universal", file="gpu/gemm_universal/add.cpp", line=30,
+                        list_name="device_gemm_xdl_f8_instances", list_id=1),
+        AvailabilityRow(registration_id=1, arch="gfx942", available=True),
+        AvailabilityRow(registration_id=1, arch="gfx950", available=False, layer="registration", file="gpu/gemm_universal/add.cpp",
+                        line=28, condition='ck::get_device_name() != "gfx950"'),
+        HarnessResultRow(run_id="r1", device="MI300X", arch="gfx942", M=1, N=1280, K=8192, dtype="fp8", out_dtype="bf16", layout="tn",
+                         regime="warm", candidate="torch._scaled_mm", status="ok", us=8.4),
+        HarnessResultRow(run_id="r1", device="MI300X", arch="gfx942", M=1, N=1280, K=8192, dtype="fp8", out_dtype="bf16", layout="tn",
+                         regime="cold", candidate="torch._scaled_mm", status="ok", us=7.0),
+        HarnessResultRow(run_id="r1", device="MI300X", arch="gfx942", M=1, N=1280, K=8192, dtype="bf16", out_dtype="bf16", layout="tn",
+                         regime="warm", candidate="torch.linear", status="ok", us=1.0),
+    ])
+    db.close()
+    return path
+
+
+def test_baseline_slower_and_missing(kb):
+    r = audit(str(MINI), [str(CASES / "baseline_slower__a8w8_tuned_gemm.csv")], db_path=str(kb))
+    assert rules_of(r) == Counter({"baseline-slower": 1})
+    f = next(f for f in r.findings if f.rule == "baseline-slower")
+    # warm fp8 baseline (8.4 us), not the cold one nor the bf16 one: 8.4 / 10.5 = 0.80x
+    assert f.evidence["ratio"] == 0.8 and f.evidence["baseline"]["candidate"] == "torch._scaled_mm" and "0.80x" in f.message
+    r = audit(str(MINI), [str(CASES / "baseline_missing__a8w8_tuned_gemm.csv")], db_path=str(kb))
+    assert rules_of(r) == Counter({"baseline-missing": 1})
+    f = next(f for f in r.findings if f.rule == "baseline-missing")
+    assert f.severity == "note" and f.evidence["count"] == 1
+
+
+def test_tile_gated(kb):
+    r = audit(str(MINI), [str(CASES / "tile_gated__a8w8_tuned_gemm.csv")], db_path=str(kb))
+    assert rules_of(r) == Counter({"tile-gated": 1, "baseline-missing": 1})
+    f = next(f for f in r.findings if f.rule == "tile-gated")
+    assert f.evidence["gate"]["line"] == 28 and "gfx950" in f.message
+    # the same tile on gfx942 is available: no finding
+    r = audit(str(MINI), [str(CASES / "clean__a8w8_tuned_gemm.csv")], db_path=str(kb))
+    assert [x.line for x in r.findings if x.rule == "tile-gated"] == [4]
+
+
+def test_without_kb_the_rules_are_reported_skipped(tmp_path):
+    r = audit(str(MINI), [str(CASES / "baseline_slower__a8w8_tuned_gemm.csv")])
+    assert rules_of(r, keep_skipped=True) == Counter({"rules-skipped": 1})
+    assert r.skipped[0]["rules"] == ["baseline-slower", "baseline-missing", "tile-gated"]
+    r = audit(str(MINI), [str(CASES / "baseline_slower__a8w8_tuned_gemm.csv")], db_path=str(tmp_path / "nope.db"))
+    assert "knowledge base not found" in r.skipped[0]["reason"]
+
+
+# ---------------------------------------------------------------- CLI contract
+
+
+def test_cli_exit_codes_and_formats():
+    run = CliRunner().invoke
+    clean = str(CASES / "clean__a8w8_tuned_gemm.csv")
+    warn = str(CASES / "err_ratio_high__a8w8_tuned_gemm.csv")
+    assert run(main, ["audit", "--aiter", str(MINI), clean]).exit_code == 0
+    assert run(main, ["audit", "--aiter", str(MINI), warn]).exit_code == 0
+    r = run(main, ["audit", "--aiter", str(MINI), "--fail-on", "warning", warn])
+    assert r.exit_code == 1 and "[err-ratio-high]" in r.output and ":2: warning:" in r.output
+    r = run(main, ["audit", "--aiter", str(MINI), "--format", "json", str(CASES / "us_invalid__a8w8_tuned_gemm.csv")])
+    assert r.exit_code == 1
+    out = json.loads(r.output)
+    assert out["summary"] == {"error": 1, "warning": 0, "note": 1}
+    assert {k for k in out["findings"][0]} == {"rule", "severity", "file", "line", "op", "message", "evidence"}
+    r = run(main, ["audit", "--aiter", str(MINI), "--arch", "gfx999", clean])
+    assert r.exit_code == 2 and "unknown arch" in r.output
+    r = run(main, ["audit", "--aiter", str(MINI / "nope")])
+    assert r.exit_code == 2 and "aiter tree not found" in r.output and "Traceback" not in r.output
