@@ -907,7 +907,7 @@ def locate(db: Any, name: str, schemas: Mapping[str, NameSchema] | None = None) 
         e = entries.setdefault((r["file"], r["line"]), {
             "file": r["file"], "line": r["line"], "list": r["list_name"], "list_id": r["list_id"],
             "template": r["template"], "dir": r["dir"], "instance_id": r["instance_id"],
-            "printed_name": r["printed_name"], "registrations": [],
+            "status": r["status"], "reason": r["reason"] or "", "printed_name": r["printed_name"], "registrations": [],
         })
         rid = r["registration_id"]
         if rid is None:
@@ -922,6 +922,7 @@ def locate(db: Any, name: str, schemas: Mapping[str, NameSchema] | None = None) 
             "bindings": _js(r["bindings"]) or {}, "condition": r["condition"], "availability": avail_cache[rid],
         })
     out = list(entries.values())
+    active = [e for e in out if e["status"] == "active"]
     return {
         "name": name,
         "op": p.op,
@@ -930,5 +931,5 @@ def locate(db: Any, name: str, schemas: Mapping[str, NameSchema] | None = None) 
         "fields": p.fields,
         "derived": p.derived,
         "entries": out,
-        "ambiguous": len(out) > 1,
+        "ambiguous": len(active) > 1,
     }

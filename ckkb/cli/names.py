@@ -113,10 +113,13 @@ def _show_locate(out: dict) -> None:
         console.print(f"no source entry of this tree prints this name (op {out['op']}, key {out['key']})", highlight=False, soft_wrap=True, markup=False)
         return
     if out["ambiguous"]:
-        console.print(f"[yellow]ambiguous:[/yellow] {n} source entries print this name", highlight=False)
+        n_active = sum(1 for e in out["entries"] if e["status"] == "active")
+        console.print(f"[yellow]ambiguous:[/yellow] {n_active} compiled source entries print this name", highlight=False)
     for e in out["entries"]:
         console.print(f"[bold]{escape(e['file'])}:{e['line']}[/bold]", highlight=False, soft_wrap=True)
         console.print(f"  list {e['list']} ({e['template']})", highlight=False, soft_wrap=True, markup=False)
+        if e["status"] != "active":
+            console.print(f"  {e['status'].replace('_', ' ')}: not compiled" + (f" ({e['reason']})" if e["reason"] else ""), highlight=False, soft_wrap=True, markup=False)
         if not e["registrations"]:
             console.print("  no registration instantiates this list", highlight=False)
         for r in e["registrations"]:

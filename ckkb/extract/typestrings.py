@@ -729,8 +729,6 @@ def instance_keys(
     list_params = {lr.id: {p.get("name") for p in (lr.template_params or []) if p.get("name")} for lr in lists}
     rows: list[InstanceKeyRow] = []
     for inst in instances:
-        if getattr(inst, "status", "active") != "active":
-            continue
         s = by_op.get(inst.template)
         if s is None:
             continue
@@ -745,7 +743,7 @@ def instance_keys(
                 id=len(rows) + 1, key=key, printed_name=printed, complete=printed is not None, derived=derived,
                 op=s.op, device_op=s.device_op, schema_id=s.id, instance_id=inst.id,
                 registration_id=reg.id if reg is not None else None, bindings=bindings,
-                list_name=inst.list_name, file=inst.file, line=inst.line,
+                status=getattr(inst, "status", "active") or "active", list_name=inst.list_name, file=inst.file, line=inst.line,
                 padding=printed_value(spec_t, fields.get(spec_t["ref"])) if spec_t else norm["padding"],
                 a_layout=norm["a_layout"], b_layout=norm["b_layout"], c_layout=norm["c_layout"],
                 block_size=norm["block_size"], tile_m=norm["tile_m"], tile_n=norm["tile_n"], tile_k=norm["tile_k"],
@@ -772,7 +770,7 @@ def _flat(tokens: list[Any]):
 
 class TypeStringsStage:
     name = STAGE_NAME
-    version = "2"
+    version = "3"
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:

@@ -62,6 +62,7 @@ class InstanceKeyRow:
     instance_id: int = col("instances.id")
     registration_id: int | None = col("registrations.id whose bindings were applied (NULL: the list was never registered)", None)
     bindings: dict[str, Any] = col("list template parameter -> value bound by the registration", json=True, default={})
+    status: str = col("the entry's status: active | commented_out (a commented-out entry is not compiled)", "active")
     list_name: str = col("instance list alias")
     file: str = col("file of the instance entry")
     line: int = col("line of the instance entry")
