@@ -197,7 +197,7 @@ def test_real_bundle_header_and_coverage(real_db):
 
 def test_real_ceilings_agree_with_do_bench_within_5_percent(real_db):
     rows = {r["what"]: r for r in _db_rows(real_db, "select * from harness_ceilings")}
-    assert set(rows) == {"copy", "gemm_bf16", "gemm_fp8"}
+    assert set(rows) == {"copy", "read", "gemm_bf16", "gemm_fp8"}
     for r in rows.values():
         assert abs(r["us"] / r["do_bench_us"] - 1) < 0.05, r
     assert 3800 < rows["copy"]["value"] < 4800  # GB/s, read + written, vs 4.8 TB/s on the data sheet
@@ -230,6 +230,16 @@ def test_real_run_to_run_spread_is_small(real_db):
     d = sorted(r["d"] for r in rows)
     assert len(d) == 252
     assert d[len(d) // 2] < 0.01  # median difference between the passes under 1 %
+
+
+def test_real_fp16_bundle(tmp_path):
+    db = tmp_path / "kb.db"
+    s = ingest(db, [REAL.with_name("h200_harness_fp16.jsonl")])
+    assert s.errors == [] and s.rows_added["harness_results"] == 48
+    rows = _db_rows(db, "select * from harness_results")
+    assert {r["dtype"] for r in rows} == {"fp16"} and all(r["status"] == "ok" for r in rows)
+    assert max(r["err"] for r in rows) < 2e-3  # fp16 output rounding: an order under bf16's
+    assert len({(r["M"], r["N"], r["K"]) for r in rows}) == 12
 
 
 def test_real_bundle_is_committed_not_ignored():
