@@ -13,7 +13,7 @@ from ckkb.errors import CkkbError
 def run_command(shapes_file: str | None, from_config: str | None, dtype: str | None, out: str | None, limit: int | None, passes: int, quiet: bool = False) -> Path:
     """Read and check the shapes, time them, write the bundle. Returns the bundle path."""
     from ckkb.harness.bundle import write_bundle
-    from ckkb.harness.shapes import config_name, parse_dtype_list, read_shapes
+    from ckkb.harness.shapes import config_name, parse_dtype_list, read_shapes, resolve_config
 
     if bool(shapes_file) == bool(from_config):
         raise CkkbError("give exactly one of --shapes FILE or --from-config CSV")
@@ -23,7 +23,7 @@ def run_command(shapes_file: str | None, from_config: str | None, dtype: str | N
         raise CkkbError(f"--passes must be positive, got {passes}")
     dtypes = parse_dtype_list(dtype)
     if from_config:
-        p = Path(from_config)
+        p = resolve_config(from_config)
         shapes = read_shapes(p, config=config_name(p), dtypes=dtypes, limit=limit)
     else:
         shapes = read_shapes(shapes_file, dtypes=dtypes, limit=limit)
@@ -67,7 +67,7 @@ def run_command(shapes_file: str | None, from_config: str | None, dtype: str | N
 
 @click.command("harness")
 @click.option("--shapes", "shapes_file", type=click.Path(dir_okay=False), default=None, help="CSV with columns M,N,K (optionally dtype, kernelId, splitK, us, config, config_row).")
-@click.option("--from-config", "from_config", type=click.Path(dir_okay=False), default=None, help="An aiter tuned/untuned GEMM config CSV; its rows' M,N,K and dtype are timed (the defaults are under the wheel's aiter/configs/).")
+@click.option("--from-config", "from_config", type=click.Path(dir_okay=False), default=None, help="An aiter tuned/untuned GEMM config CSV (a path, or a name under the installed aiter's configs/, e.g. bf16_tuned_gemm.csv); its rows' M,N,K and dtype are timed.")
 @click.option("--dtype", default=None, help="Comma-separated dtypes to time every shape in: bf16,fp16,fp8 (default: each row's own).")
 @click.option("--out", default=None, type=click.Path(dir_okay=False), help="Bundle to write (JSON lines; default harness.jsonl). Written atomically at the end.")
 @click.option("--limit", type=int, default=None, help="Time only the first N shapes.")

@@ -153,6 +153,21 @@ def read_shapes(path: str | Path, *, config: str | None = None, dtypes: list[str
     return out
 
 
+def resolve_config(name: str | Path) -> Path:
+    """A config path as given, else the same name under the default aiter tree's configs dir
+    (`--from-config bf16_tuned_gemm.csv`, `--from-config model_configs/llama70B_untuned_gemm_bf16.csv`)."""
+    p = Path(name)
+    if p.exists() or p.is_absolute():
+        return p
+    try:
+        from ckkb import sources
+
+        cand = sources.aiter_tree(None).configs_dir / p
+    except CkkbError:
+        return p
+    return cand if cand.is_file() else p
+
+
 def config_name(path: Path) -> str:
     """A repo-style name (aiter/configs/x.csv) when the file is inside the default aiter tree."""
     try:

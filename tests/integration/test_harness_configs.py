@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from ckkb.harness.shapes import config_name, read_shapes
+from ckkb.harness.shapes import config_name, read_shapes, resolve_config
 
 SHAPES = Path(__file__).resolve().parents[2] / "benchmarks" / "harness_shapes_h200.csv"
 
@@ -39,3 +39,13 @@ def test_the_h200_shape_list_matches_the_wheel_rows(wheel_trees):
         src = cache.setdefault(r["config"], list(csv.DictReader(path.open())))
         row = src[int(r["config_row"]) - 1]
         assert (int(row["M"]), int(row["N"]), int(row["K"])) == (int(r["M"]), int(r["N"]), int(r["K"])), r
+
+
+def test_bare_config_names_resolve_to_the_default_tree(wheel_trees, tmp_path, monkeypatch):
+    cfg = wheel_trees["aiter"].configs_dir
+    monkeypatch.chdir(tmp_path)
+    assert resolve_config("bf16_tuned_gemm.csv") == cfg / "bf16_tuned_gemm.csv"
+    assert resolve_config("model_configs/llama70B_untuned_gemm_bf16.csv") == cfg / "model_configs" / "llama70B_untuned_gemm_bf16.csv"
+    assert resolve_config("no_such.csv") == Path("no_such.csv")
+    (tmp_path / "bf16_tuned_gemm.csv").write_text("M,N,K\n1,2,3\n")  # a local file wins
+    assert resolve_config("bf16_tuned_gemm.csv") == Path("bf16_tuned_gemm.csv")
