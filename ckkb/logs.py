@@ -137,10 +137,42 @@ def _balanced(name: str) -> bool:
 
 
 def _split_kbatch(name: str) -> tuple[str, int | None]:
+    if "KBatch" not in name:
+        return name, None
     m = _KBATCH.search(name)
     if not m:
         return name, None
     return name[: m.start()].rstrip().rstrip(","), int(m.group("k"))
+
+
+def _perf_fast(s: str, lineno: int) -> Result | None:
+    """'Perf: t ms, x TFlops, y GB/s, NAME' without a regex (the regex is the fallback)."""
+    parts = s[5:].split(",", 3)
+    if len(parts) < 3:
+        return None
+    p0, p1 = parts[0], parts[1]
+    if not p0.endswith(" ms"):
+        return None
+    try:
+        ms = float(p0[:-3])
+        if p1.endswith(" TFlops"):
+            tflops = float(p1[:-7])
+            p2 = parts[2]
+            if not p2.endswith(" GB/s"):
+                return None
+            gbps = float(p2[:-5])
+            rest = parts[3] if len(parts) > 3 else ""
+        elif p1.endswith(" GB/s"):
+            tflops = None
+            gbps = float(p1[:-5])
+            rest = ",".join(parts[2:])
+        else:
+            return None
+    except ValueError:
+        return None
+    rest = rest.strip()
+    name, kb = _split_kbatch(rest) if "KBatch" in rest else (rest, None)
+    return Result(lineno, name, rest, ms, tflops, gbps, True, None, kb)
 
 
 def _best_header(hdr: str) -> dict[str, Any]:
@@ -230,22 +262,27 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
 
         # -- fast path: the 99% line
         if line.startswith("Perf:"):
-            yield from finish_pending()
-            if race is not None and (race.best is not None or best_block is not None):
-                yield from end_race(lineno - 1)
-            yield from ensure_race(lineno)
-            m = _PERF.match(s)
-            if m is None:
-                yield ParseError(lineno, "malformed Perf: line (expected 'Perf: t ms, [x TFlops,] y GB/s, NAME')", line[:500])
-                continue
-            rest = m.group("name") or ""
-            name, kb = _split_kbatch(rest.strip())
-            res = Result(lineno, name, rest, _f(m.group("ms")), _f(m.group("tflops")), _f(m.group("gbps")), True, None, kb)
+            if pending is not None:
+                yield from finish_pending()
+            if race is None or race.best is not None or best_block is not None:
+                if race is not None:
+                    yield from end_race(lineno - 1)
+                yield from ensure_race(lineno)
+            res = _perf_fast(s, lineno)
+            if res is None:
+                m = _PERF.match(s)
+                if m is None:
+                    yield ParseError(lineno, "malformed Perf: line (expected 'Perf: t ms, [x TFlops,] y GB/s, NAME')", line[:500])
+                    continue
+                rest = m.group("name") or ""
+                name, kb = _split_kbatch(rest.strip())
+                res = Result(lineno, name, rest, _f(m.group("ms")), _f(m.group("tflops")), _f(m.group("gbps")), True, None, kb)
             if fail_next:
                 res.verified = False
                 fail_next = False
             race.recognised += 1
-            if name and not name.endswith(",") and _balanced(name):
+            name = res.name
+            if name and name[-1] != "," and ("<" not in name or name.count("<") <= name.count(">")):
                 race.results += 1
                 if res.ms is not None:
                     race.timed += 1

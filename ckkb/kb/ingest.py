@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import queue
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -54,6 +56,7 @@ from ckkb.logs import (
 from ckkb.profiler_cmd import Legend, interpret_argv, load_legend, split_command
 
 BATCH = 20000
+BULK_BYTES = 4 << 20  # files larger than this load race_results without its indexes, rebuilt at the end
 RESULT_COLS = TABLES["race_results"].column_names()
 RACE_COLS = TABLES["races"].column_names()
 ERROR_COLS = TABLES["ingest_errors"].column_names()
@@ -150,7 +153,6 @@ class _Writer:
         self.race_id = conn.execute("select coalesce(max(id), 0) from races").fetchone()[0]
         self.result_id = conn.execute("select coalesce(max(id), 0) from race_results").fetchone()[0]
         self.error_id = conn.execute("select coalesce(max(id), 0) from ingest_errors").fetchone()[0]
-        self.results: list[tuple] = []
         self.legends: dict[str, Legend | None] = {}
         self.names = _NameParser(db)
         self._rsql = f"insert into race_results ({', '.join(RESULT_COLS)}) values ({', '.join('?' * len(RESULT_COLS))})"
@@ -168,21 +170,6 @@ class _Writer:
     def next_race(self) -> int:
         self.race_id += 1
         return self.race_id
-
-    def add_result(self, race_id: int, ordinal: int, r: Result) -> None:
-        self.result_id += 1
-        tmpl, fields = self.names(r.name)
-        self.results.append(
-            (self.result_id, race_id, ordinal, r.line, r.ms, r.tflops, r.gbps, int(r.supported),
-             None if r.verified is None else int(r.verified), r.kbatch, r.name, r.raw, tmpl, fields)
-        )
-        if len(self.results) >= BATCH:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.results:
-            self.conn.executemany(self._rsql, self.results)
-            self.results.clear()
 
     def add_error(self, file: str, sha: str, line: int, message: str, text: str = "", race_id: int | None = None) -> dict[str, Any]:
         self.error_id += 1
@@ -272,46 +259,103 @@ def race_row(info: RaceEnd, ctx: Context, legend_for, *, race_id: int, file: str
     return row
 
 
+_DONE = object()
+
+
+def _produce(lines: Iterable[str], first_line: int, w: _Writer, q: queue.Queue, stop: threading.Event) -> None:
+    """Parser thread: turns lines into ready-to-insert result tuples (batched) and other events, in
+    order. It never touches the database; ids are plain counters owned by this thread while it runs."""
+
+    def put(item: Any) -> None:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    try:
+        batch: list[tuple] = []
+        race_id = None
+        ordinal = 0
+        names = w.names
+        for ev in iter_events(lines, first_line):
+            if stop.is_set():
+                return
+            if type(ev) is Result:
+                w.result_id += 1
+                tmpl, fields = names(ev.name)
+                batch.append(
+                    (w.result_id, race_id, ordinal, ev.line, ev.ms, ev.tflops, ev.gbps, int(ev.supported),
+                     None if ev.verified is None else int(ev.verified), ev.kbatch, ev.name,
+                     None if ev.raw == ev.name else ev.raw, tmpl, fields)
+                )
+                ordinal += 1
+                if len(batch) >= BATCH:
+                    put(("rows", batch))
+                    batch = []
+                continue
+            if batch:
+                put(("rows", batch))
+                batch = []
+            if isinstance(ev, RaceStart):
+                race_id = w.next_race()
+                ordinal = 0
+            put(("event", ev, race_id))
+        if batch:
+            put(("rows", batch))
+        put((_DONE,))
+    except BaseException as e:  # handed to the consuming thread, re-raised there
+        put(("raise", e))
+
+
 def _ingest_lines(w: _Writer, lines: Iterable[str], *, file: str, sha: str, ctx: Context, summary: Summary,
                   line_offset: int = 0, started_at: str | None = None, extra: dict[str, Any] | None = None,
                   status: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Stream one log's lines into the db. Returns the race rows written."""
+    """Stream one log's lines into the db: a parser thread feeds this one, which does every SQLite
+    call (sqlite releases the GIL while it works, so parsing and inserting overlap). The queue is
+    bounded, so memory stays flat whatever the log's length. Returns the race rows written."""
     races: list[dict[str, Any]] = []
-    race_id = None
-    ordinal = 0
-    any_recognised = False
-    for ev in iter_events(lines, 1 + line_offset):
-        if isinstance(ev, Result):
-            w.add_result(race_id, ordinal, ev)
-            ordinal += 1
-            summary.results_added += 1
-        elif isinstance(ev, RaceStart):
-            race_id = w.next_race()
-            ordinal = 0
-        elif isinstance(ev, ParseError):
-            summary.errors.append(w.add_error(file, sha, ev.line, ev.message, ev.text, race_id))
-        elif isinstance(ev, RaceEnd):
-            any_recognised = any_recognised or ev.recognised > 0
-            row = race_row(ev, ctx, w.legend, race_id=race_id, file=file, sha=sha, started_at=started_at, extra=extra)
-            row["source_line"] = ev.line
-            if status and status.get("status", "ok") != "ok":
-                row["status"], row["failure"], row["exit_code"] = status["status"], status.get("failure"), status.get("exit_code")
-            elif status:
-                row["exit_code"] = status.get("exit_code")
-            if ev.recognised == 0:
-                row["status"] = "garbage" if row["status"] in ("ok", "no_output") else row["status"]
-                row["failure"] = row["failure"] or f"no ckProfiler output recognised ({ev.skipped} lines)"
-            w.flush()
-            if row["verification"]:
-                w.conn.execute(
-                    "update race_results set verified = 1 where race_id = ? and verified is null and supported = 1 and ms is not null",
-                    [race_id],
-                )
-            w.add_race(row)
-            races.append(row)
-            summary.races_added += 1
-            race_id = None
-    w.flush()
+    q: queue.Queue = queue.Queue(maxsize=4)
+    stop = threading.Event()
+    t = threading.Thread(target=_produce, args=(lines, 1 + line_offset, w, q, stop), daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            kind = item[0]
+            if kind == "rows":
+                w.conn.executemany(w._rsql, item[1])
+                summary.results_added += len(item[1])
+                continue
+            if kind is _DONE:
+                break
+            if kind == "raise":
+                raise item[1]
+            ev, race_id = item[1], item[2]
+            if isinstance(ev, ParseError):
+                summary.errors.append(w.add_error(file, sha, ev.line, ev.message, ev.text, race_id))
+            elif isinstance(ev, RaceEnd):
+                row = race_row(ev, ctx, w.legend, race_id=race_id, file=file, sha=sha, started_at=started_at, extra=extra)
+                row["source_line"] = ev.line
+                if status and status.get("status", "ok") != "ok":
+                    row["status"], row["failure"], row["exit_code"] = status["status"], status.get("failure"), status.get("exit_code")
+                elif status:
+                    row["exit_code"] = status.get("exit_code")
+                if ev.recognised == 0:
+                    row["status"] = "garbage" if row["status"] in ("ok", "no_output") else row["status"]
+                    row["failure"] = row["failure"] or f"no ckProfiler output recognised ({ev.skipped} lines)"
+                if row["verification"]:
+                    w.conn.execute(
+                        "update race_results set verified = 1 where race_id = ? and verified is null and supported = 1 and ms is not null",
+                        [race_id],
+                    )
+                w.add_race(row)
+                races.append(row)
+                summary.races_added += 1
+    finally:
+        stop.set()
+        t.join(timeout=5)
     return races
 
 
@@ -492,8 +536,16 @@ def ingest(
     conn = db.conn
     summary = Summary()
     explicit = Context(arch=arch, gpu=gpu, cu=cu, rocm=rocm, host=host, command=command)
+    dropped: list[tuple[str, str]] = []
     try:
         conn.execute("begin")
+        if sum(p.stat().st_size for p in paths) > BULK_BYTES:
+            # bulk load: index maintenance per row costs more than one sort at the end
+            dropped = conn.execute(
+                "select name, sql from sqlite_master where type = 'index' and tbl_name = 'race_results' and sql is not null"
+            ).fetchall()
+            for name, _ in dropped:
+                conn.execute(f"drop index [{name}]")
         w = _Writer(conn, db)
         seen: set[str] = set()
         for p in paths:
@@ -529,6 +581,8 @@ def ingest(
                 [sha, file, kind, _now(), races + results + other + (len(summary.errors) - before[3])],
             )
             summary.files.append({"path": file, "sha256": sha, "kind": kind, "duplicate": False, "races": races, "results": results})
+        for _, ddl in dropped:
+            conn.execute(ddl)
         conn.execute("commit")
     except BaseException:
         conn.execute("rollback")

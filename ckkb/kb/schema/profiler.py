@@ -149,7 +149,7 @@ class RaceResultRow:
     verified: bool | None = col("verification outcome when printed (error: 0, Error: Incorrect results!), else NULL", None)
     kbatch: int | None = col("', KBatch N' suffix", None)
     name: str = col("instance string as printed (wrapped lines joined, KBatch suffix removed)")
-    raw: str = col("the text after 'GB/s,' as printed")
+    raw: str | None = col("the text after 'GB/s,' as printed, when it differs from `name` (wrapped lines, KBatch suffix); NULL when identical", None)
     op_template: str | None = col("device-op template of the name, from the name parser when available", None)
     fields: dict[str, Any] = col("parsed name fields (ckkb.names.parse) when the parser is available", json=True, default={})
 
