@@ -317,7 +317,10 @@ def extract_file(rel: str, data: bytes) -> FileResult:
     if funcs or ADD_CALL.encode() in data:
         # Errors inside an add function's body may hide calls; a misread parameter list does not.
         spans = [sp for sp in (f.pop("span") for f in funcs) if sp]
+        src_lines = data.split(b"\n")
         errs = [e for e in error_lines(tree) if not funcs or any(a <= e <= b for a, b in spans)]
+        if funcs:  # a lone closing brace: tree-sitter nested an #if wrongly, the directive scan did not
+            errs = [e for e in errs if e > len(src_lines) or src_lines[e - 1].strip() not in (b"}", b"};")]
         if errs:
             res.diagnostics.append(Diagnostic(
                 rel, errs[0], f"malformed C++ (tree-sitter recovered at line(s) {', '.join(map(str, errs[:5]))}); "
@@ -385,7 +388,7 @@ def _bind_value(raw: str, aliases: dict[str, str]) -> Any:
 
 class RegistrationsStage:
     name = "ck.registrations"
-    version = "3"
+    version = "4"
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:
