@@ -54,7 +54,7 @@ class HarnessResultRow:
 
 @table(
     "harness_ceilings",
-    "Ceilings measured by `ckkb harness` on the host (a large device copy, a large GEMM) and the "
+    "Ceilings measured by `ckkb harness` on the host (a large device copy, a read-only stream, a large GEMM) and the "
     "same operations timed by `triton.testing.do_bench` in the same run, as a cross-check.",
     kind=INGESTED,
 )
