@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = ROOT.parent / "shared" / "ckprofiler_samples"
+SAMPLES = Path(os.environ.get("CKKB_SAMPLES") or ROOT.parent / "shared" / "ckprofiler_samples")
 
 
 def real_perf_lines() -> list[str]:
@@ -78,7 +78,10 @@ def main() -> None:
         print(f"ratios (largest/smallest): lines {b0['lines'] / a0['lines']:.1f}x, time {b0['seconds'] / a0['seconds']:.2f}x, "
               f"peak RSS {b0['peak_rss_mb'] / a0['peak_rss_mb']:.2f}x")
     goal = 100_000
-    print(f"goal >= {goal:,} lines/s: {'met' if all(r['rate'] >= goal for r in rows) else 'NOT met'} (largest: {rows[-1]['rate']:,.0f} lines/s)")
+    big = [r for r in rows if r["lines"] >= 1_000_000] or rows[-1:]
+    rates = ", ".join(format(r["rate"], ",.0f") for r in big)
+    verdict = "met" if all(r["rate"] >= goal for r in big) else "NOT met"
+    print(f"goal >= {goal:,} lines/s on >= 1,000,000 lines: {verdict} ({rates} lines/s)")
 
 
 if __name__ == "__main__":
