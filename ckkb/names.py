@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any, NamedTuple
 
@@ -483,12 +483,22 @@ class ParsedName:
     props: dict[str, str] = field(default_factory=dict)
     schema: str = "generic"  # matched | generic | error
     error: dict[str, Any] | None = None  # {"message", "position"}
-    normalised: dict[str, Any] = field(default_factory=dict)
-    key: str | None = None  # join key (ckkb.names.render_key) when a schema matched
     device_op: str | None = None  # the C++ class whose schema matched
     schema_file: str | None = None
     schema_line: int | None = None
     derived: dict[str, Any] = field(default_factory=dict)  # values the source computes at run time
+    _match: Any = field(default=None, repr=False, compare=False)  # (re.Match, groups) of the schema
+
+    @cached_property
+    def normalised(self) -> dict[str, Any]:
+        """The normalised cross-op columns (ckkb.fields.normalise), as the instances table has them."""
+        return normalise(self.fields) if self.fields else {}
+
+    @cached_property
+    def key(self) -> str | None:
+        """The join key (instance_keys.key) when a schema matched: the name without whitespace,
+        run-time values and conditional parts as '*'."""
+        return _match_key(*self._match) if self._match is not None else None
 
     @property
     def ok(self) -> bool:
@@ -549,14 +559,14 @@ def _check_binary(name: str) -> tuple[str, int] | None:
     return f"binary data: control or undecodable character {m.group()!r} at position {m.start()}", m.start()
 
 
-def _match_key(s: NameSchema, m: re.Match[str], groups: list[dict[str, Any]]) -> str:
+def _match_key(m: re.Match[str], groups: list[dict[str, Any]]) -> str:
     """The join key from a match: the matched text without whitespace, with derived values and
     conditional parts replaced by '*' (as ckkb.extract.typestrings.render writes it)."""
     text = m.string
     pieces: list[str] = []
     pos = m.start()
     for gi, t in enumerate(groups):
-        st, en = m.span(f"g{gi}")
+        st, en = m.span(gi + 1)
         if st < 0 or st < pos:
             continue  # not taken, or inside a conditional already replaced
         pieces.append(text[pos:st])
@@ -566,27 +576,53 @@ def _match_key(s: NameSchema, m: re.Match[str], groups: list[dict[str, Any]]) ->
     return "".join("".join(pieces).split())
 
 
-def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+def _converters(groups: list[dict[str, Any]]) -> list[tuple[int, str, Any]]:
+    """Per regex group: (kind 0=skip 1=field 2=derived, name, token)."""
+    out = []
+    for t in groups:
+        if "alt" in t:
+            out.append((0, "", t))
+        elif "ref" in t:
+            out.append((1, _field_name(t), t))
+        else:
+            out.append((2, _field_name(t), t))
+    return out
+
+
+_conv_cache: dict[int, tuple[Any, list[tuple[int, str, Any]]]] = {}
+
+
+def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, Any], Any] | None:
     rx, groups = s.regex
     m = rx.fullmatch(text)
     if m is None:
         return None
+    hit = _conv_cache.get(id(groups))
+    if hit is None or hit[0] is not groups:
+        hit = (groups, _converters(groups))
+        _conv_cache[id(groups)] = hit
     fields: dict[str, Any] = {}
     derived: dict[str, Any] = {}
-    for gi, t in enumerate(groups):
-        v = m.group(f"g{gi}")
-        if v is None:
+    for (kind, name, t), v in zip(hit[1], m.groups(), strict=True):
+        if v is None or kind == 0:
             continue
-        if "alt" in t:
-            continue
-        if "ref" in t:
-            name, val = _field_name(t), _field_value(t, v)
-            if name in fields and fields[name] != val:
+        if kind == 1:
+            conv = t.get("conv")
+            if conv == "layout_initial":
+                val: Any = _LAYOUT_INITIAL.get(v, v)
+            elif t.get("kind") == "bool" and v in ("0", "1", "true", "false"):
+                val = v in ("1", "true")
+            elif v.isdigit():
+                val = int(v)
+            else:
+                val = _as_value(v)
+            old = fields.get(name, val)
+            if old != val:
                 return None  # one parameter printed twice with two values: not this schema
             fields[name] = val
         else:
-            derived[_field_name(t)] = _as_value(v)
-    return fields, derived, _match_key(s, m, groups)
+            derived[name] = int(v) if v.isdigit() else _as_value(v)
+    return fields, derived, (m, groups)
 
 
 def _ref_accepts(t: dict[str, Any], text: str) -> bool:
@@ -774,8 +810,7 @@ def _build(name, head, head_start, args, prop_list, schemas) -> ParsedName:
         args=args,
         props=props,
         schema=kind,
-        normalised=normalise(fields) if fields else {},
-        key=key,
+        _match=key,
         device_op=device_op,
         schema_file=sfile,
         schema_line=sline,

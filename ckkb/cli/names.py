@@ -160,11 +160,10 @@ def coverage_cmd(db_path, as_json):
         f"({out['matched']} matched, {out['partial']} partial: derived or conditional values); {out['unsupported']} do not",
         highlight=False, soft_wrap=True,
     )
-    if out["without_schema"]:
-        print_table(
-            [{"device op": r["device_op"], "where": f"{r['file']}:{r['line']}", "why": "; ".join(r["reasons"])} for r in out["without_schema"]],
-            ["device op", "where", "why"], title="without a schema",
-        )
+    for r in out["without_schema"]:
+        console.print(f"  no schema: {r['device_op']} ({r['file']}:{r['line']})", highlight=False, soft_wrap=True, markup=False)
+        for why in r["reasons"]:
+            console.print(f"    {why}", highlight=False, soft_wrap=True, markup=False)
 
 
 def register(group: click.Group) -> None:

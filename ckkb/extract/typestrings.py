@@ -323,8 +323,8 @@ def _statements(node, ctx: _Ctx) -> list[Any]:
             rtext = cpp.text(expr, ctx.src)
             if not re.fullmatch(r"\w+\s*\.\s*str\s*\(\s*\)", rtext):
                 toks = _operand(expr, ctx)
-                if not any("delegate" in x for x in toks):
-                    ctx.unsupported.append(f"returns {rtext[:80]!r} instead of its stream")
+                if "GetTypeString" not in rtext:
+                    ctx.unsupported.append(f"returns {' '.join(rtext.split())[:80]!r} instead of its stream")
                 tokens.extend(toks)
     return tokens
 
@@ -770,7 +770,7 @@ def _flat(tokens: list[Any]):
 
 class TypeStringsStage:
     name = STAGE_NAME
-    version = "3"
+    version = "4"
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:
