@@ -443,10 +443,11 @@ def interpret_argv(legend: Legend | None, args: list[str]) -> dict[str, Any]:
             out[r] = code_label(entry, str(raw)) if str(raw) in entry["codes"] else None
         else:
             out[r] = v
+    # not passed: the legend's default (kept apart, so a log's own 'Start running N times' can win)
     if "warmup" not in out and "warmup" in legend.by_role():
-        out["warmup"] = _int(legend.by_role()["warmup"].get("default"), DEFAULT_WARMUP)
+        out["warmup_default"] = _int(legend.by_role()["warmup"].get("default"), DEFAULT_WARMUP)
     if "iters" not in out and "iters" in legend.by_role():
-        out["iters"] = _int(legend.by_role()["iters"].get("default"), DEFAULT_ITERS)
+        out["iters_default"] = _int(legend.by_role()["iters"].get("default"), DEFAULT_ITERS)
     # the op's swap quirk: the result is reported for the swapped shape
     nums = {i + 1: v for i, v in enumerate(out_values(args))}
     for q in legend.quirks:

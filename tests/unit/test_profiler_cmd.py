@@ -102,6 +102,8 @@ def test_interpret_roundtrip(kb):
     assert op == "gemm_universal"
     # the quirk applies: the race is reported for the swapped problem
     assert (v["dtype"], v["layout"], v["M"], v["N"], v["K"], v["warmup"], v["iters"]) == ("bf16", "mk_nk", 4100, 4096, 512, 5, 20)
+    v = interpret_argv(lg, args[:14])  # no optional tail: the legend's defaults, kept apart
+    assert ("warmup" in v, v["warmup_default"], v["iters_default"]) == (False, 1, 10)
     assert (v["stride_a"], v["stride_b"]) == (700, 600)
     assert v["quirks"][0].startswith("when N % 8 != 0 && M % 8 == 0")
 
