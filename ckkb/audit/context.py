@@ -106,15 +106,23 @@ class AuditContext:
                if k.file == rc.kernel_list_file and k.list_name == rc.kernel_list and not k.shadowed and k.kernel_id is not None}
         return out or None
 
-    def err_ratio_threshold(self) -> float:
-        # The tuners' own default --errRatio (aiter/utility/base_tuner.py ARG_DEFAULTS, 0.05 in the default wheel):
-        # a tuner rejects candidates whose error ratio is above it, so a shipped row above it was written with a
-        # loosened gate or edited by hand. 0.05 already passes a kernel that moves ~4% of elements (seed §3).
-        for o in self.options:
-            if o.tuner == "base" and o.option == "--errRatio":
-                v = json.loads(o.default) if o.default else None
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    return float(v)
+    def err_ratio_threshold(self, op: str | None = None) -> float:
+        """The --errRatio default of the tuner that writes op's configs (else the base tuner's, else 0.05).
+
+        Justification: a tuner rejects candidates whose error ratio is above its own --errRatio, so a shipped
+        row above it was written with a loosened gate or edited by hand; and even the base default (0.05)
+        already passes a kernel that moves ~4% of output elements (seed §3). The fmoe tuners default to 0.5.
+        """
+        from ckkb.extract.aiter_tuners import tuner_name
+
+        rc = self.runtime_for(op)
+        wanted = [tuner_name(rc.tuner_file)] if rc is not None and rc.tuner_file else []
+        for tuner in [*wanted, "base"]:
+            for o in self.options:
+                if o.tuner == tuner and o.option == "--errRatio":
+                    v = json.loads(o.default) if o.default else None
+                    if isinstance(v, (int, float)) and not isinstance(v, bool):
+                        return float(v)
         return 0.05
 
     def op_of_table(self, rel: str, columns: list[str]) -> str | None:

@@ -77,7 +77,7 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 bad = "zero" if us == 0 else "negative"
             if bad:
                 out.append(finding("us-invalid", t.rel, ln, f"us is {bad} ({us!r}): the merge sorts by us", op=op, us=us))
-    threshold = ctx.err_ratio_threshold()
+    threshold = ctx.err_ratio_threshold(op)
     for c in ERR_COLUMNS:
         if c not in t.columns:
             continue
@@ -85,7 +85,7 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
             e = _num(v.get(c))
             if e is not None and e > threshold:
                 out.append(finding(
-                    "err-ratio-high", t.rel, ln, f"{c} {v.get(c)} is above {threshold:g}, the tuners' default --errRatio",
+                    "err-ratio-high", t.rel, ln, f"{c} {v.get(c)} is above {threshold:g}, the default --errRatio of the tuner that writes this file",
                     op=op, column=c, value=v.get(c), threshold=threshold,
                 ))
     for c in ("splitK", "ksplit"):

@@ -389,6 +389,19 @@ def stage_paths(root: Path, paths: list[Path]) -> list[Path]:
     return [Path(os.path.relpath(p, Path(root).resolve())) for p in paths]
 
 
+TUNER_DIRS = ("csrc", "hsa", "gradlib")  # per-op tuners live under csrc/ck_*/; the fmoe and bf16 (gradlib) ones elsewhere
+
+
+def is_tuner_file(p: Path) -> bool:
+    return p.name == "tune.py" or p.name.endswith(("_tune.py", "_tuner.py"))
+
+
+def tuner_name(rel: str) -> str:
+    """csrc/ck_gemm_a8w8/gemm_a8w8_tune.py -> gemm_a8w8_tune; elsewhere the path without .py (hsa/gfx942/fmoe_2stages/tune)."""
+    p = Path(rel)
+    return p.stem if p.parts[0] == "csrc" else p.with_suffix("").as_posix()
+
+
 class TunersStage:
     name = STAGE_NAME
     version = "1"
@@ -401,7 +414,8 @@ class TunersStage:
             for p in (pkg / "utility" / "base_tuner.py", pkg / "jit" / "core.py"):
                 if p.is_file():
                     out.append(p)
-        out += [p.resolve() for p in list_files(Path(root), "csrc", ("_tune.py",))]
+        for sub in TUNER_DIRS:
+            out += [p.resolve() for p in list_files(Path(root), sub, ("tune.py", "_tuner.py")) if is_tuner_file(p)]
         return stage_paths(Path(root), out)
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
@@ -491,11 +505,11 @@ class TreeFacts:
 def option_rows(facts: TreeFacts) -> list[Any]:
     rows: list[Any] = []
     groups: list[tuple[str, TunerFile | None]] = [("base", None)] if facts.base else []
-    groups += [(Path(t.rel).stem, t) for t in facts.tuners]
-    for tuner_name, t in groups:
+    groups += [(tuner_name(t.rel), t) for t in facts.tuners]
+    for name, t in groups:
         for o, d, f, ln in facts.effective_options(t):
             rows.append(AiterTunerOptionRow(
-                tuner=tuner_name, op=(Path(t.rel).parent.name.removeprefix("ck_") if t else None), file=f, line=ln,
+                tuner=name, op=(Path(t.rel).parent.name.removeprefix("ck_") if t and t.rel.startswith("csrc/") else None), file=f, line=ln,
                 option=o.option, flags=o.flags, dest=o.dest, action=o.action, default=json.dumps(d), type=o.type, help=o.help,
             ))
     return rows

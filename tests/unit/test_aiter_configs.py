@@ -94,7 +94,7 @@ def test_tuner_options_with_actions_and_defaults():
     assert json.loads(a8["--errRatio"].default) == 0.02 and a8["--errRatio"].file == "csrc/ck_gemm_a8w8/gemm_a8w8_tune.py"
     assert json.loads(a8["--untune_file"].default) == "aiter/configs/a8w8_untuned_gemm.csv"
     assert json.loads(a8["--splitK"].default) is False and a8["--splitK"].file == "aiter/utility/base_tuner.py"
-    assert ctx.err_ratio_threshold() == 0.05
+    assert ctx.err_ratio_threshold() == 0.05 and ctx.err_ratio_threshold("gemm_a8w8") == 0.02
 
 
 def test_runtime_configs_env_vars_default_paths_and_merge_rule():

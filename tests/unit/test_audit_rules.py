@@ -74,7 +74,8 @@ def test_messages_carry_the_evidence():
     f = next(f for f in r.findings if f.rule == "mx-scale-block")
     assert "K=4096 split 256 ways (splitK=8) gives K/256=16, not a multiple of 32" in f.message
     r = audit(str(MINI), [str(CASES / "err_ratio_high__a8w8_tuned_gemm.csv")])
-    assert next(f for f in r.findings if f.rule == "err-ratio-high").evidence["threshold"] == 0.05
+    # the a8w8 tuner's own ARG_DEFAULTS errRatio (0.02), not the base tuner's 0.05
+    assert next(f for f in r.findings if f.rule == "err-ratio-high").evidence["threshold"] == 0.02
 
 
 @pytest.mark.parametrize(
@@ -114,6 +115,17 @@ def test_env_file_setting_the_FILE_name():
     assert rules_of(r) == Counter({"env-file-var-ignored": 1})
     f = next(f for f in r.findings if f.rule == "env-file-var-ignored")
     assert f.line == 2 and "export AITER_CONFIG_GEMM_A8W8 instead" in f.message
+
+
+def test_env_merging_a_missing_file(tmp_path):
+    env = tmp_path / "run.sh"
+    clean = CASES / "clean__a8w8_tuned_gemm.csv"
+    env.write_text(f"#!/bin/sh\nexport AITER_CONFIG_GEMM_A8W8={clean}:{tmp_path}/gone.csv\n")
+    r = audit(str(MINI), env_file=str(env))
+    f = next(f for f in r.findings if f.rule == "merge-file-missing")
+    assert (f.file, f.line, f.severity) == (str(env), 2, "warning") and "gone.csv does not exist" in f.message
+    # the env var replaces the default set: the fixture's model_configs collision is gone
+    assert "merge-collision" not in rules_of(r)
 
 
 # ---------------------------------------------------------------- rules that need the knowledge base
