@@ -487,7 +487,7 @@ class ParsedName:
     schema_file: str | None = None
     schema_line: int | None = None
     derived: dict[str, Any] = field(default_factory=dict)  # values the source computes at run time
-    _match: Any = field(default=None, repr=False, compare=False)  # (re.Match, groups) of the schema
+    _match: Any = field(default=None, repr=False, compare=False)  # (text, start, end, spans, is_ref) of the schema match
 
     @cached_property
     def normalised(self) -> dict[str, Any]:
@@ -559,20 +559,18 @@ def _check_binary(name: str) -> tuple[str, int] | None:
     return f"binary data: control or undecodable character {m.group()!r} at position {m.start()}", m.start()
 
 
-def _match_key(m: re.Match[str], groups: list[dict[str, Any]]) -> str:
+def _match_key(text: str, start: int, end: int, regs: tuple[tuple[int, int], ...], is_ref: tuple[bool, ...]) -> str:
     """The join key from a match: the matched text without whitespace, with derived values and
     conditional parts replaced by '*' (as ckkb.extract.typestrings.render writes it)."""
-    text = m.string
     pieces: list[str] = []
-    pos = m.start()
-    for gi, t in enumerate(groups):
-        st, en = m.span(gi + 1)
+    pos = start
+    for (st, en), ref in zip(regs[1:], is_ref, strict=True):
         if st < 0 or st < pos:
             continue  # not taken, or inside a conditional already replaced
         pieces.append(text[pos:st])
-        pieces.append(text[st:en].strip() if "ref" in t else "*")
+        pieces.append(text[st:en].strip() if ref else "*")
         pos = en
-    pieces.append(text[pos : m.end()])
+    pieces.append(text[pos:end])
     return "".join("".join(pieces).split())
 
 
@@ -589,7 +587,7 @@ def _converters(groups: list[dict[str, Any]]) -> list[tuple[int, str, Any]]:
     return out
 
 
-_conv_cache: dict[int, tuple[Any, list[tuple[int, str, Any]]]] = {}
+_conv_cache: dict[int, tuple[Any, list[tuple[int, str, Any]], tuple[bool, ...]]] = {}
 
 
 def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, Any], Any] | None:
@@ -599,7 +597,8 @@ def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, 
         return None
     hit = _conv_cache.get(id(groups))
     if hit is None or hit[0] is not groups:
-        hit = (groups, _converters(groups))
+        conv = _converters(groups)
+        hit = (groups, conv, tuple(k == 1 for k, _, _ in conv))
         _conv_cache[id(groups)] = hit
     fields: dict[str, Any] = {}
     derived: dict[str, Any] = {}
@@ -622,7 +621,7 @@ def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, 
             fields[name] = val
         else:
             derived[name] = int(v) if v.isdigit() else _as_value(v)
-    return fields, derived, (m, groups)
+    return fields, derived, (text, m.start(), m.end(), m.regs, hit[2])
 
 
 def _ref_accepts(t: dict[str, Any], text: str) -> bool:

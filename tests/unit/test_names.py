@@ -370,3 +370,11 @@ def test_read_stdin_names_keeps_empty_lines_but_not_the_final_newline():
 
 def test_sample_list_is_real():
     assert Path(SAMPLES).is_dir()
+
+
+def test_parsed_names_pickle_with_their_key():
+    import pickle
+
+    p = names.parse(UNIVERSAL, SCHEMAS)
+    q = pickle.loads(pickle.dumps(p))
+    assert (q.key, q.fields, q.derived, q.normalised, q.to_json()) == (p.key, p.fields, p.derived, p.normalised, p.to_json())
