@@ -40,7 +40,7 @@ def part_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
         return out
     unknown: dict[tuple, list[int]] = defaultdict(list)
     other_arch: dict[str, list[int]] = defaultdict(list)
-    wrong_dialect: dict[tuple, list[int]] = defaultdict(list)
+    wrong_dialect: dict[tuple, dict[int, set]] = defaultdict(dict)
     dtype_cols = [c for c in t.columns if "dtype" in c.lower()]
     for ln, v in t.rows:
         gfx = v.get("gfx") if isinstance(v.get("gfx"), str) and v.get("gfx") else None
@@ -57,7 +57,7 @@ def part_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
             for c in dtype_cols:
                 d = dialect(v.get(c))
                 if d and DIALECT_ARCH[d] != target:
-                    wrong_dialect[(target, d, c, v.get(c))].append(ln)
+                    wrong_dialect[(target, d)].setdefault(ln, set()).add(f"{c}={v.get(c)}")
     for (gfx, cu), lines in unknown.items():
         what = f"gfx={gfx}, cu_num={cu}" if gfx else f"cu_num={cu}"
         out.append(finding(
@@ -70,11 +70,13 @@ def part_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
             "arch-mismatch", t.rel, lines[0], f"{len(lines)} rows are tuned for {arch}, not --arch {ctx.arch}",
             op=op, arch=arch, wanted=ctx.arch, count=len(lines), lines=lines[:LIST_LIMIT],
         ))
-    for (arch, d, c, val), lines in wrong_dialect.items():
+    for (arch, d), by_line in wrong_dialect.items():
+        lines = sorted(by_line)
+        vals = sorted(set().union(*by_line.values()))
         want = "OCP (float8_e4m3fn)" if arch == "gfx950" else "FNUZ (float8_e4m3fnuz)"
         out.append(finding(
             "fp8-dialect", t.rel, lines[0],
-            f"{len(lines)} rows have {c}={val} ({d.upper()}) for {arch}, whose fp8 dialect is {want}",
-            op=op, arch=arch, column=c, value=val, dialect=d, count=len(lines), lines=lines[:LIST_LIMIT],
+            f"{len(lines)} rows use {d.upper()} fp8 ({', '.join(vals)}) for {arch}, whose fp8 dialect is {want}",
+            op=op, arch=arch, dialect=d, values=vals, count=len(lines), lines=lines[:LIST_LIMIT],
         ))
     return out
