@@ -54,8 +54,11 @@ def legend_json(db, op: str) -> dict[str, Any]:
 
 
 def races_json(db, race_id: int | None = None) -> dict[str, Any]:
-    if "races_summary" not in db.view_names():
-        kbdb.create_views(db)
+    have = set(db.view_names())
+    for name, ddl in kbdb.view_sql():
+        if name.startswith("races_") and name not in have:
+            # a knowledge base built before these views existed, opened read-only: temporary views
+            db.execute(ddl.replace(f"CREATE VIEW {name}", f"CREATE TEMP VIEW {name}", 1))
     rows = db.execute(sql("race_spread"), {"race_id": race_id}).fetchall()
     cols = [d[0] for d in db.execute(sql("race_spread"), {"race_id": race_id}).description]
     out = []
