@@ -58,6 +58,7 @@ _RULES = [
     Rule("splitk-never-searched", "warning", "values", "splitK is zero in every row (the tuner's -k/--splitK is off by default)"),
     Rule("mx-scale-block", "error", "values", "MX/FP4 row whose split-K or K-block does not divide into 32-element scale blocks"),
     Rule("input-error", "error", "values", "a config file that cannot be read, or rows that were skipped"),
+    Rule("op-unknown", "note", "values", "a tuned file whose op the runtime configs do not name: kernel-list and merge rules not applied"),
     Rule("key-columns-missing", "error", "values", "a config file without the key columns of its op"),
     # runtime
     Rule("default-config-missing", "warning", "runtime", "a config path the runtime reads by default does not exist (the op runs untuned)"),

@@ -42,6 +42,14 @@ def input_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
             op=op, severity="warning", count=len(lines), lines=lines[:LIST_LIMIT], messages=[m for _, m in t.problems[:LIST_LIMIT]],
         ))
     rc = ctx.runtime_for(op)
+    if op is None and t.kind == "tuned":
+        ops = ", ".join(r.tuned_name or r.op for r in ctx.runtime)
+        out.append(finding(
+            "op-unknown", t.rel, 0,
+            f"no runtime config of this aiter names this file (known: {ops}): kernel-list and merge rules not applied; "
+            "name it after its op's tuned file to have them applied",
+            columns=t.columns,
+        ))
     want = [c for c in (rc.merge_key if rc and rc.merge_key else []) if c not in t.columns]
     if rc is None and not any(c in t.columns for c in ("M", "N", "K", "token")):
         want = [c for c in ("M", "N", "K") if c not in t.columns]

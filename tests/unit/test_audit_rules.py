@@ -206,3 +206,11 @@ def test_cli_exit_codes_and_formats():
     assert r.exit_code == 2 and "unknown arch" in r.output
     r = run(main, ["audit", "--aiter", str(MINI / "nope")])
     assert r.exit_code == 2 and "aiter tree not found" in r.output and "Traceback" not in r.output
+
+
+def test_a_file_named_after_no_op_is_said_not_silently_passed(tmp_path):
+    p = tmp_path / "mystery.csv"
+    p.write_bytes((CASES / "kernel_id_unknown__a8w8_tuned_gemm.csv").read_bytes())
+    r = audit(str(MINI), [str(p)])
+    assert rules_of(r) == Counter({"op-unknown": 1})  # the unknown kernelId cannot be checked without an op...
+    assert r.files[0]["kernel_checked"] == 0 and r.files[0]["no_kernel_list"] == 1  # ...and the count says so
