@@ -34,6 +34,7 @@ from ckkb.web.metadata import CannedQuery, canned_queries
 TEMPLATES = Path(str(resources.files("ckkb.web").joinpath("templates")))
 STATIC = Path(str(resources.files("ckkb.web").joinpath("static")))
 PREFIX = "/-/ckkb"
+CK_PREFIXES = ("library/", "include/", "profiler/", "example/", "test/", "client_example/", "codegen/", "tile_engine/")
 
 
 # ---------------------------------------------------------------- helpers
@@ -313,9 +314,12 @@ def _is_race_summary(row) -> bool:
 
 @hookimpl
 def render_cell(row, value, column, table, database, datasette):
-    """Link instances to their explain page: the `template` cell of `instances` rows (the id cell
-    is Datasette's own row link) and any `instance_id` / `*_instance_id` cell in tables and
-    canned-query results."""
+    """Links in table and canned-query cells:
+    - instances: the `template` cell of `instances` rows (the id cell is Datasette's own row link)
+      and any `instance_id` / `*_instance_id` cell -> the explain page;
+    - `race_id`, `race_a`, `race_b` (and a race_spread row's `id`) -> the race-spread chart;
+    - `registration_id` -> the registrations row;
+    - a CK source path in a `*file` column -> $CKKB_CK_REPO_URL/<file>#L<the matching *line>."""
     if value is None or value == "":
         return None
     if table == "instances" and column == "template":
@@ -330,6 +334,18 @@ def render_cell(row, value, column, table, database, datasette):
                                    or (column == "id" and table is None and _is_race_summary(row))):
         href = datasette.urls.path(f"{PREFIX}/chart/race-spread?race={value}")
         return markupsafe.Markup(f'<a class="ckkb-race" href="{href}" title="chart of race {value}">{value}</a>')
+    if column == "registration_id" and isinstance(value, int) and database:
+        href = datasette.urls.row(database, "registrations", str(value))
+        return markupsafe.Markup(f'<a href="{href}" title="registration {value}">{value}</a>')
+    if column.endswith("file") and isinstance(value, str) and value.startswith(CK_PREFIXES):
+        line_col = column[: -len("file")] + "line"
+        try:
+            line = row[line_col]
+        except (IndexError, KeyError):
+            line = None
+        url = explain.source_url(value, line if isinstance(line, int) else None)
+        if url:
+            return markupsafe.Markup(f'<a href="{markupsafe.escape(url)}">{markupsafe.escape(value)}</a>')
     if _is_instance_column(column, table) and isinstance(value, int):
         return markupsafe.Markup(
             f'<a class="ckkb-instance" href="{instance_href(datasette, value)}" title="explain instance {value}">{value}</a>'
@@ -341,6 +357,12 @@ def render_cell(row, value, column, table, database, datasette):
 def asgi_wrapper(datasette):
     def wrap(app):
         async def checked_app(scope, receive, send):
+            if scope.get("type") == "http" and scope.get("method") not in ("GET", "HEAD", "OPTIONS"):
+                # Read-only service: no endpoint accepts a write (Datasette 0.65 would even answer
+                # a POST to a read-only canned query with a 500).
+                await Response.text("ckkb serve is read-only: only GET requests are accepted\n", status=405,
+                                    headers={"Allow": "GET, HEAD"}).asgi_send(send)
+                return
             if scope.get("type") == "http" and scope.get("method") in ("GET", "HEAD"):
                 response = await _check_canned(datasette, scope)
                 if response is not None:
