@@ -422,7 +422,7 @@ def _arg_refs(s: NameSchema) -> list[dict[str, Any] | None]:
 
 
 class SchemaSet(dict):
-    """name_schemas keyed by device op, indexed by printed op name. Hashable by identity (memoising)."""
+    """name_schemas keyed by "device_op@file", indexed by printed op name. Hashable by identity (memoising)."""
 
     __hash__ = object.__hash__  # type: ignore[assignment]
 
@@ -467,7 +467,7 @@ def load_schemas(db: Any) -> SchemaSet:
         return out
     for row in db.query("select * from name_schemas where status != 'unsupported' order by id"):
         s = schema_from_row(row)
-        out[s.device_op] = s
+        out[f"{s.device_op}@{s.file}"] = s  # one class name may be defined in two headers
     return out
 
 

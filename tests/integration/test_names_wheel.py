@@ -107,13 +107,14 @@ def test_part2_instances_locate_back_to_their_lines(db, schemas):
 def test_ambiguity_is_visible(db, schemas):
     n = next(db.query("select count(*) as n from names_ambiguous"))["n"]
     assert n > 1000
-    row = next(db.query("select key, printed_name, entries from names_ambiguous where printed_name like 'DeviceGemmXdlUniversal<%' limit 1"))
-    got = names.locate(db, row["printed_name"], schemas)
+    row = next(db.query("select key, entries from names_ambiguous where op = 'DeviceGemmXdlUniversal' order by key limit 1"))
+    name = row["key"].replace("*", "2")  # a key is a printed name without whitespace; '*' are run-time values
+    got = names.locate(db, name, schemas)
     assert got["ambiguous"] and len([e for e in got["entries"] if e["status"] == "active"]) == row["entries"]
 
 
 def test_instance_keys_carry_normalised_columns(db):
     r = next(db.query(
         "select count(*) as n, sum(tile_m is not null) as tiles, sum(padding is not null) as pads, sum(pipeline is not null) as pipes "
-        "from instance_keys where op = 'DeviceGemmXdlUniversal'"))
-    assert r["n"] > 1000 and r["tiles"] == r["n"] and r["pipes"] == r["n"] and r["pads"] > 0.9 * r["n"]
+        "from instance_keys where op = 'DeviceGemmXdlUniversal' and registration_id is not null"))
+    assert r["n"] > 1000 and r["tiles"] == r["n"] and r["pipes"] == r["n"] and r["pads"] == r["n"]
