@@ -242,7 +242,10 @@ def race_cmd(op, dtype, layout, shapes_path, profiler, timeout, out, warmup, ite
         emit_json(result)
         return
     print_table(summary.runs, ["M", "N", "K", "status", "failure", "seconds"], title=f"{op}: {summary.bundle}")
-    if not do_ingest:
+    if do_ingest:
+        ing = result["ingest"]
+        console.print(f"ingested into {settings.db_path(db_path)}: {ing['races_added']} races, {ing['results_added']} results", highlight=False)
+    else:
         console.print(f"merge it with: ckkb ingest {summary.bundle}", highlight=False)
 
 

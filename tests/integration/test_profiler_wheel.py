@@ -85,3 +85,21 @@ def test_samples_read_through_the_wheel_legends(wheel_db, tmp_path):
     r = CliRunner().invoke(main, ["races", "--json", "--db", str(db)])
     races = json.loads(r.output)["races"]
     assert [x["timed"] for x in races] == [6, 102]
+
+
+def test_registered_pool_per_arch(wheel_db, tmp_path):
+    """'126 timed' on gfx950 (the seed's MI355X race of gemm bf16 mk_nk 4096^3) vs the pool registered there."""
+    db = tmp_path / "kb.db"
+    db.write_bytes(wheel_db.read_bytes())
+    best = ("Best Perf for datatype = bf16 ALayout =  RowMajor BLayout =  ColumnMajor M = 4096 N = 4096 K = 4096 StrideA = 4096 "
+            "StrideB = 4096 StrideC = 4096 : 0.251566 ms, 546.334 TFlops, 400.147 GB/s, DeviceGemm_Xdl_CShuffleV2<Default, 256, 256, 256, "
+            "32, 8, 8, 32, 32, 4, 4, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v1\n")
+    for arch, winner in (("gfx942", best), ("gfx950", best.replace("<Default, 256, 256, 256", "<Default, 256, 128, 256"))):
+        log = tmp_path / f"{arch}.log"
+        log.write_text("# command: ckProfiler gemm 2 1 1 1 0 1 4096 4096 4096 4096 4096 4096 5 20\n" + winner)
+        ingest(db, [log], arch=arch)
+    races = json.loads(CliRunner().invoke(main, ["races", "--json", "--db", str(db)]).output)["races"]
+    reg = {r["arch"]: r["registered"] for r in races}
+    assert reg["gfx950"] == 126 and reg["gfx942"] > 0
+    moves = sqlite3.connect(db).execute("select winner_moved from races_winner_moves").fetchall()
+    assert moves == [(1,)]
