@@ -244,7 +244,9 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
         race = None
         last = None
         fail_next = False
-        yield r
+        if r.results or r.best or r.descriptors or r.instances_found is not None or r.command or r.recognised == 0:
+            yield r
+        # else: only chatter (e.g. 'launch_and_time_kernel' after a Best line): not a race of its own
 
     def ensure_race(at: int) -> Iterator[Event]:
         nonlocal race, command_hint

@@ -168,7 +168,7 @@ def ingest_cmd(logs, arch, gpu, cu, rocm, host, command, db_path, as_json):
     from ckkb.kb.ingest import ingest  # noqa: PLC0415
 
     summary = ingest(settings.db_path(db_path), logs, arch=arch, gpu=gpu, cu=cu, rocm=rocm, command=command, host=host)
-    failed = [f for f in summary.files if not f["duplicate"] and f["races"] == 0 and f["kind"] in ("ckprofiler_log", "binary")]
+    failed = [f for f in summary.files if not f["duplicate"] and not f["stored"]]  # nothing readable in it
     if as_json:
         emit_json(summary.to_json())
     else:

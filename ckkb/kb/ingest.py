@@ -556,13 +556,13 @@ def ingest(
                 raise CkkbError(f"cannot read {p}: {e.strerror or e}") from None
             dup = sha in seen or conn.execute("select 1 from ingest_files where sha256 = ?", [sha]).fetchone()
             if dup:
-                summary.files.append({"path": file, "sha256": sha, "kind": None, "duplicate": True, "races": 0, "results": 0})
+                summary.files.append({"path": file, "sha256": sha, "kind": None, "duplicate": True, "races": 0, "results": 0, "stored": False})
                 continue
             seen.add(sha)
             before = (summary.races_added, summary.results_added, sum(summary.rows_added.values()), len(summary.errors))
             if _looks_binary(p):
                 summary.errors.append({"file": file, "line": 0, "message": "binary file, not a ckProfiler log or bundle; nothing stored"})
-                summary.files.append({"path": file, "sha256": sha, "kind": "binary", "duplicate": False, "races": 0, "results": 0})
+                summary.files.append({"path": file, "sha256": sha, "kind": "binary", "duplicate": False, "races": 0, "results": 0, "stored": False})
                 continue
             if _is_bundle(p):
                 kind = _ingest_bundle(w, p, file=file, sha=sha, explicit=explicit, summary=summary)
@@ -574,13 +574,13 @@ def ingest(
             other = sum(summary.rows_added.values()) - before[2]
             if races == 0 and other == 0:
                 summary.errors.append({"file": file, "line": 0, "message": "no ckProfiler output or bundle record found; nothing stored"})
-                summary.files.append({"path": file, "sha256": sha, "kind": kind, "duplicate": False, "races": 0, "results": 0})
+                summary.files.append({"path": file, "sha256": sha, "kind": kind, "duplicate": False, "races": 0, "results": 0, "stored": False})
                 continue
             conn.execute(
                 "insert into ingest_files (sha256, path, kind, ingested_at, rows_added) values (?, ?, ?, ?, ?)",
                 [sha, file, kind, _now(), races + results + other + (len(summary.errors) - before[3])],
             )
-            summary.files.append({"path": file, "sha256": sha, "kind": kind, "duplicate": False, "races": races, "results": results})
+            summary.files.append({"path": file, "sha256": sha, "kind": kind, "duplicate": False, "races": races, "results": results, "stored": True})
         for _, ddl in dropped:
             conn.execute(ddl)
         conn.execute("commit")

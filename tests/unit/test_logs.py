@@ -195,6 +195,13 @@ def test_binary_and_missing_files(tmp_path, tmp_db):
     assert s.races_added == 0 and s.errors[0]["message"].startswith("binary file")
     r = CliRunner().invoke(main, ["ingest", str(junk), "--db", str(tmp_db)])
     assert r.exit_code == 1 and "binary file" in r.output
+    chatter = tmp_path / "chatter.log"
+    chatter.write_text("$ make -j\nlaunch_and_time_kernel: grid_dim {1, 1, 1}, block_dim {256, 1, 1}\n")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"record": "bundle", "kind": "race", "created": "x", "host": {}}\n')
+    r = CliRunner().invoke(main, ["ingest", str(chatter), str(empty), "--json", "--db", str(tmp_db)])
+    assert r.exit_code == 1
+    assert [e["message"] for e in json.loads(r.output)["errors"]] == ["no ckProfiler output or bundle record found; nothing stored"] * 2
     r = CliRunner().invoke(main, ["ingest", str(tmp_path / "nope.log"), "--db", str(tmp_db)])
     assert r.exit_code == 2 and "no such file" in r.output and "Traceback" not in r.output
 
