@@ -24,8 +24,14 @@ from ckkb.extract.aiter_configs import ConfigTable, arch_of
 
 TILE_COLS = ("block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n")
 
-# op family -> substrings of CK a_dtype names that family's kernels consume
-DTYPE_HINTS = {"a8w8": ("f8", "int8", "i8"), "bf16": ("bhalf", "bf16"), "a4w4": ("f4", "fp4")}
+# op family -> CK A data types (after alias resolution, "ck::" dropped) that family's kernels consume
+DTYPE_HINTS = {"a8w8": ("f8_t", "f8", "int8_t", "i8"), "bf16": ("bhalf_t", "bf16"), "a4w4": ("f4x2_pk_t", "f4_t")}
+
+
+def ck_gemm_xdl(template: str | None) -> bool:
+    """aiter's CK kernels are XDL GEMMs (gfx9): compare only with CK's XDL GEMM device ops, never WMMA or conv."""
+    t = (template or "").lower()
+    return "gemm" in t and "xdl" in t and "conv" not in t and "contraction" not in t
 
 
 def dtype_hints(op: str | None) -> tuple[str, ...] | None:
@@ -86,7 +92,10 @@ class CkIndex:
         hints = dtype_hints(op)
         out = []
         for c in cands:
-            if hints and c["a_dtype"] and not any(h in c["a_dtype"].lower() for h in hints):
+            if not ck_gemm_xdl(c["template"]):
+                continue
+            a = (c["a_dtype"] or "").lower().removeprefix("ck::")
+            if hints is None or a not in hints:
                 continue
             if kernel.pipeline and c["pipeline"] and kernel.pipeline != c["pipeline"]:
                 continue

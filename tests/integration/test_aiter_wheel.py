@@ -100,3 +100,22 @@ def test_aiter_stages_build(tmp_path, wheel_trees):
     assert n == 4852  # 13 tuned files, asm_a8w8_gemm.csv (no op) included
     assert db.execute("select count(*) from aiter_audit_findings where rule = 'merge-drops-rows'").fetchone()[0] == 4
     db.close()
+
+
+def test_tile_gate_rule_against_the_wheel_knowledge_base(wheel_db, wheel_trees):
+    """aiter's CK kernels against CK's own XDL GEMM instances: many have a counterpart, none is gated away on both."""
+    from ckkb.audit.rules_kb import CkIndex
+
+    db = open_db(wheel_db, readonly=True)
+    idx = CkIndex.from_db(db)
+    n_findings = db.execute("select count(*) from aiter_audit_findings where rule = 'tile-gated'").fetchone()[0]
+    db.close()
+    c = load_tree(wheel_trees["aiter"])
+    matched = 0
+    for k in c.kernels:
+        if k.op == "gemm_a8w8" and k.list_name == "kernels_list":
+            m, gate = idx.gated(k, "gemm_a8w8", "gfx950")
+            matched += bool(m)
+            assert gate is None
+    assert matched > 0
+    assert n_findings == 0
