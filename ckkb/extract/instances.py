@@ -77,24 +77,33 @@ def _is_header_comment(body: str) -> bool:
 # ---------------------------------------------------------------- C++ -> expression trees
 
 
+_NAMES = frozenset(("type_identifier", "identifier", "primitive_type", "namespace_identifier"))
+
+
 def to_expr(node, src: bytes) -> Expr:
+    # hot path (a million nodes on the full tree): the common node types first, cheap calls only
     t = node.type
     if t == "type_descriptor":
-        ty = node.child_by_field_name("type")
-        if ty is not None and node.named_child_count == 1:
-            return to_expr(ty, src)
+        if node.named_child_count == 1:
+            return to_expr(node.named_child(0), src)
         return ("text", cpp.squash(cpp.text(node, src)))
     if t == "number_literal":
-        v = ckfields.as_int(cpp.text(node, src))
-        return ("int", v) if v is not None else ("text", cpp.text(node, src))
-    if t in ("true", "false"):
-        return ("bool", t == "true")
-    if t in ("type_identifier", "identifier", "primitive_type", "namespace_identifier", "sized_type_specifier"):
-        return ("name", cpp.squash(cpp.text(node, src)))
+        s = src[node.start_byte : node.end_byte].decode()
+        try:
+            return ("int", int(s))
+        except ValueError:
+            v = ckfields.as_int(s)
+            return ("int", v) if v is not None else ("text", s)
+    if t in _NAMES:
+        return ("name", src[node.start_byte : node.end_byte].decode())
     if t in ("template_type", "template_function"):  # `S<0>` in an expression position reads as a template_function
         name = node.child_by_field_name("name")
         args = node.child_by_field_name("arguments")
         return ("tmpl", cpp.text(name, src), [to_expr(a, src) for a in (args.named_children if args else []) if a.type != "comment"])
+    if t in ("true", "false"):
+        return ("bool", t == "true")
+    if t == "sized_type_specifier":
+        return ("name", cpp.squash(cpp.text(node, src)))
     if t == "qualified_identifier":
         scope, cur = [], node
         while cur is not None and cur.type == "qualified_identifier":
@@ -336,11 +345,15 @@ def _list_entries(args, src: bytes, rel: str, diags: list[Diagnostic]) -> list[d
     return entries
 
 
-def _aliases(tree, src: bytes) -> dict[str, dict]:
-    """Namespace-level aliases and constants of one file: name -> {"params": [...]?, "expr": Expr, "line"}."""
+def _aliases(found: dict[str, list], src: bytes) -> dict[str, dict]:
+    """Namespace-level aliases and constants of one file: name -> {"params": [...]?, "expr": Expr, "line"}.
+
+    Instance lists themselves (`using X = std::tuple<...>`) are not aliases anything resolves through."""
     out: dict[str, dict] = {}
-    for decl in cpp.find(tree.root_node, "alias_declaration"):
+    for decl in found["alias_declaration"]:
         if cpp.is_nested_in(decl, ("compound_statement", "field_declaration_list")):
+            continue
+        if _tuple_args(decl, src) is not None:
             continue
         name = decl.child_by_field_name("name")
         td = decl.child_by_field_name("type")
@@ -351,7 +364,7 @@ def _aliases(tree, src: bytes) -> dict[str, dict]:
         if plist is not None:
             entry["params"] = [p["name"] for p in cpp.template_params(plist, src)]
         out[cpp.text(name, src)] = entry
-    for decl in cpp.find(tree.root_node, "declaration"):
+    for decl in found["declaration"]:
         if not any(c.type == "type_qualifier" and cpp.text(c, src) == "constexpr" for c in decl.children):
             continue
         if cpp.is_nested_in(decl, ("compound_statement", "field_declaration_list", "template_declaration")):
@@ -362,16 +375,16 @@ def _aliases(tree, src: bytes) -> dict[str, dict]:
             d, v = init.child_by_field_name("declarator"), init.child_by_field_name("value")
             if d is not None and v is not None and d.type == "identifier":
                 out[cpp.text(d, src)] = {"expr": to_expr(v, src), "line": cpp.line(init)}
-    for td in cpp.find(tree.root_node, "type_definition"):  # typedef X Y;
+    for td in found["type_definition"]:  # typedef X Y;
         ty, d = td.child_by_field_name("type"), td.child_by_field_name("declarator")
         if ty is not None and d is not None and d.type == "type_identifier" and not cpp.is_nested_in(td, ("compound_statement", "field_declaration_list")):
             out[cpp.text(d, src)] = {"expr": to_expr(ty, src), "line": cpp.line(td)}
     return out
 
 
-def _includes(tree, src: bytes) -> list[str]:
+def _includes(found: dict[str, list], src: bytes) -> list[str]:
     out = []
-    for inc in cpp.find(tree.root_node, "preproc_include"):
+    for inc in found["preproc_include"]:
         p = inc.child_by_field_name("path")
         if p is not None and p.type == "string_literal":
             out.append(cpp.text(p, src).strip('"'))
@@ -415,12 +428,13 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
     src, cmake_vars = _mask_cmake(data) if rel.endswith(".in") else (data, [])
     src, guards = _mask_preproc(src) if b"#if" in src else (src, {})
     tree = cpp.parse(src)
-    res.facts["aliases"] = _aliases(tree, data)
-    res.facts["includes"] = _includes(tree, data)
+    found = cpp.find_many(tree.root_node, ("alias_declaration", "declaration", "type_definition", "preproc_include"))
+    res.facts["aliases"] = _aliases(found, data)
+    res.facts["includes"] = _includes(found, data)
     lists = []
     list_aliases = []
     if has_tuple or maybe_alias:
-        for decl in cpp.find(tree.root_node, "alias_declaration"):
+        for decl in found["alias_declaration"]:
             args = _tuple_args(decl, src)
             if args is None:
                 alias = _list_alias(decl, src, data, guards)

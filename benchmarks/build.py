@@ -1,0 +1,121 @@
+"""Build speed on the default tree (the installed amd-aiter wheel): issue 2's Performance figures.
+
+    python3 benchmarks/build.py [--ck PATH] [--jobs N] [--no-aiter]
+
+In one run:
+  1. reference: a bare, single-process tree-sitter parse of every .cpp/.hpp/.in file under the
+     directories the CK extractors read (instances, device-op impl headers, factory headers,
+     profiler sources), reading each file and parsing it once;
+  2. cold `ckkb build`: fresh database and cache in a temporary directory (default jobs, or --jobs);
+  3. warm rebuild of the same database with no source change.
+Each build runs as a subprocess (`python -m ckkb.cli build`), so its peak memory is its own
+(`os.wait4` rusage: the process and the workers it reaped). Prints the three times, both ratios
+against the goals (cold <= 1.0x reference, warm <= 0.1x, peak <= 1 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ckkb import sources  # noqa: E402
+from ckkb.extract import cpp  # noqa: E402
+from ckkb.extract.files import list_files  # noqa: E402
+
+DIRS = (sources.CK_INSTANCE_DIR, sources.CK_IMPL_DIR, sources.CK_FACTORY_DIR, sources.CK_PROFILER_DIR)
+SUFFIXES = (".cpp", ".hpp", ".in")
+
+
+def reference(root: Path) -> tuple[float, int, int, dict[str, int]]:
+    """Seconds to read and parse every file once, in this process; files, bytes, files per dir."""
+    files = {d: list_files(root, d, SUFFIXES) for d in DIRS}
+    cpp.parse(b"int x;")  # load the grammar outside the timing
+    t0 = time.perf_counter()
+    n = size = 0
+    for paths in files.values():
+        for p in paths:
+            data = p.read_bytes()
+            cpp.parse(data)
+            n += 1
+            size += len(data)
+    return time.perf_counter() - t0, n, size, {d: len(v) for d, v in files.items()}
+
+
+def run_build(args: list[str], env: dict[str, str]) -> tuple[float, int, int, str]:
+    """(seconds, exit status, peak RSS in KiB of the build and its workers, last output line)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ckkb.cli", "build", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).resolve().parents[1],
+    )
+    out = proc.stdout.read().decode("utf-8", "replace") if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    secs = time.perf_counter() - t0
+    last = [ln for ln in out.splitlines() if ln.strip()]
+    return secs, proc.returncode, usage.ru_maxrss, last[-1] if last else ""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ck", default=None, help="CK tree (default: the wheel's)")
+    ap.add_argument("--jobs", type=int, default=None, help="build workers (default: ckkb's default, one per core)")
+    ap.add_argument("--no-aiter", action="store_true", help="build the CK tree only")
+    a = ap.parse_args()
+
+    tree = sources.ck_tree(a.ck)
+    ref_s, n_files, n_bytes, per_dir = reference(tree.root)
+    ref_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    env = dict(os.environ)
+    env.pop("CKKB_DB", None)
+    if a.jobs is None:
+        env.pop("CKKB_JOBS", None)
+    jobs = a.jobs or (os.cpu_count() or 1)
+    with tempfile.TemporaryDirectory(prefix="ckkb-bench-") as tmp:
+        db = Path(tmp) / "ckkb.db"
+        args = ["--db", str(db), "--jobs", str(jobs)]
+        if a.ck:
+            args += ["--ck", a.ck]
+        if a.no_aiter:
+            args.append("--no-aiter")
+        cold_s, cold_rc, cold_rss, cold_line = run_build(args, env)
+        warm_s, warm_rc, warm_rss, warm_line = run_build(args, env)
+        db_mb = db.stat().st_size / 2**20 if db.exists() else 0.0
+    if cold_rc or warm_rc:
+        print(f"build failed (cold exit {cold_rc}, warm exit {warm_rc}): {cold_line} / {warm_line}")
+        return 1
+
+    print(f"CK tree: {tree.root} (version {tree.version}, wheel {tree.wheel_version})")
+    print(f"reference input: {n_files} files, {n_bytes / 2**20:.1f} MiB: " + ", ".join(f"{d} {k}" for d, k in per_dir.items()))
+    print(f"build: jobs={jobs}{' --no-aiter' if a.no_aiter else ' (CK + aiter trees)'}, cpus={os.cpu_count()}; database {db_mb:.1f} MiB")
+    print(f"cold: {cold_line}")
+    print(f"warm: {warm_line}")
+    print()
+    rows = [
+        ("reference: bare tree-sitter parse, 1 process", ref_s, "1.00x", "", ref_rss),
+        ("cold ckkb build (fresh db + cache)", cold_s, f"{cold_s / ref_s:.2f}x", "<= 1.0x", cold_rss),
+        ("warm rebuild (no source change)", warm_s, f"{warm_s / ref_s:.3f}x", "<= 0.1x", warm_rss),
+    ]
+    print(f"{'run':<46} {'seconds':>8} {'ratio':>8} {'goal':>8} {'peak RSS':>10}")
+    print("-" * 84)
+    for name, s, r, goal, rss in rows:
+        print(f"{name:<46} {s:>8.2f} {r:>8} {goal:>8} {rss / 1024:>7.0f} MiB")
+    peak = max(cold_rss, warm_rss) / 1024
+    print("-" * 84)
+    print(f"cold/reference {cold_s / ref_s:.2f}x (goal <= 1.0x: {'met' if cold_s <= ref_s else 'NOT met'}); "
+          f"warm/reference {warm_s / ref_s:.3f}x (goal <= 0.1x: {'met' if warm_s <= 0.1 * ref_s else 'NOT met'}); "
+          f"peak {peak:.0f} MiB (goal <= 1024 MiB: {'met' if peak <= 1024 else 'NOT met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
