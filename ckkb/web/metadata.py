@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from html import escape
 from importlib import resources
 from typing import Any
 
@@ -123,6 +124,22 @@ def canned_queries() -> dict[str, CannedQuery]:
     return out
 
 
+def description_html(q: CannedQuery) -> str:
+    """The description with `name` as <code>, and which parameters may be left empty."""
+    text = escape(q.description)
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    if q.params:
+        req = [f"<code>{escape(p)}</code>" for p in q.required]
+        opt = [f"<code>{escape(p)}</code>" for p in q.params if p in q.optional]
+        bits = []
+        if req:
+            bits.append("required: " + ", ".join(req))
+        if opt:
+            bits.append("may be left empty: " + ", ".join(opt))
+        text += f' <span class="ckkb-params">(Parameters {"; ".join(bits)}.)</span>'
+    return text
+
+
 def static_metadata() -> dict[str, Any]:
     text = resources.files("ckkb.web").joinpath("metadata.yaml").read_text()
     return yaml.safe_load(text) or {}
@@ -160,9 +177,10 @@ def build_metadata(db_name: str) -> dict[str, Any]:
     static = static_metadata()
     queries = {}
     for q in canned_queries().values():
-        entry: dict[str, Any] = {"sql": q.sql, "title": q.title, "params": list(q.params)}
+        # hide_sql: the page opens on the form and the rows; "Show SQL" is one click away.
+        entry: dict[str, Any] = {"sql": q.sql, "title": q.title, "params": list(q.params), "hide_sql": True}
         if q.description:
-            entry["description"] = q.description
+            entry["description_html"] = description_html(q)
         queries[q.name] = entry
     db_meta = {
         "description": f"ckkb knowledge base (schema version {SCHEMA_VERSION}), read-only.",

@@ -344,8 +344,14 @@ def render_cell(row, value, column, table, database, datasette):
         except (IndexError, KeyError):
             line = None
         url = explain.source_url(value, line if isinstance(line, int) else None)
+        # In query results (table is None) a CK path shows as its file name, the full path in the
+        # tooltip: the rows stay readable and the evidence column stays on screen.
+        shown = ("…/" + value.rsplit("/", 1)[-1]) if table is None and "/" in value else value
+        full = markupsafe.escape(value)
         if url:
-            return markupsafe.Markup(f'<a href="{markupsafe.escape(url)}">{markupsafe.escape(value)}</a>')
+            return markupsafe.Markup(f'<a href="{markupsafe.escape(url)}" title="{full}">{markupsafe.escape(shown)}</a>')
+        if shown != value:
+            return markupsafe.Markup(f'<span title="{full}">{markupsafe.escape(shown)}</span>')
     if _is_instance_column(column, table) and isinstance(value, int):
         return markupsafe.Markup(
             f'<a class="ckkb-instance" href="{instance_href(datasette, value)}" title="explain instance {value}">{value}</a>'
@@ -412,7 +418,14 @@ async def _check_canned(datasette, scope) -> Response | None:
     qs = scope.get("query_string", b"").decode("latin-1")
     args = dict(parse_qsl(qs, keep_blank_values=True))
     if not any(p in args for p in query.params) and fmt is None:
-        return None  # a bare visit: Datasette shows the parameter form
+        if not query.required:
+            return None  # a bare visit, nothing required: Datasette runs it and shows its form
+        # A bare visit to a query with required parameters: show the form without running the
+        # query on empty values (which would answer "0 rows", or every row there is).
+        return await _page(datasette, Request({"csrftoken": lambda: "", **scope}, None), "ckkb_error.html", {
+            "title": query.title, "errors": [], "intro": True, "query": query, "args": args,
+            "form_action": datasette.urls.path(f"/{route}/{name}"), "archs": ARCHS,
+        })
     dirs = await _dirs(datasette, db) if "dir" in query.params else None
     checked = validate.check(query.params, query.required, args, dirs=dirs or None)
     # This runs outside Datasette's CSRF middleware; our pages only use GET forms.

@@ -87,6 +87,19 @@ def test_parse_canned_headers():
     assert q.sql.startswith("-- title: Tile probe")
 
 
+def test_description_html_marks_params():
+    html = metadata.description_html(TEST_QUERY)
+    assert html.startswith("instances with this tile")
+    assert "required: <code>tile</code>, <code>arch</code>; may be left empty: <code>dir</code>" in html
+    q = metadata.parse_canned("q", "-- description: a `<b>` & `x`\n-- params: x\nselect :x")
+    assert metadata.description_html(q).startswith("a <code>&lt;b&gt;</code> &amp; <code>x</code>")
+
+
+def test_optional_from_sql():
+    q = metadata.parse_canned("q", "-- params: a, b, c, d\nselect 1 where (:a = '' or x = :a) and (:b is null or y = :b) and ('' = :c or 1) and z = :d -- :d = ''")
+    assert q.required == ("d",)
+
+
 def test_parse_canned_adds_sql_params_missing_from_header():
     q = metadata.parse_canned("q", "-- title: T\nselect * from t where a = :alpha and b = ':notaparam' -- :comment\n and c = :beta")
     assert q.params == ("alpha", "beta")
@@ -131,7 +144,8 @@ def test_metadata_canned_queries_are_the_sql_files():
     for name, q in queries.items():
         assert q["sql"] == sql(name)  # the same text the CLI runs, not a copy
         assert q["title"] and q["title"] != name, f"{name}.sql has no -- title: header"
-        assert q.get("description"), f"{name}.sql has no -- description: header"
+        assert q.get("description_html"), f"{name}.sql has no -- description: header"
+        assert q["hide_sql"] is True
 
 
 # ---------------------------------------------------------------- parameter checks
