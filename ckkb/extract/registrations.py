@@ -48,7 +48,9 @@ DEVICE_PROP_HPP = "include/ck/host_utility/device_prop.hpp"
 SUFFIXES = (".cpp", ".hpp", ".in")
 ADD_CALL = "add_device_operation_instances"
 _ADD_FN = re.compile(r"^add_\w*instances?\w*$")
-_WRAPPERS = ("filter_tuple",)  # templates that pass a slice of an instance list through
+_WRAPPERS = ("filter_tuple",)
+_ADD_DEF = re.compile(rb"\bvoid\s+add_\w*instance")  # cheap pre-check for an add function definition
+_ALIAS_DECL = re.compile(rb"^[ \t]*(?:using\s+\w+\s*=|static\s+constexpr\s+auto\s+\w+\s*=)[^;{}]{0,400};", re.M)
 
 
 def gpu_dir(rel: str) -> str:
@@ -231,8 +233,10 @@ def _function_units(tree: ts.Tree, src: bytes):
         yield name, line(prev), m.group(1) if m else "", blk
 
 
-def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileResult, pp=None):
-    stacks, sections = pp if pp is not None else (directive_stacks(data), directive_sections(data))
+def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileResult, pp):
+    """Add functions in `tree` (parsed from `data`, which starts at file line line_offset + 1);
+    `pp` is the whole file's (directive_stacks, directive_sections)."""
+    stacks, sections = pp
     funcs: list[dict[str, Any]] = []
     covered: list[tuple[int, int]] = []
     for name, fn_line, iface, body in _function_units(tree, data):
@@ -242,21 +246,34 @@ def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileRe
             if callee(call, data) != ADD_CALL:
                 continue
             la = _list_arg(call, data)
+            cl = line(call) + line_offset
             if la is None:
-                res.diagnostics.append(Diagnostic(rel, line(call) + line_offset, f"{ADD_CALL}(...) without a tuple argument: not recorded", "warning", "ck.registrations"))
+                res.diagnostics.append(Diagnostic(rel, cl, f"{ADD_CALL}(...) without a tuple argument: not recorded", "warning", "ck.registrations"))
                 continue
-            guards = guard_chain(call, data, rel)
-            for g in guards:
-                g["line"] += line_offset
-            cl = line(call)
-            guards += preprocessor_guards(stacks[cl] if cl < len(stacks) else (), sections, rel)
-            if line_offset:
-                guards = [g for g in guards if g["kind"] != "preprocessor"]
-            guards.sort(key=lambda g: g["line"])
-            calls.append({"line": line(call) + line_offset, "list": la[0], "args": la[1], "guards": guards})
+            calls.append({"line": cl, "list": la[0], "args": la[1], "guards": _guards(call, data, rel, line_offset, stacks, sections)})
         funcs.append({"name": name, "line": fn_line + line_offset, "interface": iface, "calls": calls,
                       "span": (body.start_point[0] + 1 + line_offset, body.end_point[0] + 1 + line_offset)})
     return funcs, covered
+
+
+def _guards(call: ts.Node, data: bytes, rel: str, line_offset: int, stacks, sections) -> list[dict[str, Any]]:
+    guards = guard_chain(call, data, rel)
+    for g in guards:
+        g["line"] += line_offset
+    cl = line(call) + line_offset
+    guards += preprocessor_guards(stacks[cl] if cl < len(stacks) else (), sections, rel)
+    return sorted(guards, key=lambda g: g["line"])
+
+
+_INCLUDE = re.compile(rb'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+
+
+def _line_aliases(data: bytes) -> dict[str, str]:
+    """`using X = Y;` / `static constexpr auto X = Y;` declarations (no braces), parsed by tree-sitter."""
+    if b"using" not in data and b"constexpr" not in data:
+        return {}
+    decls = b"\n".join(m.group(0) for m in _ALIAS_DECL.finditer(data))
+    return _aliases(parse(decls), decls) if decls else {}
 
 
 def extract_file(rel: str, data: bytes) -> FileResult:
@@ -264,31 +281,36 @@ def extract_file(rel: str, data: bytes) -> FileResult:
     if is_binary(data):
         res.diagnostics.append(Diagnostic(rel, 0, "binary data, not C++: skipped", "warning", "ck.registrations"))
         return res
-    if b"_instances" not in data and b"using" not in data:
+    includes = [m.decode("utf-8", "replace") for m in _INCLUDE.findall(data)]
+    first = _ADD_DEF.search(data)
+    if ADD_CALL.encode() not in data and not first:
+        # no registration here: only the file's one-line aliases matter (for bindings), so parse
+        # just those declarations instead of the (often large) instance lists around them
+        res.facts = {"functions": [], "aliases": _line_aliases(data), "includes": includes}
         return res
-    tree = parse(data)
-    funcs, covered = _collect(tree, data, rel, 0, res)
+    # Parse from the first add function on: what comes before is instance lists and aliases
+    # (read by the instances stage and by _line_aliases); #if sections come from the whole file.
+    off = data.rfind(b"\n", 0, first.start()) + 1 if first else 0
+    base = data.count(b"\n", 0, off)
+    body_data = data[off:]
+    pp = (directive_stacks(data), directive_sections(data))
+    tree = parse(body_data)
+    funcs, covered = _collect(tree, body_data, rel, base, res, pp)
     # A construct tree-sitter cannot read above a function (e.g. an `#if` inside a tuple that
     # starts with a comma) can swallow the definition into an ERROR node. Re-read such a function
-    # from the start of its own line; its enclosing #if guards are then not seen.
+    # from the start of its own line.
     stray = [c for c in walk(tree.root_node, "call_expression")
-             if callee(c, data) == ADD_CALL and not any(a <= c.start_byte < b for a, b in covered)]
+             if callee(c, body_data) == ADD_CALL and not any(a <= c.start_byte < b for a, b in covered)]
     if stray:
         known = {f["name"] for f in funcs}
         for ident in walk(tree.root_node, "identifier"):
-            name = text(ident, data)
+            name = text(ident, body_data)
             if name in known or not _ADD_FN.match(name) or name == ADD_CALL or ident.start_byte > stray[-1].start_byte:
                 continue
             if ident.parent is None or ident.parent.type not in ("ERROR", "function_declarator", "init_declarator", "declaration"):
                 continue
-            off = data.rfind(b"\n", 0, ident.start_byte) + 1
-            sub = parse(data[off:])
-            more, _ = _collect(sub, data[off:], rel, ident.start_point[0], res)
-            full = (directive_stacks(data), directive_sections(data))
-            for f in more:
-                for c in f["calls"]:
-                    st = full[0][c["line"]] if c["line"] < len(full[0]) else ()
-                    c["guards"] = sorted(c["guards"] + preprocessor_guards(st, full[1], rel), key=lambda g: g["line"])
+            cut = body_data.rfind(b"\n", 0, ident.start_byte) + 1
+            more, _ = _collect(parse(body_data[cut:]), body_data[cut:], rel, base + ident.start_point[0], res, pp)
             for f in more:
                 f["span"] = None  # errors here come from the cut, not from the source
                 if f["name"] == name and name not in known:
@@ -296,36 +318,37 @@ def extract_file(rel: str, data: bytes) -> FileResult:
                     funcs.append(f)
         # Still unplaced (the function itself is damaged): attribute each call to the add function
         # named last before it, best effort; the malformed-C++ warning below says where.
-        placed = {(f["name"], c["line"]) for f in funcs for c in f["calls"]}
-        names = [(n.start_byte, text(n, data), line(n)) for n in walk(tree.root_node, "identifier")
-                 if _ADD_FN.match(text(n, data)) and text(n, data) != ADD_CALL]
-        stacks, sections = directive_stacks(data), directive_sections(data)
+        placed = {c["line"] for f in funcs for c in f["calls"]}
+        names = [(n.start_byte, text(n, body_data), line(n) + base) for n in walk(tree.root_node, "identifier")
+                 if _ADD_FN.match(text(n, body_data)) and text(n, body_data) != ADD_CALL]
         for c in stray:
             owner = [x for x in names if x[0] < c.start_byte]
-            la = _list_arg(c, data)
-            if not owner or la is None or any(p[1] == line(c) for p in placed):
+            la = _list_arg(c, body_data)
+            if not owner or la is None or line(c) + base in placed:
                 continue
             _, name, nline = owner[-1]
             f = next((f for f in funcs if f["name"] == name), None)
-            if f is not None:
-                f["span"] = (1, 1 << 30)  # damaged: every parse error in the file may matter
             if f is None:
-                f = {"name": name, "line": nline, "interface": "", "calls": [], "span": (1, 1 << 30)}
+                f = {"name": name, "line": nline, "interface": "", "calls": []}
                 funcs.append(f)
-            guards = guard_chain(c, data, rel) + preprocessor_guards(stacks[line(c)] if line(c) < len(stacks) else (), sections, rel)
-            f["calls"].append({"line": line(c), "list": la[0], "args": la[1], "guards": sorted(guards, key=lambda g: g["line"])})
+            f["span"] = (1, 1 << 30)  # damaged: every parse error in the file may matter
+            f["calls"].append({"line": line(c) + base, "list": la[0], "args": la[1],
+                               "guards": _guards(c, body_data, rel, base, *pp)})
     if funcs or ADD_CALL.encode() in data:
         # Errors inside an add function's body may hide calls; a misread parameter list does not.
         spans = [sp for sp in (f.pop("span") for f in funcs) if sp]
         src_lines = data.split(b"\n")
-        errs = [e for e in error_lines(tree) if not funcs or any(a <= e <= b for a, b in spans)]
+        errs = [e + base for e in error_lines(tree)]
+        errs = [e for e in errs if not funcs or any(a <= e <= b for a, b in spans)]
         if funcs:  # a lone closing brace: tree-sitter nested an #if wrongly, the directive scan did not
             errs = [e for e in errs if e > len(src_lines) or src_lines[e - 1].strip() not in (b"}", b"};")]
         if errs:
             res.diagnostics.append(Diagnostic(
                 rel, errs[0], f"malformed C++ (tree-sitter recovered at line(s) {', '.join(map(str, errs[:5]))}); "
                 "registrations near these lines may be incomplete", "warning", "ck.registrations"))
-    res.facts = {"functions": funcs, "aliases": _aliases(tree, data), "includes": _includes(tree, data)}
+    aliases = _line_aliases(data)
+    aliases.update(_aliases(tree, body_data))
+    res.facts = {"functions": funcs, "aliases": aliases, "includes": includes}
     return res
 
 
@@ -388,7 +411,7 @@ def _bind_value(raw: str, aliases: dict[str, str]) -> Any:
 
 class RegistrationsStage:
     name = "ck.registrations"
-    version = "4"
+    version = "7"
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:
