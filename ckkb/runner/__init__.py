@@ -33,7 +33,14 @@ from typing import Any
 
 from ckkb.errors import CkkbError
 from ckkb.logs import parse_text
-from ckkb.profiler_cmd import PROFILER, Legend, build_command, raced_before
+from ckkb.profiler_cmd import (
+    PROFILER,
+    Legend,
+    build_command,
+    code_label,
+    raced_before,
+    resolve_code,
+)
 
 DEFAULT_WARMUP, DEFAULT_ITERS = 5, 20
 ROCM_VERSION_FILE = Path("/opt/rocm/.info/version")
@@ -270,10 +277,13 @@ def race(
     if not out.parent.exists():
         raise CkkbError(f"output folder does not exist: {out.parent}")
     # Build every command first: a bad dtype/layout/shape fails before anything runs.
+    roles = legend.by_role()
+    dlabel = code_label(roles["dtype"], resolve_code(roles["dtype"], dtype, "data type")[0]) if "dtype" in roles else None
+    llabel = code_label(roles["layout"], resolve_code(roles["layout"], layout, "layout")[0]) if "layout" in roles and layout else None
     seen: set[tuple[int, int, int]] = set()
     plans = []
     for s in shapes:
-        first = s.key() not in seen and not raced_before(db, legend.op, s.M, s.N, s.K, None, None)
+        first = s.key() not in seen and not raced_before(db, legend.op, s.M, s.N, s.K, dlabel, llabel)
         seen.add(s.key())
         cmd = build_command(
             legend, dtype=dtype, layout=layout, M=s.M, N=s.N, K=s.K, verify=first, warmup=warmup, iters=iters,
