@@ -137,6 +137,13 @@ def test_failures_recorded_and_normal_results_stored(kb, standin, tmp_path):
     assert con.execute("select count(*) from race_results where race_id = 1 and verified = 1").fetchone() == (102,)
     assert con.execute("select best_tflops from races where id = 1").fetchone() == (127.579,)
     assert ingest(kb, [out]).races_added == 0
+    # raced before with this op, dtype and layout: verification stays off; another dtype is a new shape
+    db = kbdb.open_db(kb)
+    again = runner.read_shapes(_shapes(tmp_path, [(49152, 3072, 768)]))
+    for dtype, verify in (("fp16", "0"), ("bf16", "1")):
+        runner.race(load_legend(db, "gemm"), again, dtype=dtype, layout="mk_kn", out=tmp_path / f"{dtype}.jsonl", profiler=str(standin),
+                    timeout=30, db=db, host={})
+        assert (tmp_path / "args.txt").read_text().splitlines()[-1].split()[3] == verify
 
 
 def test_runner_killed_mid_bundle_keeps_finished_shapes(kb, standin, tmp_path):
