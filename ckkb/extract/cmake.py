@@ -215,6 +215,8 @@ def _num(s: str) -> float | None:
 
 def _value(a: Arg, env: dict[str, str]) -> str:
     """Operand of a binary test: an unquoted name of a defined variable means its value."""
+    if "${" not in a.value:
+        return env[a.value] if not a.quoted and a.value in env else a.value
     s = expand(a.value, env)
     if not a.quoted and "${" not in a.value and s in env:
         return env[s]
@@ -227,12 +229,35 @@ def _version(s: str) -> tuple[int, ...]:
 
 def evaluate(c: Cond, env: dict[str, str]) -> bool:
     """CMake's if() semantics (policy CMP0054 NEW: quoted strings are never variable names)."""
+    return compiled(c)(env)
+
+
+@lru_cache(maxsize=4096)
+def compiled(c: Cond):
+    """The condition as a closure env -> bool (built once per condition; same semantics as
+    _evaluate, which it defers to for leaves)."""
     if isinstance(c, And):
-        return evaluate(c.left, env) and evaluate(c.right, env)
+        a, b = compiled(c.left), compiled(c.right)
+        return lambda env: a(env) and b(env)
     if isinstance(c, Or):
-        return evaluate(c.left, env) or evaluate(c.right, env)
+        a, b = compiled(c.left), compiled(c.right)
+        return lambda env: a(env) or b(env)
     if isinstance(c, Not):
-        return not evaluate(c.expr, env)
+        a = compiled(c.expr)
+        return lambda env: not a(env)
+    if isinstance(c, Binary) and c.op == "MATCHES" and c.right.quoted and "${" not in c.right.value:
+        try:
+            rx = re.compile(c.right.value)
+        except re.error:
+            return lambda env: False
+        left = c.left
+        return lambda env: rx.search(_value(left, env)) is not None
+    return lambda env: _evaluate(c, env)
+
+
+def _evaluate(c: Cond, env: dict[str, str]) -> bool:
+    if isinstance(c, (And, Or, Not)):
+        return compiled(c)(env)
     if isinstance(c, Truth):
         s = expand(c.arg.value, env)
         u = s.upper()
