@@ -68,10 +68,13 @@ def test_why_cli_on_the_wheel(wheel_db):
 
 
 # Available (instance, registering call) pairs for gemm_universal with A/B/C all bf16, per layout.
-# Read from the source: the XDL bf16 lists are built for every gfx9 part and, by CK's CMake, for
-# gfx11/gfx12 too (the `_xdl` rule only drops gfx900/906/1030), and no capability check guards
-# their add functions; the WMMA bf16 lists are built for gfx11/gfx12 only. gfx950 loses exactly
-# the `_part2` registrations behind `!= "gfx950"` (18 entries in mk_nk: 3 part2 tiles x ... calls).
+# Checked against the source: the XDL bf16 lists are built for every gfx9 part and, by CK's CMake,
+# for gfx11/gfx12 too (the `_xdl` rule only drops gfx900/906/1030) and no capability check guards
+# their add functions; the WMMA bf16 lists are built for gfx11/gfx12 only. In mk_nk the XDL lists
+# are comp 6 entries x 2 calls + comp_part2 5 x 2 + mem 14 x 4 + mem_part2 2 x 4 = 86; on gfx950
+# the `!= "gfx950"` gates drop both part2 lists (10 + 8) = 68. mk_kn: 7x4 + 3x4 + 12x6 + 2x6 = 124,
+# gfx950 124 - 24 = 100; km_kn has no part2 list (10x4 + 16x6 = 136 everywhere); km_nk:
+# 13x4 + 3x4 + 16x6 + 1x6 = 166, gfx950 166 - 18 = 148.
 POOL = {
     "gfx908": {"mk_kn": 124, "mk_nk": 86, "km_kn": 136, "km_nk": 166},
     "gfx90a": {"mk_kn": 124, "mk_nk": 86, "km_kn": 136, "km_nk": 166},
