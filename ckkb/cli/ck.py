@@ -42,7 +42,8 @@ def _tile(fields: dict) -> str:
 
 
 @click.command("gates")
-@click.option("--kind", default=None, help="device_name | capability | preprocessor | other (default: all).")
+@click.option("--kind", type=click.Choice(["device_name", "capability", "preprocessor", "other"]), default=None,
+              help="Only gates of this kind (default: all).")
 @arch_option
 @db_option
 @json_option
