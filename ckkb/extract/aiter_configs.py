@@ -191,7 +191,7 @@ def config_paths(pkg: Path | None) -> list[Path]:
 
 class ConfigsStage:
     name = STAGE_NAME
-    version = "1"
+    version = "2"
     tree = "aiter"
 
     def files(self, root: Path) -> list[Path]:

@@ -282,7 +282,7 @@ def is_kernel_file(path: Path) -> bool:
 
 class KernelsStage:
     name = STAGE_NAME
-    version = "1"
+    version = "2"
     tree = "aiter"
 
     def files(self, root: Path) -> list[Path]:

@@ -404,7 +404,7 @@ def tuner_name(rel: str) -> str:
 
 class TunersStage:
     name = STAGE_NAME
-    version = "1"
+    version = "2"
     tree = "aiter"
 
     def files(self, root: Path) -> list[Path]:
