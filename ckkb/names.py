@@ -309,10 +309,21 @@ class NameSchema:
     @property
     def prop_refs(self) -> dict[str, dict[str, Any]]:
         """`Key: <ref>` pairs: property key -> the ref token printed after it."""
-        return _prop_refs(self)
+        return _memo(self, "props", _prop_refs)
 
     def arg_refs(self) -> list[dict[str, Any] | None]:
-        return _arg_refs(self)
+        return _memo(self, "args", _arg_refs)
+
+
+_derived_memo: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+
+def _memo(s: NameSchema, what: str, fn: Any) -> Any:
+    hit = _derived_memo.get((id(s), what))
+    if hit is None or hit[0] is not s:
+        hit = (s, fn(s))
+        _derived_memo[(id(s), what)] = hit
+    return hit[1]
 
 
 _LIT_SPLIT = re.compile(r"(\s+)")
@@ -474,8 +485,10 @@ def load_schemas(db: Any) -> SchemaSet:
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True)
+@dataclass
 class ParsedName:
+    """One parsed name. Results are memoised and shared: treat them as read-only."""
+
     name: str
     op: str | None
     fields: dict[str, Any] = field(default_factory=dict)
@@ -528,10 +541,8 @@ def _error(name: str, message: str, position: int) -> ParsedName:
 
 
 def _as_value(text: str) -> Any:
-    try:
-        return int(text)
-    except ValueError:
-        return text
+    t = text[1:] if text[:1] in "+-" else text
+    return int(text) if t.isdigit() and t.isascii() else text
 
 
 def _field_value(t: dict[str, Any], text: str) -> Any:
@@ -574,20 +585,52 @@ def _match_key(text: str, start: int, end: int, regs: tuple[tuple[int, int], ...
     return "".join("".join(pieces).split())
 
 
-def _converters(groups: list[dict[str, Any]]) -> list[tuple[int, str, Any]]:
-    """Per regex group: (kind 0=skip 1=field 2=derived, name, token)."""
-    out = []
-    for t in groups:
+# per regex group: what its text becomes
+_SKIP, _LAYOUT, _BOOL, _VALUE, _DERIVED = range(5)
+
+
+@dataclass
+class _Plan:
+    """How one schema's regex groups become fields (precomputed once per schema)."""
+
+    ints: list[tuple[int, str]]  # groups whose pattern only matches integers
+    strs: list[tuple[int, str]]  # enum words, specialisation strings: kept as printed
+    others: list[tuple[int, str, int]]  # (group, name, code) needing a conversion
+    derived: list[tuple[int, str]]
+    is_ref: tuple[bool, ...]
+    simple: bool  # no parameter printed twice
+    order: tuple[str, ...] = ()  # field names in the order the name prints them
+
+
+def _plan(groups: list[dict[str, Any]]) -> _Plan:
+    ints, strs, others, derived, is_ref, names_seen = [], [], [], [], [], []
+    for gi, t in enumerate(groups, start=1):
         if "alt" in t:
-            out.append((0, "", t))
-        elif "ref" in t:
-            out.append((1, _field_name(t), t))
+            is_ref.append(False)
+            continue
+        name = _field_name(t)
+        if "ref" not in t:
+            derived.append((gi, name))
+            is_ref.append(False)
+            continue
+        is_ref.append(True)
+        names_seen.append(name)
+        conv, kind = t.get("conv"), t.get("kind")
+        if conv == "layout_initial":
+            others.append((gi, name, _LAYOUT))
+        elif kind == "bool":
+            others.append((gi, name, _BOOL))
+        elif kind == "int" and conv in ("value", "at", None):
+            ints.append((gi, name))
+        elif conv in ("spec", "enum", "layout_name"):
+            strs.append((gi, name))
         else:
-            out.append((2, _field_name(t), t))
-    return out
+            others.append((gi, name, _VALUE))
+    order = tuple(dict.fromkeys(names_seen))
+    return _Plan(ints, strs, others, derived, tuple(is_ref), len(order) == len(names_seen), order)
 
 
-_conv_cache: dict[int, tuple[Any, list[tuple[int, str, Any]], tuple[bool, ...]]] = {}
+_plan_cache: dict[int, tuple[Any, _Plan]] = {}
 
 
 def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, Any], Any] | None:
@@ -595,33 +638,42 @@ def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, 
     m = rx.fullmatch(text)
     if m is None:
         return None
-    hit = _conv_cache.get(id(groups))
+    hit = _plan_cache.get(id(groups))
     if hit is None or hit[0] is not groups:
-        conv = _converters(groups)
-        hit = (groups, conv, tuple(k == 1 for k, _, _ in conv))
-        _conv_cache[id(groups)] = hit
-    fields: dict[str, Any] = {}
-    derived: dict[str, Any] = {}
-    for (kind, name, t), v in zip(hit[1], m.groups(), strict=True):
-        if v is None or kind == 0:
-            continue
-        if kind == 1:
-            conv = t.get("conv")
-            if conv == "layout_initial":
-                val: Any = _LAYOUT_INITIAL.get(v, v)
-            elif t.get("kind") == "bool" and v in ("0", "1", "true", "false"):
-                val = v in ("1", "true")
-            elif v.isdigit():
-                val = int(v)
-            else:
-                val = _as_value(v)
-            old = fields.get(name, val)
-            if old != val:
+        hit = (groups, _plan(groups))
+        _plan_cache[id(groups)] = hit
+    plan = hit[1]
+    g = (None, *m.groups())
+    if plan.simple:
+        fields: dict[str, Any] = {n: int(g[i]) for i, n in plan.ints if g[i] is not None}
+        if plan.strs:
+            fields.update({n: g[i] for i, n in plan.strs if g[i] is not None})
+    else:
+        fields = {}
+        for i, n in plan.ints + plan.strs:
+            v = g[i]
+            if v is None:
+                continue
+            val = int(v) if (i, n) in plan.ints else v
+            if fields.get(n, val) != val:
                 return None  # one parameter printed twice with two values: not this schema
-            fields[name] = val
+            fields[n] = val
+    for i, n, code in plan.others:
+        v = g[i]
+        if v is None:
+            continue
+        if code == _LAYOUT:
+            val: Any = _LAYOUT_INITIAL.get(v, v)
+        elif code == _BOOL:
+            val = v in ("1", "true") if v in ("0", "1", "true", "false") else _as_value(v)
         else:
-            derived[name] = int(v) if v.isdigit() else _as_value(v)
-    return fields, derived, (text, m.start(), m.end(), m.regs, hit[2])
+            val = _as_value(v)
+        if fields.get(n, val) != val:
+            return None
+        fields[n] = val
+    derived = {n: _as_value(g[i]) for i, n in plan.derived if g[i] is not None}
+    fields = {n: fields[n] for n in plan.order if n in fields}
+    return fields, derived, (text, m.start(), m.end(), m.regs, plan.is_ref)
 
 
 def _ref_accepts(t: dict[str, Any], text: str) -> bool:
@@ -680,7 +732,7 @@ def _parse(name: str, schemas: SchemaSet | None) -> ParsedName:
     bad = _check_binary(name)
     if bad:
         return _error(name, *bad)
-    quick = _quick(name)
+    quick = _quickest(name) or _quick(name)
     if quick is not None:
         return _build(name, *quick, schemas)
     try:
@@ -699,6 +751,45 @@ _SEQ = _CH + r"(?:\s+" + _CH + r")*"
 _SHAPE = re.compile(r"\s*(" + _CH + r")\s*(?:<([^<>]*)>)?([^<>]*)", re.S)
 _ARG = re.compile(r"\s*(" + _SEQ + r")\s*", re.S)
 _PROP = re.compile(r"\s*(" + _CH + r")(?:\s*(:)\s*(" + _SEQ + r")?|\s+(" + _SEQ + r"))?\s*", re.S)
+
+
+# The commonest shape as one regex (Python 3.11 possessive quantifiers, so a chunk is never split):
+# chunks without ':' are single tokens of the grammar (a terminal can only end at a separator), so
+# only the head (not a NUMBER or TILE) needs classifying; keys are WORDs by construction.
+_NS = r"[^\s,<>:]++"
+_SEQ2 = _NS + r"(?:\s++" + _NS + r")*+"
+_KEY = r"[A-Za-z_]\w*+"
+_PROP2 = _KEY + r"(?:\s*+:(?:\s*+" + _SEQ2 + r")?+|\s++" + _SEQ2 + r")"
+_FAST = re.compile(
+    r"\s*+(" + _NS + r")\s*+(?:<\s*+(" + _SEQ2 + r"(?:\s*+,\s*+" + _SEQ2 + r")*+)?+\s*+>)?+\s*+"
+    r"(" + _PROP2 + r"(?:\s*+,\s*+" + _PROP2 + r")*+(?:\s*+,)?+)?+\s*+"
+)
+
+
+def _quickest(name: str) -> tuple[str, int, list[str] | None, list[tuple[str, str, str]]] | None:
+    m = _FAST.fullmatch(name)
+    if m is None:
+        return None
+    head, atext, ptext = m.group(1), m.group(2), m.group(3)
+    if _classify(head) not in NAME_TOKENS:
+        return None
+    if atext is not None:
+        args: list[str] | None = [a.strip() for a in atext.split(",")]
+    else:
+        args = [] if "<" in name else None
+    props: list[tuple[str, str, str]] = []
+    if ptext:
+        for piece in ptext.split(","):
+            piece = piece.strip()
+            if not piece:
+                continue  # the trailing comma
+            k, colon, v = piece.partition(":")
+            if colon:
+                props.append((k.rstrip(), "keyed", v.lstrip()))
+            else:
+                k, _, v = piece.partition(" ") if " " in piece else piece.partition("\t")
+                props.append((k, "bare", v.strip()))
+    return head, m.start(1), args, props
 
 
 def _chunks_ok(text: str) -> bool:
@@ -773,9 +864,7 @@ def _span_text(name: str, toks: list[Token], span: tuple[int, int] | None) -> st
 
 def _build(name, head, head_start, args, prop_list, schemas) -> ParsedName:
     args = args or []
-    props: dict[str, str] = {}
-    for key, _keyed, val in prop_list:
-        props[key] = val
+    props = {key: val for key, _kind, val in prop_list}
     suffix = None
     if prop_list and prop_list[-1][1] == "bare":  # ckProfiler's ", KBatch 2" is not part of the type string
         k, _, v = prop_list[-1]
