@@ -99,7 +99,7 @@ def to_expr(node, src: bytes) -> Expr:
     if t in ("template_type", "template_function"):  # `S<0>` in an expression position reads as a template_function
         name = node.child_by_field_name("name")
         args = node.child_by_field_name("arguments")
-        return ("tmpl", cpp.text(name, src), [to_expr(a, src) for a in (args.named_children if args else []) if a.type != "comment"])
+        return ("tmpl", cpp.text(name, src), tuple(to_expr(a, src) for a in (args.named_children if args else []) if a.type != "comment"))
     if t in ("true", "false"):
         return ("bool", t == "true")
     if t == "sized_type_specifier":
@@ -484,10 +484,13 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
 class Resolver:
     """Resolve expression trees with an alias environment (a file's aliases over its includes')."""
 
-    def __init__(self, env: dict[str, dict], tparams: set[str], bindings: dict[str, Any] | None = None):
+    def __init__(self, env: dict[str, dict], tparams: set[str], bindings: dict[str, Any] | None = None, memo: dict | None = None):
         self.env = env
         self.tparams = tparams
         self.bindings = bindings or {}  # template parameter -> value, when a list alias instantiates a list
+        # expression -> value; shared by every list of one file with the same parameters (the same
+        # `S<1, 0, 2>` recurs thousands of times). Values are shared, never mutated.
+        self.memo = memo if memo is not None and not self.bindings else None
 
     def lookup(self, name: str) -> dict | None:
         if name in self.tparams:
@@ -498,6 +501,18 @@ class Resolver:
         return hit
 
     def __call__(self, e: Expr, depth: int = 0) -> Any:
+        memo = self.memo
+        if memo is None:
+            return self._resolve(e, depth)
+        try:
+            return memo[e]
+        except KeyError:
+            v = memo[e] = self._resolve(e, depth)
+            return v
+        except TypeError:  # an unhashable expression (a bound pack): no memo
+            return self._resolve(e, depth)
+
+    def _resolve(self, e: Expr, depth: int) -> Any:
         if depth > 40:
             return fmt(e)
         kind = e[0]
@@ -554,7 +569,7 @@ def substitute(e: Expr, params: list[str], args: list[Expr]) -> Expr:
                     new.extend(b if isinstance(b, list) else [b])
                 else:
                     new.append(sub(a))
-            return ("tmpl", x[1], new)
+            return ("tmpl", x[1], tuple(new))
         if k == "bin":
             return ("bin", x[1], sub(x[2]), sub(x[3]))
         if k == "neg":
@@ -624,18 +639,22 @@ def _default_value(default: str | None, fields: dict[str, Any]) -> Any:
     return short(d)
 
 
-def map_fields(params: list[dict], values: list[Any]) -> tuple[dict[str, Any], list[str], bool]:
+def arity(params: list[dict]) -> tuple[int, bool]:
+    """(required argument count, has a pack) of a template parameter list."""
+    return sum(1 for p in params if p["kind"] != "pack" and p.get("default") is None), any(p["kind"] == "pack" for p in params)
+
+
+def map_fields(params: list[dict], values: list[Any], shape: tuple[int, bool] | None = None) -> tuple[dict[str, Any], list[str], bool]:
     """Positional values -> {param name: value}; defaults fill the rest. Returns (fields, defaulted, arity_ok)."""
     fields: dict[str, Any] = {}
     defaulted: list[str] = []
-    required = sum(1 for p in params if p["kind"] != "pack" and p.get("default") is None)
-    has_pack = any(p["kind"] == "pack" for p in params)
+    required, has_pack = shape or arity(params)
     n = len(values)
     ok = required <= n and (has_pack or n <= len(params))
     # trailing defaulted parameters before a pack are rare; map positionally
     i = 0
-    for p in params:
-        name = p["name"] or f"_{params.index(p)}"
+    for k, p in enumerate(params):
+        name = p["name"] or f"_{k}"
         if p["kind"] == "pack":
             fields[name] = values[i:]
             i = n
@@ -687,6 +706,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
     ops: dict[str, list[DeviceOpRow]] = {}
     for op in ctx.table_rows("device_ops"):
         ops.setdefault(op.name, []).append(op)
+    shapes = {id(op): arity(op.params) for cands in ops.values() for op in cands}
     facts = {rel: fr.facts for rel, fr in results.items() if fr.facts}
     index = _Index(sorted(facts))
     list_names = {lst["name"] for f in facts.values() for lst in f.get("lists", [])}
@@ -721,6 +741,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
             env_cache[rel] = env
         return env_cache[rel]
 
+    memos: dict[tuple[str, frozenset], dict] = {}
     counter = {"list": 0, "inst": 0}
     rows: list[Any] = []
     where: dict[str, list[tuple[str, dict]]] = {}  # list name -> [(file, list facts)]
@@ -737,7 +758,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
                 n_active += 1
             else:
                 n_out += 1
-            row, diag = _instance_row(e, entries_rel, d, lst, lid, counter["inst"], ordinal, resolve, ops, inc_names, list_names)
+            row, diag = _instance_row(e, entries_rel, d, lst, lid, counter["inst"], ordinal, resolve, ops, inc_names, list_names, shapes)
             if alias_of:
                 row.list_name = lst["name"] if "alias_name" not in lst else lst["alias_name"]
             if diag is not None and not alias_of:  # an alias repeats its target's entries: reported once, there
@@ -755,7 +776,9 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
     for rel in sorted(facts):
         for lst in facts[rel].get("lists", []):
             where.setdefault(lst["name"], []).append((rel, lst))
-            emit(lst, rel, rel, Resolver(env_of(rel), {p["name"] for p in lst["template_params"]}))
+            tparams = frozenset(p["name"] for p in lst["template_params"])
+            memo = memos.setdefault((rel, tparams), {})
+            emit(lst, rel, rel, Resolver(env_of(rel), set(tparams), memo=memo))
 
     # `using X_instance = other_list<args>;`: X is a list too, with other_list's entries and its
     # template parameters bound to args. Aliases of aliases resolve over a few passes.
@@ -794,7 +817,7 @@ def _pick_op(cands: list[DeviceOpRow], inc_names: set[str], n_args: int) -> Devi
     return (fits or pool)[0]
 
 
-def _instance_row(e, rel, d, lst, list_id, inst_id, ordinal, resolve, ops, inc_names, list_names):
+def _instance_row(e, rel, d, lst, list_id, inst_id, ordinal, resolve, ops, inc_names, list_names, shapes):
     diag = None
     template = e["template"]
     tname = template.rsplit("::", 1)[-1]
@@ -819,7 +842,7 @@ def _instance_row(e, rel, d, lst, list_id, inst_id, ordinal, resolve, ops, inc_n
         diag = Diagnostic(rel, e["line"], f"unknown device-op template {tname} in {lst['name']}", "warning", NAME)
     else:
         op = _pick_op(ops[tname], inc_names, len(resolved))
-        fields, defaulted, ok = map_fields(op.params, resolved)
+        fields, defaulted, ok = map_fields(op.params, resolved, shapes.get(id(op)))
         mapping = "ok" if ok else "arity_mismatch"
         if not ok:
             req = sum(1 for p in op.params if p["kind"] != "pack" and p.get("default") is None)
