@@ -259,3 +259,51 @@ def test_build_of_the_fixture_tree_fills_tables_views_and_the_canned_query(tmp_p
     opts = {r["option"]: r["default"] for r in db.query("select option, [default] from aiter_tuner_options where tuner = 'base'")}
     assert opts["--errRatio"] == "0.05" and opts["--splitK"] == "false"
     db.close()
+
+
+# ---------------------------------------------------------------- property: what is written is what is read
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_cell = st.one_of(
+    st.integers(min_value=-10**9, max_value=10**9),
+    st.floats(allow_nan=False, allow_infinity=False, width=32).filter(lambda f: not float(f).is_integer()),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz_.", min_size=1, max_size=12).filter(lambda s: not _numeric(s)),
+)
+
+
+def _numeric(s: str) -> bool:
+    """Text that Python (and pandas) reads as a number, e.g. 'nan', 'inf': read as float on purpose."""
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    cols=st.lists(st.sampled_from(["cu_num", "M", "N", "K", "kernelId", "us", "kernelName", "q_dtype_w", "x1", "x2"]),
+                  min_size=1, max_size=6, unique=True),
+    data=st.data(),
+    blank_every=st.integers(min_value=0, max_value=4),
+)
+def test_csv_roundtrip(cols, data, blank_every):
+    n = data.draw(st.integers(min_value=0, max_value=12))
+    rows = [[data.draw(_cell) for _ in cols] for _ in range(n)]
+    lines, expect = [",".join(cols)], []
+    for r in rows:
+        if blank_every and len(lines) % (blank_every + 1) == 0:
+            lines.append("")
+        lines.append(",".join(repr(v) if isinstance(v, float) else str(v) for v in r))
+        expect.append((len(lines), dict(zip(cols, r, strict=True))))
+    t = read_csv("p.csv", ("\n".join(lines) + "\n").encode())
+    assert t.error is None and t.columns == cols and t.problems == []
+    assert [ln for ln, _ in t.rows] == [ln for ln, _ in expect]
+    for (_, got), (_, want) in zip(t.rows, expect, strict=True):
+        for c in cols:
+            if isinstance(want[c], float):
+                assert got[c] == pytest.approx(want[c])
+            else:
+                assert got[c] == want[c]
