@@ -136,14 +136,28 @@ def defines_by_arch(ctx, ck_defines: dict[str, tuple[str, int]]) -> dict[str, di
     return out
 
 
-def compute(regs: list[Any], ctx, ck_defines: dict[str, tuple[str, int]], caps: dict[str, Any]) -> list[AvailabilityRow]:
+def _build_row(builds: dict, file: str, arch: str, includers: dict[str, list[str]]):
+    """file_builds row deciding whether `file` is compiled for arch. A header (a templated add
+    function) is compiled through the sources that include it: it is built when any of them is,
+    and otherwise the first includer's rule is the evidence."""
+    fb = builds.get((file, arch))
+    if fb is not None:
+        return fb
+    rows = [builds[(src, arch)] for src in includers.get(file, ()) if (src, arch) in builds]
+    if not rows or any(r.built for r in rows):
+        return None
+    return rows[0]
+
+
+def compute(regs: list[Any], ctx, ck_defines: dict[str, tuple[str, int]], caps: dict[str, Any],
+            includers: dict[str, list[str]] | None = None) -> list[AvailabilityRow]:
     builds = {(r.file, r.arch): r for r in ctx.table_rows("file_builds")}
     rules = {r.id: r for r in ctx.table_rows("build_rules")}
     defs = defines_by_arch(ctx, ck_defines)
     out: list[AvailabilityRow] = []
     for reg in regs:
         for arch in ARCHS:
-            fb = builds.get((reg.file, arch))
+            fb = _build_row(builds, reg.file, arch, includers or {})
             if fb is not None and not fb.built:
                 rule = rules.get(fb.rule_id) if fb.rule_id is not None else None
                 out.append(AvailabilityRow(

@@ -45,7 +45,7 @@ from ckkb.sources import CK_INSTANCE_DIR
 
 GPU_CMAKE = f"{CK_INSTANCE_DIR}/CMakeLists.txt"
 ROOT_CMAKE = "CMakeLists.txt"
-SOURCE_SUFFIXES = (".cpp", ".cpp.in")
+SOURCE_SUFFIXES = (".cpp", ".in")  # .in: CMake templates configured into sources
 
 DEFAULT_ENV: dict[str, str] = {
     "CK_USE_FP8_ON_UNSUPPORTED_ARCH": "OFF",

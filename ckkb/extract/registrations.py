@@ -411,7 +411,7 @@ def _bind_value(raw: str, aliases: dict[str, str]) -> Any:
 
 class RegistrationsStage:
     name = "ck.registrations"
-    version = "7"
+    version = "8"
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:
@@ -517,7 +517,18 @@ class RegistrationsStage:
         rows.extend(gates.values())
         defines = (results.get(CK_HPP).facts.get("defines", {}) if results.get(CK_HPP) else {})
         caps = (results.get(DEVICE_PROP_HPP).facts.get("capabilities", {}) if results.get(DEVICE_PROP_HPP) else {})
-        rows.extend(availability.compute(regs, ctx, defines, caps))
+        # headers holding (templated) add functions -> the sources that include them
+        reg_headers = {r.file for r in regs if not r.file.endswith((".cpp", ".in"))}
+        includers: dict[str, list[str]] = defaultdict(list)
+        for rel, fr in results.items():
+            if not rel.endswith((".cpp", ".in")):
+                continue
+            for inc in fr.facts.get("includes", []):
+                base = inc.rsplit("/", 1)[-1]
+                for h in by_base.get(base, []):
+                    if h in reg_headers and (inc == h or h.endswith("/" + inc) or "/" not in inc):
+                        includers[h].append(rel)
+        rows.extend(availability.compute(regs, ctx, defines, caps, includers))
         return StageResult(rows=rows, diagnostics=diags)
 
 

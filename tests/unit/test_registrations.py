@@ -318,3 +318,24 @@ def test_unresolved_list_is_kept_with_a_diagnostic(mini_db):
     assert a["gfx942"]["layer"] == "build" and "ONLY MX_KERNELS" in a["gfx942"]["condition"]
     assert any("not found" in d.message and d.file.endswith("mk_nk_mn_default_instance.cpp") and d.line == 14
                for d in summary.diagnostics)
+
+
+def test_add_function_in_a_header_is_built_through_its_includers(copy_tree, tmp_path):
+    root = copy_tree("ck_mini")
+    d = root / GPU / "gemm_universal" / "device_gemm_xdl_universal_bf16_bf16_bf16"
+    (d / "device_gemm_xdl_universal_bf16_bf16_bf16_templated.hpp").write_text(
+        "template <typename T>\nvoid add_device_templated_instances(std::vector<std::unique_ptr<DeviceGemmV2<T>>>& instances)\n"
+        "{\n    add_device_operation_instances(instances, device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances<GemmDefault>{});\n}\n")
+    (d / "device_gemm_xdl_universal_bf16_bf16_bf16_templated_instance.cpp").write_text(
+        '#include "device_gemm_xdl_universal_bf16_bf16_bf16_templated.hpp"\n'
+        "void add_device_templated_bf16_instances(std::vector<std::unique_ptr<DeviceGemmV2<BF16>>>& instances)\n"
+        "{\n    add_device_templated_instances<BF16>(instances);\n}\n")
+    path = tmp_path / "kb.db"
+    build(path, {"ck": ck_tree(root)}, jobs=1)
+    db = open_db(path, readonly=True)
+    (reg,) = db.query("SELECT id, file FROM registrations WHERE function = 'add_device_templated_instances'")
+    assert reg["file"].endswith("_templated.hpp")
+    a = _avail(db, reg["id"])
+    assert a["gfx942"]["available"] == 1
+    # the including .cpp has `_xdl` in its name: the fixture's CMake drops it for gfx908
+    assert a["gfx908"]["layer"] == "build" and a["gfx908"]["condition"] == 'source_name MATCHES "_xdl"'
