@@ -29,7 +29,7 @@ from datasette.utils.asgi import Request, Response
 from ckkb import queries
 from ckkb.archs import ARCHS
 from ckkb.web import charts, explain, validate
-from ckkb.web.metadata import CannedQuery, canned_queries
+from ckkb.web.metadata import CannedQuery, canned_queries, description_html
 
 TEMPLATES = Path(str(resources.files("ckkb.web").joinpath("templates")))
 STATIC = Path(str(resources.files("ckkb.web").joinpath("static")))
@@ -424,6 +424,7 @@ async def _check_canned(datasette, scope) -> Response | None:
         # query on empty values (which would answer "0 rows", or every row there is).
         return await _page(datasette, Request({"csrftoken": lambda: "", **scope}, None), "ckkb_error.html", {
             "title": query.title, "errors": [], "intro": True, "query": query, "args": args,
+            "description": markupsafe.Markup(description_html(query)),
             "form_action": datasette.urls.path(f"/{route}/{name}"), "archs": ARCHS,
         })
     dirs = await _dirs(datasette, db) if "dir" in query.params else None
@@ -438,6 +439,7 @@ async def _check_canned(datasette, scope) -> Response | None:
         return await _error(
             datasette, request, f"{query.title}: invalid parameters", checked.errors,
             query=query, args=args, form_action=datasette.urls.path(f"/{route}/{name}"), archs=ARCHS,
+            description=markupsafe.Markup(description_html(query)),
         )
     if checked.normalised:
         args.update(checked.normalised)
