@@ -787,8 +787,8 @@ def _quickest(name: str) -> tuple[str, int, list[str] | None, list[tuple[str, st
             if colon:
                 props.append((k.rstrip(), "keyed", v.lstrip()))
             else:
-                k, _, v = piece.partition(" ") if " " in piece else piece.partition("\t")
-                props.append((k, "bare", v.strip()))
+                k, v = piece.split(None, 1)
+                props.append((k, "bare", v))
     return head, m.start(1), args, props
 
 

@@ -239,7 +239,7 @@ def test_grammar_is_lalr_and_cached():
 # --------------------------------------------------------------------------- properties
 
 FRAGMENTS = ["Op", "DeviceGemm_Xdl", "S", "ck::f8_t", "::x", "a::", "1", "-2", "3.5", "8x8", "x", "_a1",
-             "<", ">", ",", ":", "::", " ", "  ", "Key", "K1", "\t", "%", "a:b"]
+             "<", ">", ",", ":", "::", " ", "  ", "Key", "K1", "\t", "%", "a:b", " \t", "\t "]
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
