@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.aiter_pyeval import Evaluator, Unsupported, literal
+from ckkb.extract.aiter_pyeval import Evaluator, StatementLines, Unsupported, literal
 from ckkb.extract.files import list_files
 from ckkb.fields import normalise
 from ckkb.kb.schema.aiter import AiterKernelListRow, AiterKernelRow
@@ -127,21 +126,16 @@ def read_kernel_file(rel: str, data: bytes) -> KernelFile:
     except cst.ParserSyntaxError as e:
         diags.append(Diagnostic(rel, e.raw_line, f"Python syntax error: {e.message}; file skipped", "error", STAGE_NAME))
         return kf
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    pos = wrapper.resolve(PositionProvider)
-
-    def line(node: cst.CSTNode) -> int:
-        try:
-            return pos[node].start.line
-        except KeyError:
-            return 0
+    lines = StatementLines(module)
+    line = lines.line
 
     def report(node: cst.CSTNode, msg: str, severity: str = "warning") -> None:
         diags.append(Diagnostic(rel, line(node), msg, severity, STAGE_NAME))
 
     classes: dict[str, KernelClass] = {}
-    for stmt in wrapper.module.body:
+    for stmt in module.body:
         if isinstance(stmt, cst.ClassDef) and _is_dataclass(stmt):
+            lines.resolve_positions(stmt)
             kc = KernelClass(stmt.name.value, line(stmt), [], {})
             for item in stmt.body.body:
                 if isinstance(item, cst.SimpleStatementLine):
@@ -167,7 +161,7 @@ def read_kernel_file(rel: str, data: bytes) -> KernelFile:
     kf.classes = list(classes)
 
     reported: set[tuple[int, str]] = set()
-    for stmt in wrapper.module.body:
+    for stmt in module.body:
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
         for small in stmt.body:
@@ -182,6 +176,7 @@ def read_kernel_file(rel: str, data: bytes) -> KernelFile:
             if not calls:
                 continue  # not a kernel dict (e.g. a dict of lists by dtype)
             kl = None
+            lines.locate_elements(stmt, small, d)
             seen: dict[Any, KernelEntry] = {}
             for el in d.elements:
                 if not isinstance(el, cst.DictElement):
@@ -282,7 +277,7 @@ def is_kernel_file(path: Path) -> bool:
 
 class KernelsStage:
     name = STAGE_NAME
-    version = "2"
+    version = "3"
     tree = "aiter"
 
     def files(self, root: Path) -> list[Path]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 
 class Unsupported(Exception):
@@ -254,3 +255,48 @@ def _hashable(v: Any) -> Any:
     if isinstance(v, list):
         return tuple(_hashable(x) for x in v)
     return v
+
+
+class StatementLines:
+    """Line numbers without resolving PositionProvider over the whole module (it costs as much as the parse).
+
+    Top-level statements get their lines from the generated code of the statements before them; the
+    dataclasses (small) get full positions from a one-statement module; dict entries are located in
+    their statement's generated code (codegen is exact concatenation, so each entry's text is found
+    in order).
+    """
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.base: dict[int, int] = {}  # id(stmt) -> line of the first line of its code (leading lines included)
+        self.known: dict[int, int] = {}  # id(node) -> absolute line
+        self.code: dict[int, str] = {}  # id(stmt) -> its generated code
+        ln = 1 + "".join(module.code_for_node(h) for h in module.header).count("\n")
+        for stmt in module.body:
+            self.base[id(stmt)] = ln
+            self.known[id(stmt)] = ln + len(getattr(stmt, "leading_lines", ()))
+            code = self.code[id(stmt)] = module.code_for_node(stmt)
+            ln += code.count("\n")
+
+    def resolve_positions(self, stmt: cst.CSTNode) -> None:
+        pos = MetadataWrapper(cst.Module(body=[stmt]), unsafe_skip_copy=True).resolve(PositionProvider)
+        off = self.base[id(stmt)] - 1
+        for node, rng in pos.items():
+            self.known[id(node)] = off + rng.start.line
+
+    def locate_elements(self, stmt: cst.CSTNode, assign: cst.CSTNode, d: cst.Dict) -> None:
+        """Entry lines: the dict's opening brace, then each entry's generated code in turn (one codegen pass)."""
+        code = self.code[id(stmt)]
+        at = code.find("{", code.find(self.module.code_for_node(assign.targets[0].target)))
+        self.known[id(assign)] = self.known[id(stmt)]
+        ln = self.base[id(stmt)] + code.count("\n", 0, at) + self.module.code_for_node(d.lbrace).count("\n")
+        for el in d.elements:
+            text = self.module.code_for_node(el)
+            self.known[id(el)] = ln
+            for sub in (getattr(el, "key", None), getattr(el, "value", None)):
+                if sub is not None:
+                    self.known[id(sub)] = ln
+            ln += text.count("\n")
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.known.get(id(node), 0)

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.aiter_pyeval import Unsupported, literal
+from ckkb.extract.aiter_pyeval import StatementLines, Unsupported, literal
 from ckkb.extract.files import list_files
 from ckkb.kb.schema.aiter import AiterRuntimeConfigRow, AiterTunerOptionRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
@@ -100,17 +99,13 @@ class TunerFile:
     kernel_import: tuple[str, str] | None  # (module, name) e.g. ("gemm_a8w8_common", "kernels_list")
 
 
-def _pos(module: cst.Module):
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    pos = wrapper.resolve(PositionProvider)
-
-    def line(node: cst.CSTNode) -> int:
-        try:
-            return pos[node].start.line
-        except KeyError:
-            return 0
-
-    return wrapper.module, line
+def _pos(module: cst.Module, relevant: tuple[str, ...]):
+    """Line numbers for the top-level statements whose code mentions one of `relevant` (others: statement line only)."""
+    lines = StatementLines(module)
+    for stmt in module.body:
+        if any(r in lines.code[id(stmt)] for r in relevant):
+            lines.resolve_positions(stmt)
+    return module, lines.line
 
 
 def _code(module: cst.Module, node: cst.CSTNode) -> str:
@@ -199,7 +194,7 @@ def read_core(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
     module = _parse(rel, data, diags)
     if module is None:
         return facts, diags
-    module, line = _pos(module)
+    module, line = _pos(module, ("AITER_CONFIG", "def update_config_files", "def get_config_file"))
     by_env: dict[str, RuntimeConfig] = {}
     for stmt in module.body:
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "update_config_files":
@@ -298,7 +293,7 @@ def read_tuner(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
     module = _parse(rel, data, diags)
     if module is None:
         return tf, diags
-    module, line = _pos(module)
+    module, line = _pos(module, ("add_argument", "ARG_DEFAULTS"))
     for stmt in module.body:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
@@ -404,7 +399,7 @@ def tuner_name(rel: str) -> str:
 
 class TunersStage:
     name = STAGE_NAME
-    version = "2"
+    version = "3"
     tree = "aiter"
 
     def files(self, root: Path) -> list[Path]:
