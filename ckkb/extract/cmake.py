@@ -552,7 +552,11 @@ class Interpreter:
             for br in s.branches:
                 if br.cond is None and br.text:  # unparsable condition: never taken
                     continue
-                if br.cond is None or evaluate(br.cond, self.env):
+                if br.cond is not None:
+                    fn = br.__dict__.get("_fn")
+                    if fn is None:  # compiled once per branch (hashing the AST each time is slow)
+                        fn = br.__dict__["_fn"] = compiled(br.cond)
+                if br.cond is None or fn(self.env):
                     self.stack.append(br)
                     try:
                         self.run(br.body)
