@@ -32,6 +32,7 @@ from ckkb.kb.schema.names import InstanceKeyRow, NameSchemaRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
 
 IMPL_DIR = "include/ck/tensor_operation/gpu/device/impl"
+GRID_DIR = "include/ck/tensor_operation/gpu/grid"  # gridwise GEMMs a device op may delegate to
 STAGE_NAME = "ck.typestrings"
 
 INT_TYPES = {
@@ -115,6 +116,7 @@ class _Ctx:
         self.streams: set[str] = set()
         self.reasons: list[str] = []
         self.unsupported: list[str] = []
+        self.aliases: dict[str, dict[str, Any]] = {}
 
     def ref(self, name: str, conv: str = "value", **extra: Any) -> dict[str, Any]:
         p = self.params[name]
@@ -155,6 +157,9 @@ def _operand(node, ctx: _Ctx) -> list[dict[str, Any]]:
         if text in ctx.locals:
             return [ctx.derived(text, ctx.locals[text], "a local variable set at run time")]
         if text in ctx.members:
+            m = re.fullmatch(r"(?:ck::)?Number<\s*(\w+)\s*>\s*\{\s*\}", ctx.members[text])
+            if m and m.group(1) in ctx.params:  # static constexpr auto K1 = Number<K1Value>{};
+                return [ctx.ref(m.group(1))]
             return [ctx.derived(text, ctx.members[text], "a class constant")]
         return [ctx.derived(text, text, "not a template parameter")]
     if t == "qualified_identifier":
@@ -209,11 +214,11 @@ def _operand(node, ctx: _Ctx) -> list[dict[str, Any]]:
                 if m:
                     return [ctx.ref(sc_t, "at", index=int(m.group()))]
             if nm_t == "GetTypeString":
-                ctx.unsupported.append(f"delegates to {fn_text}() (another type's GetTypeString)")
-                return [{"derived": f"{fn_text}()", "expr": text, "delegate": True}]
+                return [_delegate(sc_t, fn_text, text, ctx)]
         if fn_text.endswith("GetTypeString"):
-            ctx.unsupported.append(f"delegates to {fn_text}() (another type's GetTypeString)")
-            return [{"derived": f"{fn_text}()", "expr": text, "delegate": True}]
+            obj = fn.child_by_field_name("argument") if fn is not None and fn.type == "field_expression" else None
+            cls = obj.child_by_field_name("type") if obj is not None and obj.type == "compound_literal_expression" else obj
+            return [_delegate(cpp.text(cls, src) if cls is not None else "", fn_text, text, ctx)]
         if fn_text in ctx.maps and len(argv) == 1 and _ident(argv[0], src) in ctx.params:
             return [ctx.ref(cpp.text(argv[0], src), "enum", map=ctx.maps[fn_text])]
         if len(argv) == 1 and _ident(argv[0], src) in ctx.params and fn_text.endswith("ToString"):
@@ -231,6 +236,61 @@ def _operand(node, ctx: _Ctx) -> list[dict[str, Any]]:
         if v is not None:
             return _operand(v, ctx)
     return [ctx.derived(text, text, "an expression")]
+
+
+def _delegate(cls: str, fn_text: str, text: str, ctx: _Ctx) -> dict[str, Any]:
+    """`X::GetTypeString()`: the output of another type. X is followed through the class's aliases
+    (`using GridwiseGemm64 = GridwiseGemmBase<...>`, `template <...> using GridwiseGemmBase = G<...>`)
+    to a class template and its arguments; `combine` splices that class's schema in."""
+    if cls in ctx.params:
+        ctx.unsupported.append(f"delegates to {fn_text}(): {cls} is a template parameter, so the name is that op's")
+    else:
+        ctx.unsupported.append(f"delegates to {fn_text}() (another type's GetTypeString)")
+    tok: dict[str, Any] = {"derived": f"{fn_text}()", "expr": text, "delegate": True}
+    target = _resolve_alias(cls, [], ctx.aliases, 0)
+    if target is not None:
+        tok["target"], tok["args"] = target
+    return tok
+
+
+def _resolve_alias(name: str, args: list[str], aliases: dict[str, dict[str, Any]], depth: int) -> tuple[str, list[str]] | None:
+    a = aliases.get(name)
+    if a is None:
+        return (name, args) if depth > 0 else None
+    if depth > 6:
+        return None
+    subst = dict(zip(a["params"], args, strict=False))
+    new_args = [subst.get(x, x) for x in a["args"]]
+    return _resolve_alias(a["target"], new_args, aliases, depth + 1)
+
+
+def _aliases(body, src: bytes) -> dict[str, dict[str, Any]]:
+    """`using X = T<args>` and `template <P...> using X = T<args>` in a class body."""
+    out: dict[str, dict[str, Any]] = {}
+    if body is None:
+        return out
+    for n in body.named_children:
+        params: list[str] = []
+        decl = n
+        if n.type == "template_declaration":
+            plist = n.child_by_field_name("parameters")
+            params = [p["name"] for p in _params_of_list(plist, src)] if plist is not None else []
+            decl = next((c for c in n.named_children if c.type == "alias_declaration"), None)
+        if decl is None or decl.type != "alias_declaration":
+            continue
+        name = decl.child_by_field_name("name")
+        ty = decl.child_by_field_name("type")
+        tt = ty.named_children[0] if ty is not None and ty.named_children else None
+        if name is None or tt is None:
+            continue
+        if tt.type == "template_type":
+            tname = tt.child_by_field_name("name")
+            targs = tt.child_by_field_name("arguments")
+            args = [" ".join(cpp.text(c, src).split()) for c in (targs.named_children if targs is not None else []) if c.type != "comment"]
+            out[cpp.text(name, src)] = {"params": params, "target": cpp.text(tname, src).rsplit("::", 1)[-1], "args": args}
+        else:
+            out[cpp.text(name, src)] = {"params": params, "target": cpp.text(tt, src).rsplit("::", 1)[-1], "args": []}
+    return out
 
 
 def _unwrap_string(node, src: bytes):
@@ -473,12 +533,12 @@ def for_parsing(data: bytes) -> bytes:
     return out.replace(b">=", b"==").replace(b"<=", b"==")
 
 
-def _is_device_op(node, src: bytes) -> bool:
+def _is_device_op(node, src: bytes, any_class: bool = False) -> bool:
     n = node.child_by_field_name("name")
-    return n is not None and node.child_by_field_name("body") is not None and cpp.text(n, src).startswith("Device")
+    return n is not None and node.child_by_field_name("body") is not None and (any_class or cpp.text(n, src).startswith("Device"))
 
 
-def _enclosing_op(fn, src: bytes, structs: list[Any], plists: list[Any]):
+def _enclosing_op(fn, src: bytes, structs: list[Any], plists: list[Any], any_class: bool = False):
     """The device-op class template that defines `fn`, and its template parameters.
 
     Where tree-sitter had to recover from CK's macros (`GET_NXDL_PER_WAVE_IMPL`, `#if 0` inside
@@ -487,7 +547,7 @@ def _enclosing_op(fn, src: bytes, structs: list[Any], plists: list[Any]):
     list just before that class.
     """
     cls = fn.parent
-    while cls is not None and not (cls.type in ("struct_specifier", "class_specifier") and _is_device_op(cls, src)):
+    while cls is not None and not (cls.type in ("struct_specifier", "class_specifier") and _is_device_op(cls, src, any_class)):
         cls = cls.parent
     if cls is None:
         before = [s for s in structs if s.start_byte < fn.start_byte]
@@ -502,8 +562,9 @@ def _enclosing_op(fn, src: bytes, structs: list[Any], plists: list[Any]):
     return cls, _params_of_list(lists[-1], src)
 
 
-def extract_schemas(rel: str, data: bytes) -> tuple[list[dict[str, Any]], list[Diagnostic]]:
-    """Every GetTypeString() in one header as a schema dict (pure; no database)."""
+def extract_schemas(rel: str, data: bytes, any_class: bool = False) -> tuple[list[dict[str, Any]], list[Diagnostic]]:
+    """Every GetTypeString() in one header as a schema dict (pure; no database). Device ops only
+    (classes named Device*), unless any_class (the gridwise headers a device op delegates to)."""
     diags: list[Diagnostic] = []
     if b"GetTypeString" not in data:
         return [], diags
@@ -511,7 +572,7 @@ def extract_schemas(rel: str, data: bytes) -> tuple[list[dict[str, Any]], list[D
         return [], [Diagnostic(rel, 0, "binary file skipped", "warning", STAGE_NAME)]
     tree = cpp.parse(for_parsing(data))  # same byte offsets as data; every text is read from data
     errs = cpp.error_lines(tree)
-    structs = [n for n in cpp.walk(tree.root_node, ("struct_specifier", "class_specifier")) if _is_device_op(n, data)]
+    structs = [n for n in cpp.walk(tree.root_node, ("struct_specifier", "class_specifier")) if _is_device_op(n, data, any_class)]
     plists = list(cpp.walk(tree.root_node, "template_parameter_list"))
     out = []
     for fn in cpp.walk(tree.root_node, "function_definition"):
@@ -526,12 +587,13 @@ def extract_schemas(rel: str, data: bytes) -> tuple[list[dict[str, Any]], list[D
         body = fn.child_by_field_name("body")
         if body is None:
             continue
-        cls, params = _enclosing_op(fn, data, structs, plists)
+        cls, params = _enclosing_op(fn, data, structs, plists, any_class)
         if cls is None:
             continue  # a free function: not a device op's
         cname_node = cls.child_by_field_name("name")
         cname = cpp.text(cname_node, data) if cname_node is not None else "?"
         ctx = _Ctx(data, params, _members(cls.child_by_field_name("body"), data))
+        ctx.aliases = _aliases(cls.child_by_field_name("body"), data)
         tokens = _merge_literals(_statements(body, ctx))
         ops = ops_of(tokens)
         reasons = list(dict.fromkeys(ctx.reasons))
@@ -556,6 +618,76 @@ def extract_schemas(rel: str, data: bytes) -> tuple[list[dict[str, Any]], list[D
             "ops": ops, "status": status, "reasons": reasons,
         })
     return out, diags
+
+
+# --------------------------------------------------------------------------- delegation
+
+
+def _substitute(tokens: list[Any], target: dict[str, Any], args: list[str], dev_params: dict[str, dict[str, Any]], reasons: list[str]) -> list[Any]:
+    """The target's tokens with its template parameters replaced by the device op's arguments."""
+    names = [p["name"] for p in target["params"]]
+    binding = dict(zip(names, args, strict=False))
+    out: list[Any] = []
+    for t in tokens:
+        if "alt" in t:
+            out.append({**t, "alt": [_substitute(a, target, args, dev_params, reasons) for a in t["alt"]]})
+        elif "ref" in t:
+            a = binding.get(t["ref"])
+            if a is not None and a in dev_params:
+                p = dev_params[a]
+                nt = {**t, "ref": a, "kind": p["kind"]}
+                nt.pop("default", None)
+                if p.get("default") is not None:
+                    nt["default"] = p["default"]
+                out.append(nt)
+            else:
+                expr = a if a is not None else (next((p.get("default") for p in target["params"] if p["name"] == t["ref"]), None) or t["ref"])
+                reasons.append(f"derived: {t['ref']} ({expr})")
+                out.append({"derived": t["ref"], "expr": expr})
+        else:
+            out.append(t)
+    return out
+
+
+def splice_delegates(s: dict[str, Any], targets: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Replace `X::GetTypeString()` tokens by X's own schema (X resolved through the class's aliases
+    at extract time) when X's class template is known; the schema is then no longer unsupported."""
+    if not any(t.get("delegate") for t in _flat(s["tokens"])):
+        return s
+    reasons: list[str] = []
+    missing: list[str] = []
+    dev_params = {p["name"]: p for p in s["params"]}
+
+    def expand(tokens: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        for t in tokens:
+            if "alt" in t:
+                out.append({**t, "alt": [expand(a) for a in t["alt"]]})
+            elif t.get("delegate"):
+                tgt = targets.get(t.get("target") or "")
+                if tgt is None or tgt is s or any(x.get("delegate") for x in _flat(tgt["tokens"])):
+                    missing.append(t["derived"])
+                    out.append(t)
+                    continue
+                reasons.append(f"via {tgt['device_op']}::GetTypeString() ({tgt['file']}:{tgt['line']})")
+                reasons.extend(r for r in tgt["reasons"] if not r.startswith("derived:"))
+                out.extend(_substitute(tgt["tokens"], tgt, t.get("args") or [], dev_params, reasons))
+            else:
+                out.append(t)
+        return out
+
+    tokens = _merge_literals(expand(s["tokens"]))
+    if missing:
+        return s
+    has_alt = any("alt" in t for t in tokens)
+    keep = [r for r in s["reasons"] if not r.startswith(("delegates to", "returns"))]
+    all_reasons = list(dict.fromkeys(reasons + keep))
+    ops = ops_of(tokens)
+    derivedish = any("derived" in t for t in _flat(tokens)) or has_alt
+    status = "partial" if derivedish else "matched"
+    if not ops:
+        status, all_reasons = "unsupported", ["the output does not start with a literal op name", *all_reasons]
+    return {**s, "tokens": tokens, "ops": ops, "status": status, "reasons": all_reasons}
 
 
 # --------------------------------------------------------------------------- join: instance -> printed key
@@ -770,26 +902,35 @@ def _flat(tokens: list[Any]):
 
 class TypeStringsStage:
     name = STAGE_NAME
-    version = "4"
+    version = "5"
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:
-        return list_files(Path(root), IMPL_DIR, (".hpp", ".h"))
+        return list_files(Path(root), IMPL_DIR, (".hpp", ".h")) + list_files(Path(root), GRID_DIR, (".hpp", ".h"))
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
+        if rel.startswith(GRID_DIR + "/"):
+            if b"GetTypeString" not in data:
+                return FileResult()
+            schemas, diags = extract_schemas(rel, data, any_class=True)
+            return FileResult(diagnostics=diags, facts={"gridwise": schemas})
         schemas, diags = extract_schemas(rel, data)
         return FileResult(diagnostics=diags, facts={"schemas": schemas})
 
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
         rows: list[NameSchemaRow] = []
         diags: list[Diagnostic] = []
-        for rel in sorted(results):
-            for s in results[rel].facts.get("schemas", []):
-                rows.append(NameSchemaRow(
-                    id=len(rows) + 1, device_op=s["device_op"], op=s["ops"][0] if s["ops"] else None, ops=s["ops"],
-                    file=s["file"], line=s["line"], tokens=s["tokens"], params=s["params"], status=s["status"],
-                    reasons=s["reasons"], example=example(s["tokens"]) if s["status"] != "unsupported" else None,
-                ))
+        device = [s for rel in sorted(results) for s in results[rel].facts.get("schemas", [])]
+        targets: dict[str, dict[str, Any]] = {}
+        for s in [*device, *(s for rel in sorted(results) for s in results[rel].facts.get("gridwise", []))]:
+            targets.setdefault(s["device_op"], s)
+        for s in device:
+            s = splice_delegates(s, targets)
+            rows.append(NameSchemaRow(
+                id=len(rows) + 1, device_op=s["device_op"], op=s["ops"][0] if s["ops"] else None, ops=s["ops"],
+                file=s["file"], line=s["line"], tokens=s["tokens"], params=s["params"], status=s["status"],
+                reasons=s["reasons"], example=example(s["tokens"]) if s["status"] != "unsupported" else None,
+            ))
         counts = {k: sum(1 for r in rows if r.status == k) for k in ("matched", "partial", "unsupported")}
         for r in rows:
             if r.status == "unsupported":

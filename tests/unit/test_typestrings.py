@@ -82,9 +82,35 @@ def test_conditionals_and_delegation(fixtures):
     suffix = red["tokens"][-1]
     assert suffix["cond"] == "(PropagateNan)" and suffix["alt"][1] == []
     assert suffix["alt"][0] == [{"lit": " Nan: "}, {"ref": "PropagateNan", "conv": "value", "kind": "bool"}]
+    # per file, a delegation is recorded with the class it resolves to through the aliases
     dele = s["DeviceGemmXdlSplitKDelegating"]
     assert dele["status"] == "unsupported"
     assert dele["reasons"] == ["delegates to Gridwise::GetTypeString() (another type's GetTypeString)"]
+    assert dele["tokens"] == [{"derived": "Gridwise::GetTypeString()", "expr": "Gridwise::GetTypeString()", "delegate": True,
+                               "target": "GridwiseGemmSplitK", "args": ["BlockSize", "GemmSpec", "K1"]}]
+    param = s["DeviceConvDelegatingToParam"]
+    assert param["status"] == "unsupported"
+    assert param["reasons"] == ["delegates to GemmOp{}.GetTypeString(): GemmOp is a template parameter, so the name is that op's"]
+
+
+def test_delegation_spliced_in_combine(fixtures):
+    root = fixtures / "ck_mini"
+    results = {}
+    for f in ts.STAGE.files(root):
+        rel = f.relative_to(root).as_posix()
+        results[rel] = ts.STAGE.extract(root, rel, f.read_bytes())
+    assert results["include/ck/tensor_operation/gpu/grid/gridwise_gemm_splitk_names.hpp"].facts["gridwise"][0]["device_op"] == "GridwiseGemmSplitK"
+    out = ts.STAGE.combine(root, results, BuildContext(trees={}))
+    row = next(r for r in out.rows if r.device_op == "DeviceGemmXdlSplitKDelegating")
+    assert (row.status, row.ops) == ("matched", ["GemmSplitKFixture"])
+    assert row.reasons == ["via GridwiseGemmSplitK::GetTypeString() (include/ck/tensor_operation/gpu/grid/gridwise_gemm_splitk_names.hpp:15)"]
+    # the gridwise parameters became the device op's own: Spec_ -> GemmSpec, BlockSize_ -> BlockSize,
+    # K1 (a Number<K1Value>{} constant) -> K1Value -> K1
+    assert [t.get("ref") for t in row.tokens if "ref" in t] == ["GemmSpec", "BlockSize", "K1"]
+    schemas = names.SchemaSet({r.device_op: names.schema_from_row(ts_row_dict(r)) for r in out.rows
+                               if type(r).__name__ == "NameSchemaRow" and r.status != "unsupported"})
+    p = names.parse("GemmSplitKFixture_MNKPadding_B256_K8", schemas)
+    assert (p.schema, p.op, p.fields) == ("matched", "GemmSplitKFixture", {"GemmSpec": "MNKPadding", "BlockSize": 256, "K1": 8})
 
 
 def test_for_parsing_keeps_offsets():
@@ -152,8 +178,8 @@ def test_instance_keys_join(fixtures):
     assert names.parse(k.printed_name, schemas).key == k.key
     # the coverage summary is a build diagnostic; the delegating op is a warning with its reason
     msgs = [d.message for d in out.diagnostics]
-    assert "GetTypeString() name schemas: 5 of 6 implementations (2 matched, 3 partial with derived or conditional values, 1 unsupported)" in msgs
-    assert any("DeviceGemmXdlSplitKDelegating" in m and "delegates to Gridwise::GetTypeString()" in m for m in msgs)
+    assert "GetTypeString() name schemas: 6 of 7 implementations (3 matched, 3 partial with derived or conditional values, 1 unsupported)" in msgs
+    assert any("DeviceConvDelegatingToParam" in m and "GemmOp is a template parameter" in m for m in msgs)
 
 
 def ts_row_dict(row):
@@ -186,8 +212,8 @@ def test_build_locate_and_coverage_on_ck_mini(fixtures, tmp_db):
     build(tmp_db, {"ck": ck_tree(str(fixtures / "ck_mini"))}, jobs=1)
     db = kbdb.open_db(tmp_db, readonly=True)
     cov = names.coverage(db)
-    assert (cov["implementations"], cov["with_schema"], cov["matched"], cov["partial"], cov["unsupported"]) == (6, 5, 2, 3, 1)
-    assert cov["without_schema"][0]["device_op"] == "DeviceGemmXdlSplitKDelegating"
+    assert (cov["implementations"], cov["with_schema"], cov["matched"], cov["partial"], cov["unsupported"]) == (7, 6, 3, 3, 1)
+    assert cov["without_schema"][0]["device_op"] == "DeviceConvDelegatingToParam"
     row = next(db.query("select k.printed_name, i.file, i.line from instance_keys k join instances i on i.id = k.instance_id "
                         "where k.complete = 1 and k.op = 'DeviceGemmXdlUniversal' order by i.line limit 1"))
     got = names.locate(db, row["printed_name"])
@@ -205,12 +231,12 @@ def test_build_locate_and_coverage_on_ck_mini(fixtures, tmp_db):
     r = CliRunner().invoke(main, ["locate", "DeviceSomethingElse<1>", "--db", str(tmp_db)], catch_exceptions=False)
     assert r.exit_code == 2 and "no GetTypeString() in this tree prints 'DeviceSomethingElse'" in r.output
     r = CliRunner().invoke(main, ["names", "coverage", "--db", str(tmp_db), "--json"], catch_exceptions=False)
-    assert r.exit_code == 0 and json.loads(r.stdout)["with_schema"] == 5
+    assert r.exit_code == 0 and json.loads(r.stdout)["with_schema"] == 6
     r = CliRunner().invoke(main, ["names", "coverage", "--db", str(tmp_db)], catch_exceptions=False)
-    assert "5 of 6 GetTypeString() implementations have a name schema" in r.output and "1 do not" in r.output and "delegates" in r.output
+    assert "6 of 7 GetTypeString() implementations have a name schema" in r.output and "1 do not" in r.output and "delegates" in r.output
     r = CliRunner().invoke(main, ["parse", row["printed_name"], "--db", str(tmp_db), "--json"], catch_exceptions=False)
     assert json.loads(r.stdout)[0]["schema"] == "matched"
     conn = sqlite3.connect(tmp_db)
     n = conn.execute("select count(*) from name_schemas").fetchone()[0]
     conn.close()
-    assert n == 6
+    assert n == 7
