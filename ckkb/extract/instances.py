@@ -88,14 +88,14 @@ def to_expr(node, src: bytes) -> Expr:
             return to_expr(node.named_child(0), src)
         return ("text", cpp.squash(cpp.text(node, src)))
     if t == "number_literal":
-        s = src[node.start_byte : node.end_byte].decode()
+        s = src[node.start_byte : node.end_byte].decode("utf-8", "replace")
         try:
             return ("int", int(s))
         except ValueError:
             v = ckfields.as_int(s)
             return ("int", v) if v is not None else ("text", s)
     if t in _NAMES:
-        return ("name", src[node.start_byte : node.end_byte].decode())
+        return ("name", src[node.start_byte : node.end_byte].decode("utf-8", "replace"))
     if t in ("template_type", "template_function"):  # `S<0>` in an expression position reads as a template_function
         name = node.child_by_field_name("name")
         args = node.child_by_field_name("arguments")

@@ -296,3 +296,16 @@ def test_list_alias_instantiates_another_list(copy_tree):
     base = of(insts, "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances")
     assert [i.padding for i in base] == ["GemmSpec", "GemmSpec"]  # the original stays unbound
     assert lists["spelled_apart_instances"].entries == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(min_size=1, max_size=40), st.integers(0, 10_000))
+def test_damaged_header_never_raises(junk, where):
+    """Bytes spliced anywhere into a real instance header: extract answers (rows or diagnostics), never raises."""
+    src = (Path(__file__).parents[1] / "fixtures" / "ck_mini" / HDR).read_bytes()
+    k = where % len(src)
+    data = src[:k] + junk + src[k:]
+    fr = instances.extract(Path("."), HDR, data)
+    out = instances.combine(Path("."), {HDR: fr}, BuildContext(trees={}))
+    for d in fr.diagnostics + out.diagnostics:
+        assert d.file == HDR and d.line >= 0
