@@ -31,7 +31,7 @@ from ckkb.kb.stages import BuildContext, FileResult, StageResult
 from ckkb.sources import CK_FACTORY_DIR, CK_INSTANCE_DIR
 
 NAME = "ck.instances"
-VERSION = "1"
+VERSION = "2"  # bump whenever extract() output changes: cached per-file results are keyed by it
 
 ROOTS = (CK_INSTANCE_DIR, CK_FACTORY_DIR)
 SUFFIXES = (".cpp", ".hpp", ".in")

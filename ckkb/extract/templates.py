@@ -138,7 +138,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
 
 class _Stage:
     name = NAME
-    version = "1"
+    version = "2"  # bump whenever extract() output changes
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:
