@@ -210,7 +210,8 @@ def _carry_ingested(new: sqlite_utils.Database, old_path: Path) -> dict[str, int
             cl = ", ".join(f"[{c}]" for c in cols)
             with new.conn:
                 cur = new.execute(f"insert or ignore into main.[{t.name}] ({cl}) select {cl} from old.[{t.name}]")
-            carried[t.name] = cur.rowcount
+            if cur.rowcount > 0:
+                carried[t.name] = cur.rowcount
     finally:
         new.conn.commit()
         new.execute("detach database old")
