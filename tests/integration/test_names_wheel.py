@@ -129,3 +129,12 @@ def test_instance_keys_carry_normalised_columns(db):
         "select count(*) as n, sum(tile_m is not null) as tiles, sum(padding is not null) as pads, sum(pipeline is not null) as pipes "
         "from instance_keys where op = 'DeviceGemmXdlUniversal' and registration_id is not null"))
     assert r["n"] > 1000 and r["tiles"] == r["n"] and r["pipes"] == r["n"] and r["pads"] == r["n"]
+
+
+def test_a_2024_split_k_log_line_locates(db, schemas):
+    name = "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8 LoopScheduler: Default, PipelineVersion: v2, KBatch 2"
+    got = names.locate(db, name, schemas)
+    assert got["device_op"] == "DeviceGemmXdlSplitKCShuffle" and not got["ambiguous"]
+    [e] = got["entries"]
+    assert e["file"].startswith("library/src/tensor_operation_instance/gpu/gemm_splitk/") and e["template"] == "DeviceGemmXdlSplitKCShuffle"
+    assert e["registrations"][0]["bindings"]["GemmSpec"] == "MNKPadding"
