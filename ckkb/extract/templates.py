@@ -71,6 +71,90 @@ def _head(plist, src: bytes) -> dict | None:
     return {"name": cls, "specialised": specialised, "has_body": body is not None, "base": base, "base_args": base_args}
 
 
+def _is_ge(toks: list, k: int, src: bytes) -> bool:
+    """`>` lexed apart from a following `=` (tree-sitter splits `>=` inside template arguments)."""
+    return k + 1 < len(toks) and toks[k + 1][1] == "=" and toks[k][0].end_byte == toks[k + 1][0].start_byte
+
+
+def _from_tokens(tree, src: bytes, rel: str, diags: list[Diagnostic]) -> list[DeviceOpRow]:
+    """Fallback when no class template could be read from the tree (e.g. CK's
+    `typename std::enable_if<N >= 1 && N <= 3, bool>::type = false` parameter, which tree-sitter
+    cannot parse): walk the tokens back from `struct Device...` to `template <`, split the
+    parameter list at top-level commas and parse each parameter on its own."""
+    toks = [(n, cpp.text(n, src)) for n in cpp.walk(tree.root_node) if n.child_count == 0 and n.type != "comment" and n.end_byte > n.start_byte]
+    rows = []
+    for i, (_node, word) in enumerate(toks):
+        if word not in ("struct", "class") or i + 1 >= len(toks) or "Device" not in toks[i + 1][1]:
+            continue
+        name = toks[i + 1][1]
+        if i + 2 < len(toks) and toks[i + 2][1] == "<":
+            continue  # a specialisation
+        if i < 2 or toks[i - 1][1] != ">":
+            continue
+        depth, k, start = 0, i - 1, None
+        while k >= 0:
+            w = toks[k][1]
+            if w == ">" and not _is_ge(toks, k, src):
+                depth += 1
+            elif w == ">>":
+                depth += 2
+            elif w == "<":
+                depth -= 1
+                if depth == 0:
+                    start = k
+                    break
+            k -= 1
+        if start is None or start == 0 or toks[start - 1][1] != "template":
+            continue
+        chunks: list[list] = [[]]
+        depth = 0
+        for k in range(start + 1, i - 1):
+            w = toks[k][1]
+            if w in ("<", "(", "["):
+                depth += 1
+            elif (w == ">" and not _is_ge(toks, k, src)) or w in (")", "]"):
+                depth -= 1
+            elif w == ">>":
+                depth -= 2
+            if w == "," and depth == 0:
+                chunks.append([])
+            else:
+                chunks[-1].append(toks[k])
+        params = [_param_from_chunk(c, src) for c in chunks if c]
+        bad = [p for p in params if p["kind"] == "unknown"]
+        line = cpp.line(toks[start - 1][0])
+        if bad:
+            diags.append(Diagnostic(rel, line, f"template parameters of {name} only partly readable", "warning", NAME))
+        base = None
+        if i + 2 < len(toks) and toks[i + 2][1] == ":":
+            for _n, w in toks[i + 3 : i + 12]:
+                if w in ("public", "private", "protected", "virtual", "::"):
+                    continue
+                if w in ("<", "{"):
+                    break
+                base = w
+        rows.append(DeviceOpRow(name=name, file=rel, line=line, params=params, base=base, base_args=[]))
+    return rows
+
+
+def _param_from_chunk(chunk: list, src: bytes) -> dict:
+    text = src[chunk[0][0].start_byte : chunk[-1][0].end_byte].decode("utf-8", "replace")
+    wrapped = f"template <{text}> struct __ckkb_p;".encode()
+    tree = cpp.parse(wrapped)
+    if not tree.root_node.has_error:
+        plist = cpp.find(tree.root_node, "template_parameter_list")
+        got = cpp.template_params(plist[0], wrapped) if plist else []
+        if len(got) == 1:
+            return got[0]
+    # unparseable alone too: a SFINAE parameter (`typename std::enable_if<...>::type = false`) is unnamed
+    eq = [k for k, (n, w) in enumerate(chunk) if w == "=" and not (k and chunk[k - 1][1] == ">" and chunk[k - 1][0].end_byte == n.start_byte)]
+    if eq:
+        head = src[chunk[0][0].start_byte : chunk[eq[-1] - 1][0].end_byte].decode("utf-8", "replace")
+        default = src[chunk[eq[-1] + 1][0].start_byte : chunk[-1][0].end_byte].decode("utf-8", "replace") if eq[-1] + 1 < len(chunk) else None
+        return {"name": "", "kind": "value", "type": cpp.squash(head), "default": cpp.squash(default) if default else None}
+    return {"name": cpp.squash(text), "kind": "unknown", "type": None, "default": None}
+
+
 def extract(root: Path, rel: str, data: bytes) -> FileResult:
     res = FileResult()
     if cpp.is_binary(data):
@@ -104,6 +188,9 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
         row = DeviceOpRow(name=head["name"], file=rel, line=line, params=params, base=head["base"], base_args=head["base_args"])
         if head["name"] not in found or rank < found[head["name"]][0]:
             found[head["name"]] = (rank, row)
+    if not found and tree.root_node.has_error and (b"struct Device" in data or b"class Device" in data):
+        for row in _from_tokens(tree, data, rel, res.diagnostics):
+            found.setdefault(row.name, (0, row))
     res.rows = [row for _, row in found.values()]
     res.facts["ranks"] = {name: rank for name, (rank, _) in found.items()}
     if not found and tree.root_node.has_error and (b"struct Device" in data or b"class Device" in data):
@@ -138,7 +225,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
 
 class _Stage:
     name = NAME
-    version = "2"  # bump whenever extract() output changes
+    version = "3"  # bump whenever extract() output changes
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:

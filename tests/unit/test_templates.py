@@ -95,6 +95,22 @@ def test_recovers_from_macros_ck_headers_use():
     assert rows["DeviceMacroOp"].line == 7
 
 
+def test_token_fallback_for_what_tree_sitter_cannot_parse():
+    """`enable_if<N >= 1 ...>` in a parameter default defeats tree-sitter; the token fallback reads the list."""
+    fr = one(
+        "template <index_t NDimSpatial, typename Layout, index_t BlockSize,\n"
+        "          typename std::enable_if<NDimSpatial >= 1 && NDimSpatial <= 3, bool>::type = false>\n"
+        "struct DeviceRearrange\n    : public DeviceConvTensorRearrange<NDimSpatial, Layout>\n{\n"
+        "    static constexpr bool x = std::is_same_v<Layout, int> || std::is_same_v<Layout, long>;\n};\n"
+    )
+    (row,) = fr.rows
+    assert (row.name, row.line, row.base) == ("DeviceRearrange", 1, "DeviceConvTensorRearrange")
+    assert [(p["name"], p["kind"], p["default"]) for p in row.params] == [
+        ("NDimSpatial", "value", None), ("Layout", "type", None), ("BlockSize", "value", None), ("", "value", "false"),
+    ]
+    assert fr.diagnostics == []
+
+
 def test_binary_and_broken_headers_are_diagnosed(copy_tree):
     root = copy_tree("ck_mini")
     (root / IMPL / "device_junk.hpp").write_bytes(b"\x7fELF\x00\x00\x01" * 50)
