@@ -157,10 +157,23 @@ def _arch_table(conn, tables, regs, inst) -> list[dict[str, Any]]:
 RACE_COLUMNS = ("op", "dtype", "layout", "M", "N", "K", "arch", "gpu")
 
 
+# ckProfiler's data-type labels -> the C++ names instance fields carry (after alias resolution).
+RACE_DTYPES: dict[str, tuple[str, ...]] = {
+    "fp16": ("half_t", "F16", "ck::half_t"),
+    "bf16": ("bhalf_t", "BF16", "ck::bhalf_t"),
+    "fp32": ("float", "F32"),
+    "int8": ("int8_t", "I8"),
+    "fp8": ("f8_t", "F8", "ck::f8_t", "f8_fnuz_t", "ck::f8_fnuz_t", "f8_ocp_t", "ck::f8_ocp_t"),
+    "bf8": ("bf8_t", "BF8", "ck::bf8_t", "bf8_fnuz_t", "ck::bf8_fnuz_t", "bf8_ocp_t", "ck::bf8_ocp_t"),
+}
+
+
 def race_links(conn: sqlite3.Connection) -> dict[int, list[int]]:
     """race_results.id -> instances.id whose printed-name key matches (ckkb.names: the result's
-    name parsed with the tree's GetTypeString() schemas, looked up in instance_keys). Computed
-    once per served (immutable) knowledge base; names of another CK release match nothing."""
+    name parsed with the tree's GetTypeString() schemas, looked up in instance_keys). A printed
+    name carries no data types, so when the race's dtype is known only instances whose A type is
+    that dtype are kept. Computed once per served (immutable) knowledge base; names printed by
+    another CK release match nothing."""
     tables = _tables(conn)
     if "race_results" not in tables or "instance_keys" not in tables or "name_schemas" not in tables:
         return {}
@@ -171,17 +184,31 @@ def race_links(conn: sqlite3.Connection) -> dict[int, list[int]]:
     schemas = names.load_schemas(sqlite_utils.Database(conn))
     if not schemas:
         return {}
+    dtype_of = {}
+    if "races" in tables and "dtype" in tables["races"] and "race_id" in tables["race_results"]:
+        dtype_of = dict(conn.execute("select id, dtype from races").fetchall())
     out: dict[int, list[int]] = {}
-    key_hits: dict[str, list[int]] = {}
-    for rid, name in conn.execute("select id, name from race_results where name is not null and name != ''").fetchall():
+    key_hits: dict[str, list[tuple[int, str | None]]] = {}
+    rows = conn.execute("select id, name, race_id from race_results where name is not null and name != ''").fetchall()
+    for rid, name, race_id in rows:
         p = names.parse(name, schemas)
         key = getattr(p, "key", None)
         if not key:
             continue
         if key not in key_hits:
-            key_hits[key] = [r[0] for r in conn.execute("select distinct instance_id from instance_keys where key = ? order by instance_id", [key])]
-        if key_hits[key]:
-            out[rid] = key_hits[key]
+            key_hits[key] = conn.execute(
+                "select distinct k.instance_id, i.a_dtype from instance_keys k join instances i on i.id = k.instance_id "
+                "where k.key = ? order by k.instance_id",
+                [key],
+            ).fetchall()
+        hits = key_hits[key]
+        want = RACE_DTYPES.get(dtype_of.get(race_id) or "")
+        if want:
+            hits_ids = [iid for iid, dt in hits if dt in want]
+        else:
+            hits_ids = [iid for iid, _ in hits]
+        if hits_ids:
+            out[rid] = hits_ids
     return out
 
 

@@ -322,6 +322,10 @@ def test_explain_page(get):
     assert "add_device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_kpadding_instances" in html  # every registration
     assert html.count('ckkb-gates') == 1 and "Gates (2)" in html
     assert "Race results (1)" in html and "436.3" in html  # through the names join
+    # the f16 twin prints the same name (names carry no data types): the bf16 race is not its result
+    rows = rows_of(get, "why_missing", tile="256x224x64", arch="gfx950")
+    twin = next(r["instance_id"] for r in rows if r["list_name"] == PART2.replace("bf16_bf16_bf16", "f16_f16_f16"))
+    assert "Race results (0)" in get(f"/-/ckkb/instance/{twin}").text
 
 
 def test_explain_links_to_repository_when_configured(web_db, monkeypatch):
