@@ -28,8 +28,8 @@ from datasette.utils.asgi import Request, Response
 
 from ckkb import queries
 from ckkb.archs import ARCHS
-from ckkb.web import charts, explain, validate
-from ckkb.web.metadata import CannedQuery, canned_queries, description_html
+from ckkb.web import charts, explain, metadata, validate
+from ckkb.web.metadata import CannedQuery, description_html
 
 TEMPLATES = Path(str(resources.files("ckkb.web").joinpath("templates")))
 STATIC = Path(str(resources.files("ckkb.web").joinpath("static")))
@@ -65,7 +65,7 @@ def _kb_database(datasette, request: Request | None = None):
 def _canned(datasette, db_name: str) -> dict[str, CannedQuery]:
     cache = getattr(datasette, "_ckkb_canned", None)
     if cache is None:
-        cache = datasette._ckkb_canned = canned_queries()
+        cache = datasette._ckkb_canned = metadata.canned_queries()
     return cache
 
 
@@ -268,6 +268,16 @@ def startup(datasette):
     import datasette.handle_exception as default_handler
 
     default_handler.rich = None
+
+
+@hookimpl
+def canned_queries(datasette, database, actor):
+    """The canned queries for a ckkb knowledge base even under plain `datasette kb.db` (where our
+    metadata is not loaded); under `ckkb serve` these are the same entries the metadata has."""
+    db = datasette.databases.get(database)
+    if db is None or database.startswith("_") or _kb_database(datasette) is not db:
+        return None
+    return metadata.build_metadata(database)["databases"][database]["queries"]
 
 
 @hookimpl

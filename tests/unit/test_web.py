@@ -15,7 +15,7 @@ from ckkb.kb.build import insert_rows
 from ckkb.kb.schema import TABLES
 from ckkb.kb.schema.ck_instances import InstanceListRow, InstanceRow
 from ckkb.kb.schema.ck_registrations import AvailabilityRow, GateRow, RegistrationRow
-from ckkb.web import app, charts, explain, metadata, plugin, validate
+from ckkb.web import app, charts, explain, metadata, validate
 
 CPP = "library/src/tensor_operation_instance/gpu/gemm_universal/x/x_comp_default_instance.cpp"
 HPP = "library/src/tensor_operation_instance/gpu/gemm_universal/x/x.hpp"
@@ -64,7 +64,6 @@ TEST_QUERY = metadata.parse_canned(
 @pytest.fixture
 def with_test_query(monkeypatch):
     monkeypatch.setattr(metadata, "canned_queries", lambda: {"tile_probe": TEST_QUERY})
-    monkeypatch.setattr(plugin, "canned_queries", lambda: {"tile_probe": TEST_QUERY})
 
 
 def run(ds, coro_fn):
@@ -274,5 +273,26 @@ def test_canned_query_params_checked(tiny_kb, with_test_query):
         ]
         r = await client.get("/tiny/tile_probe")  # a bare visit shows Datasette's form
         assert r.status_code == 200 and 'name="tile"' in r.text
+
+    run(ds, go)
+
+
+def test_plugin_alone_under_plain_datasette(tiny_kb, with_test_query):
+    """`datasette -i kb.db` with the plugin installed (entry point), no ckkb metadata: the canned
+    queries come through the canned_queries hook, the explain page through register_routes."""
+    from datasette.app import Datasette
+
+    app.register_plugin()
+    ds = Datasette(immutables=[str(tiny_kb)])
+
+    async def go(client):
+        r = await client.get("/tiny/tile_probe.json?tile=256x224x64&arch=gfx950&_shape=array")
+        assert r.status_code == 200 and [x["instance_id"] for x in r.json()] == [7]
+        r = await client.get("/tiny/tile_probe.json?tile=256x224x64&arch=gfx9")
+        assert r.status_code == 400
+        r = await client.get("/-/ckkb/instance/7")
+        assert r.status_code == 200 and 'data-arch="gfx950"' in r.text
+        r = await client.post("/tiny/tile_probe", data={"tile": "1x1x1"})
+        assert r.status_code == 405
 
     run(ds, go)
