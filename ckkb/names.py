@@ -444,16 +444,36 @@ class SchemaSet(dict):
         return self is not other
 
     def by_op(self) -> dict[str, list[NameSchema]]:
+        """Printed op name -> its schemas, one per distinct format: several device ops print the
+        same thing (seven classes print `DeviceGemmXdlUniversal<...>` alike); the first by
+        (status, file, line) stands for the format, and one regex test then settles all of them."""
         idx = self.__dict__.get("_by_op")
         if idx is None:
             idx = {}
             for s in self.values():
                 for op in s.ops:
                     idx.setdefault(op, []).append(s)
-            for v in idx.values():
-                v.sort(key=lambda s: (s.status != "matched", s.file, s.line))
+            same: dict[int, tuple[str, ...]] = {}
+            for op, v in idx.items():
+                # the shortest class name first: the plain op rather than its batched/scaled variants
+                v.sort(key=lambda s: (s.status != "matched", len(s.device_op), s.device_op, s.file, s.line))
+                first: dict[str, NameSchema] = {}
+                for s in v:
+                    fmt = json.dumps(s.tokens, sort_keys=True)
+                    if fmt not in first:
+                        first[fmt] = s
+                        same[id(s)] = (s.device_op,)
+                    elif s.device_op not in same[id(first[fmt])]:
+                        same[id(first[fmt])] += (s.device_op,)
+                idx[op] = list(first.values())
+            self.__dict__["_same"] = same
             self.__dict__["_by_op"] = idx
         return idx
+
+    def same_format(self, s: NameSchema) -> tuple[str, ...]:
+        """Every device op whose GetTypeString() prints exactly the format of `s`."""
+        self.by_op()
+        return self.__dict__["_same"].get(id(s), (s.device_op,))
 
 
 def schema_from_row(row: Mapping[str, Any]) -> NameSchema:
@@ -497,6 +517,7 @@ class ParsedName:
     schema: str = "generic"  # matched | generic | error
     error: dict[str, Any] | None = None  # {"message", "position"}
     device_op: str | None = None  # the C++ class whose schema matched
+    device_ops: tuple[str, ...] = ()  # every class that prints this exact format (device_op first)
     schema_file: str | None = None
     schema_line: int | None = None
     derived: dict[str, Any] = field(default_factory=dict)  # values the source computes at run time
@@ -753,17 +774,23 @@ _ARG = re.compile(r"\s*(" + _SEQ + r")\s*", re.S)
 _PROP = re.compile(r"\s*(" + _CH + r")(?:\s*(:)\s*(" + _SEQ + r")?|\s+(" + _SEQ + r"))?\s*", re.S)
 
 
-# The commonest shape as one regex (Python 3.11 possessive quantifiers, so a chunk is never split):
+# The common shapes as one regex (Python 3.11 possessive quantifiers, so a chunk is never split):
 # chunks without ':' are single tokens of the grammar (a terminal can only end at a separator), so
-# only the head (not a NUMBER or TILE) needs classifying; keys are WORDs by construction.
+# only the head (not a NUMBER or TILE) needs classifying; keys are WORDs by construction. Covers
+# keyed arguments, a trailing comma, flags and value continuations (extras); not nested lists,
+# '::' names, a lead or a stray '>' (the token reader takes those).
 _NS = r"[^\s,<>:]++"
 _SEQ2 = _NS + r"(?:\s++" + _NS + r")*+"
 _KEY = r"[A-Za-z_]\w*+"
-_PROP2 = _KEY + r"(?:\s*+:(?:\s*+" + _SEQ2 + r")?+|\s++" + _SEQ2 + r")"
+_ARG2 = r"(?:" + _KEY + r"\s*+:(?:\s*+" + _SEQ2 + r")?+|" + _SEQ2 + r")"
+_PROP2 = _KEY + r"(?:\s*+:(?:\s*+" + _SEQ2 + r")?+|\s++" + _SEQ2 + r")?+"
+_ITEM2 = r"(?:" + _PROP2 + r"|" + _SEQ2 + r")"
 _FAST = re.compile(
-    r"\s*+(" + _NS + r")\s*+(?:<\s*+(" + _SEQ2 + r"(?:\s*+,\s*+" + _SEQ2 + r")*+)?+\s*+>)?+\s*+"
-    r"(" + _PROP2 + r"(?:\s*+,\s*+" + _PROP2 + r")*+(?:\s*+,)?+)?+\s*+"
+    r"\s*+(" + _NS + r")\s*+(?:<\s*+(" + _ARG2 + r"(?:\s*+,\s*+" + _ARG2 + r")*+(?:\s*+,)?+)?+\s*+>)?+\s*+"
+    r"(" + _PROP2 + r"(?:\s*+,\s*+" + _ITEM2 + r")*+(?:\s*+,)?+)?+\s*+"
 )
+_KEYED_PIECE = re.compile(r"(" + _KEY + r")\s*+:\s*+(.*)", re.S)
+_WORD_START = re.compile(_KEY + r"(?=\s|$)")
 
 
 def _quickest(name: str) -> tuple[str, int, list[str] | None, list[tuple[str, str, str]]] | None:
@@ -775,20 +802,39 @@ def _quickest(name: str) -> tuple[str, int, list[str] | None, list[tuple[str, st
         return None
     if atext is not None:
         args: list[str] | None = [a.strip() for a in atext.split(",")]
+        if not args[-1]:
+            args.pop()  # the trailing comma
     else:
         args = [] if "<" in name else None
     props: list[tuple[str, str, str]] = []
     if ptext:
-        for piece in ptext.split(","):
-            piece = piece.strip()
+        vspan: tuple[int, int] | None = None  # where the last property's value is in ptext
+        pos = 0
+        for raw in ptext.split(","):
+            start = pos + len(raw) - len(raw.lstrip())
+            pos += len(raw) + 1
+            piece = raw.strip()
             if not piece:
                 continue  # the trailing comma
-            k, colon, v = piece.partition(":")
-            if colon:
-                props.append((k.rstrip(), "keyed", v.lstrip()))
+            km = _KEYED_PIECE.fullmatch(piece)
+            if km is not None:
+                v = km.group(2)
+                props.append((km.group(1), "keyed", v))
+                vspan = (start + km.start(2), start + len(piece)) if v else None
+                continue
+            if props and _WORD_START.match(piece) is None:  # an extra: continues the last value
+                first = vspan[0] if vspan is not None else start
+                vspan = (first, start + len(piece))
+                k, kind, _ = props[-1]
+                props[-1] = (k, kind, ptext[vspan[0] : vspan[1]])
+                continue
+            parts = piece.split(None, 1)
+            if len(parts) == 1:
+                props.append((piece, "flag", ""))
+                vspan = None
             else:
-                k, v = piece.split(None, 1)
-                props.append((k, "bare", v))
+                props.append((parts[0], "bare", parts[1]))
+                vspan = (start + len(piece) - len(parts[1]), start + len(piece))
     return head, m.start(1), args, props
 
 
@@ -875,6 +921,7 @@ def _build(name, head, head_start, args, prop_list, schemas) -> ParsedName:
     kind = "generic"
     key = device_op = sfile = None
     sline = None
+    device_ops: tuple[str, ...] = ()
     if schemas:
         cands = _candidates(schemas, head)
         texts = [name] if suffix is None else [name, suffix]
@@ -884,6 +931,7 @@ def _build(name, head, head_start, args, prop_list, schemas) -> ParsedName:
                 if got is not None:
                     fields, derived, key = got
                     kind, device_op, sfile, sline = "matched", s.device_op, s.file, s.line
+                    device_ops = schemas.same_format(s)
                     op = next((o for o in s.ops if head.startswith(o)), s.ops[0] if s.ops else op)
                     break
             if kind == "matched":
@@ -900,6 +948,7 @@ def _build(name, head, head_start, args, prop_list, schemas) -> ParsedName:
         schema=kind,
         _match=key,
         device_op=device_op,
+        device_ops=device_ops,
         schema_file=sfile,
         schema_line=sline,
         derived=derived,
@@ -1050,6 +1099,7 @@ def locate(db: Any, name: str, schemas: Mapping[str, NameSchema] | None = None) 
         "name": name,
         "op": p.op,
         "device_op": p.device_op,
+        "device_ops": list(p.device_ops),
         "key": p.key,
         "fields": p.fields,
         "derived": p.derived,

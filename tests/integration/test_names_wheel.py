@@ -138,3 +138,14 @@ def test_a_2024_split_k_log_line_locates(db, schemas):
     [e] = got["entries"]
     assert e["file"].startswith("library/src/tensor_operation_instance/gpu/gemm_splitk/") and e["template"] == "DeviceGemmXdlSplitKCShuffle"
     assert e["registrations"][0]["bindings"]["GemmSpec"] == "MNKPadding"
+
+
+def test_one_format_several_device_ops(schemas):
+    p = names.parse(
+        "DeviceGemmXdlUniversal<MNKPadding, RCR> BlkSize: 256, BlkTile: 256x256x64, WaveTile: 32x32, WaveMap: 4x4, "
+        "VmemReadVec: 8x8, BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v3, BlkGemmPipelinePrefetchStages: 2, Kpack: 8",
+        schemas,
+    )
+    assert p.schema == "matched" and p.device_op == "DeviceGemm_Xdl_CShuffleV3"
+    assert {"DeviceGemm_Xdl_CShuffleV3", "DeviceGemm_Xdl_CShuffleV3_BPreshuffle"} <= set(p.device_ops) and p.device_ops[0] == p.device_op
+    assert p.fields["BlkGemmPipelineVer"] == "v3" and p.derived == {"PrefetchStages": 2, "AMmaKStride": 8}
