@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ckkb.errors import CkkbError
 from ckkb.kb.db import open_db
 from ckkb.web.metadata import build_metadata
 
@@ -71,6 +72,23 @@ def make_datasette(db_path: str | Path, *, time_limit_ms: int | None = None, set
     )
 
 
+def check_port(host: str, port: int) -> None:
+    """CkkbError when (host, port) cannot be bound (in use, or not an address of this machine)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise CkkbError(f"cannot serve on host {host!r}: {e.strerror}", hint="pass --host 127.0.0.1 (the default)") from None
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise CkkbError(f"cannot serve on {host}:{port}: {e.strerror}", hint="pass another --port") from None
+
+
 def serve(db_path: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, time_limit_ms: int | None = None,
           on_ready=None) -> None:
     """Run the server until interrupted (uvicorn, as `datasette serve` does)."""
@@ -79,6 +97,7 @@ def serve(db_path: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_
     import uvicorn
 
     ds = make_datasette(db_path, time_limit_ms=time_limit_ms)
+    check_port(host, port)
     asyncio.run(ds.invoke_startup())
     if on_ready:
         on_ready(ds)

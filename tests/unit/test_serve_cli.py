@@ -154,3 +154,17 @@ def test_arbitrary_sql_is_time_limited(empty_kb):
         assert r.json() == [{"value": str(SCHEMA_VERSION)}]
 
     asyncio.run(go())
+
+
+def test_port_in_use_is_one_line(empty_kb, captured_run):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = _one_error(CliRunner().invoke(main, ["serve", "--db", str(empty_kb), "--port", str(port)]))
+    assert f"cannot serve on 127.0.0.1:{port}" in out and "--port" in out
+    assert captured_run == []
+    out = _one_error(CliRunner().invoke(main, ["serve", "--db", str(empty_kb), "--host", "no-such-host.invalid"]))
+    assert "cannot serve on host 'no-such-host.invalid'" in out
