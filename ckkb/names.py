@@ -459,7 +459,8 @@ class SchemaSet(dict):
                 v.sort(key=lambda s: (s.status != "matched", len(s.device_op), s.device_op, s.file, s.line))
                 first: dict[str, NameSchema] = {}
                 for s in v:
-                    fmt = json.dumps(s.tokens, sort_keys=True)
+                    rx, groups = s.regex  # the same regex and group names read a name identically
+                    fmt = rx.pattern + "|" + "|".join(_field_name(t) if "alt" not in t else "" for t in groups)
                     if fmt not in first:
                         first[fmt] = s
                         same[id(s)] = (s.device_op,)
