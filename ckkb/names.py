@@ -608,48 +608,44 @@ def _match_key(text: str, start: int, end: int, regs: tuple[tuple[int, int], ...
 
 
 # per regex group: what its text becomes
-_SKIP, _LAYOUT, _BOOL, _VALUE, _DERIVED = range(5)
+_SKIP, _LAYOUT, _BOOL, _VALUE, _DERIVED, _INT, _STR = range(7)
 
 
 @dataclass
 class _Plan:
     """How one schema's regex groups become fields (precomputed once per schema)."""
 
-    ints: list[tuple[int, str]]  # groups whose pattern only matches integers
-    strs: list[tuple[int, str]]  # enum words, specialisation strings: kept as printed
-    others: list[tuple[int, str, int]]  # (group, name, code) needing a conversion
-    derived: list[tuple[int, str]]
+    steps: tuple[tuple[int, str, int], ...]  # (group, name, code) in the order the name prints them
     is_ref: tuple[bool, ...]
     simple: bool  # no parameter printed twice
-    order: tuple[str, ...] = ()  # field names in the order the name prints them
 
 
 def _plan(groups: list[dict[str, Any]]) -> _Plan:
-    ints, strs, others, derived, is_ref, names_seen = [], [], [], [], [], []
+    steps, is_ref, names_seen = [], [], []
     for gi, t in enumerate(groups, start=1):
         if "alt" in t:
             is_ref.append(False)
             continue
         name = _field_name(t)
         if "ref" not in t:
-            derived.append((gi, name))
+            steps.append((gi, name, _DERIVED))
             is_ref.append(False)
             continue
         is_ref.append(True)
         names_seen.append(name)
         conv, kind = t.get("conv"), t.get("kind")
         if conv == "layout_initial":
-            others.append((gi, name, _LAYOUT))
+            code = _LAYOUT
         elif kind == "bool":
-            others.append((gi, name, _BOOL))
+            code = _BOOL
         elif kind == "int" and conv in ("value", "at", None):
-            ints.append((gi, name))
+            code = _INT  # the group's pattern only matches integers
         elif conv in ("spec", "enum", "layout_name"):
-            strs.append((gi, name))
+            code = _STR  # kept as printed
         else:
-            others.append((gi, name, _VALUE))
-    order = tuple(dict.fromkeys(names_seen))
-    return _Plan(ints, strs, others, derived, tuple(is_ref), len(order) == len(names_seen), order)
+            code = _VALUE
+        steps.append((gi, name, code))
+    return _Plan(tuple(steps), tuple(is_ref), len(set(names_seen)) == len(names_seen))
 
 
 _plan_cache: dict[int, tuple[Any, _Plan]] = {}
@@ -665,36 +661,30 @@ def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, 
         hit = (groups, _plan(groups))
         _plan_cache[id(groups)] = hit
     plan = hit[1]
-    g = (None, *m.groups())
-    if plan.simple:
-        fields: dict[str, Any] = {n: int(g[i]) for i, n in plan.ints if g[i] is not None}
-        if plan.strs:
-            fields.update({n: g[i] for i, n in plan.strs if g[i] is not None})
-    else:
-        fields = {}
-        for i, n in plan.ints + plan.strs:
-            v = g[i]
-            if v is None:
-                continue
-            val = int(v) if (i, n) in plan.ints else v
-            if fields.get(n, val) != val:
-                return None  # one parameter printed twice with two values: not this schema
-            fields[n] = val
-    for i, n, code in plan.others:
-        v = g[i]
+    g = m.groups()
+    fields: dict[str, Any] = {}
+    derived: dict[str, Any] = {}
+    check = not plan.simple
+    for i, n, code in plan.steps:
+        v = g[i - 1]
         if v is None:
             continue
-        if code == _LAYOUT:
-            val: Any = _LAYOUT_INITIAL.get(v, v)
+        if code == _INT:
+            val: Any = int(v)
+        elif code == _STR:
+            val = v
+        elif code == _DERIVED:
+            derived[n] = _as_value(v)
+            continue
+        elif code == _LAYOUT:
+            val = _LAYOUT_INITIAL.get(v, v)
         elif code == _BOOL:
             val = v in ("1", "true") if v in ("0", "1", "true", "false") else _as_value(v)
         else:
             val = _as_value(v)
-        if fields.get(n, val) != val:
-            return None
+        if check and fields.get(n, val) != val:
+            return None  # one parameter printed twice with two values: not this schema
         fields[n] = val
-    derived = {n: _as_value(g[i]) for i, n in plan.derived if g[i] is not None}
-    fields = {n: fields[n] for n in plan.order if n in fields}
     return fields, derived, (text, m.start(), m.end(), m.regs, plan.is_ref)
 
 
