@@ -17,11 +17,12 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from ckkb.errors import CkkbError
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 PROFILER = "ckProfiler"
 DEFAULT_WARMUP, DEFAULT_ITERS = 1, 10

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 import pickle
 import sqlite3
@@ -21,9 +22,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 import ckkb
 from ckkb import settings
@@ -31,7 +30,6 @@ from ckkb.diagnostics import Diagnostic
 from ckkb.errors import DatabaseError
 from ckkb.kb import db as kbdb
 from ckkb.kb.schema import INGESTED, SCHEMA_VERSION, TABLES
-from ckkb.kb.schema.base import row_dict
 from ckkb.kb.schema.core import DiagnosticRow, SourceRow
 from ckkb.kb.stages import (
     BuildContext,
@@ -42,6 +40,9 @@ from ckkb.kb.stages import (
     load_stages,
     register_stage,
 )
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -106,12 +107,19 @@ class Cache:
             self.conn = sqlite3.connect(path)
             self.__init__(path)
 
-    def load(self, stage: Stage, root: str) -> dict[str, tuple[int, int, str, bytes]]:
+    def load(self, stage: Stage, root: str) -> dict[str, tuple[int, int, str]]:
+        """rel -> (size, mtime_ns, sha256) of every cached result of this stage version (no blobs)."""
         cur = self.conn.execute(
-            "select rel, size, mtime, sha, blob from files where stage=? and version=? and root=?",
+            "select rel, size, mtime, sha from files where stage=? and version=? and root=?",
             (stage.name, stage.version, root),
         )
-        return {r[0]: (r[1], r[2], r[3], r[4]) for r in cur}
+        return {r[0]: (r[1], r[2], r[3]) for r in cur}
+
+    def blobs(self, stage: Stage, root: str) -> dict[str, bytes]:
+        cur = self.conn.execute(
+            "select rel, blob from files where stage=? and version=? and root=?", (stage.name, stage.version, root)
+        )
+        return dict(cur)
 
     def store(self, rows: Iterable[tuple[str, str, str, str, int, int, str, bytes]]) -> None:
         with self.conn:
@@ -139,7 +147,30 @@ def _sql_value(v: Any) -> Any:
     return v
 
 
-def insert_rows(db: sqlite_utils.Database, rows: Iterable[Any], source_id: int | None = None) -> dict[str, int]:
+def _row_values(rows: list[Any], cols: list[str], json_cols: set[str], source_id: int | None) -> list[list[Any]]:
+    """Column values of each row in `cols` order; JSON columns serialised, source_id filled in."""
+    fields = [c for c in cols if c != "source_id" or hasattr(rows[0], "source_id")]
+    get = operator.attrgetter(*fields) if len(fields) > 1 else (lambda r, _f=fields[0]: (getattr(r, _f),))
+    json_pos = [i for i, c in enumerate(fields) if c in json_cols]
+    add_source = len(fields) < len(cols)
+    out = []
+    for r in rows:
+        vals = list(get(r))
+        for i in json_pos:
+            v = vals[i]
+            if v is not None and not isinstance(v, str):
+                vals[i] = json.dumps(v, default=str)
+        if add_source:
+            vals.append(source_id)
+        elif "source_id" in cols:
+            i = fields.index("source_id")
+            if vals[i] is None:
+                vals[i] = source_id
+        out.append(vals)
+    return out
+
+
+def insert_rows(db: Any, rows: Iterable[Any], source_id: int | None = None) -> dict[str, int]:
     """Bulk-insert row dataclasses, grouped by table, in one transaction per table."""
     by_table: dict[str, list[Any]] = defaultdict(list)
     for r in rows:
@@ -148,16 +179,20 @@ def insert_rows(db: sqlite_utils.Database, rows: Iterable[Any], source_id: int |
     for name, items in by_table.items():
         t = TABLES[name]
         cols = t.column_names()
-        has_source = "source_id" in cols
-        sql = f"insert or replace into [{name}] ({', '.join('[' + c + ']' for c in cols)}) values ({', '.join('?' * len(cols))})"
-        values = []
-        for r in items:
-            d = row_dict(r)
-            if has_source and d.get("source_id") is None:
-                d["source_id"] = source_id
-            values.append([_sql_value(d.get(c)) for c in cols])
-        with db.conn:
-            db.conn.executemany(sql, values)
+        fields = [c for c in cols if c != "source_id" or hasattr(items[0], "source_id")] + (
+            ["source_id"] if "source_id" in cols and not hasattr(items[0], "source_id") else []
+        )
+        sql = f"insert or replace into [{name}] ({', '.join('[' + c + ']' for c in fields)}) values ({', '.join('?' * len(fields))})"
+        json_cols = {c.name for c in t.columns if c.json}
+        try:
+            values = _row_values(items, cols, json_cols, source_id)
+            with db.conn:
+                db.conn.executemany(sql, values)
+        except (sqlite3.InterfaceError, sqlite3.ProgrammingError):
+            # a value of an unexpected type (a dict in a TEXT column, say): convert every value
+            slow = [[_sql_value(v) for v in vals] for vals in _row_values(items, cols, set(), source_id)]
+            with db.conn:
+                db.conn.executemany(sql, slow)
         counts[name] = len(items)
     return counts
 
@@ -218,6 +253,22 @@ def _carry_ingested(new: sqlite_utils.Database, old_path: Path) -> dict[str, int
     return carried
 
 
+def _stored_fingerprint(db_path: Path) -> str | None:
+    """The input fingerprint recorded by the build that wrote db_path (sqlite3 only: cheap)."""
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            row = conn.execute("select value from build_info where key='fingerprint'").fetchone()
+            version = conn.execute("select value from build_info where key='schema_version'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return None
+    if not row or not version or version[0] != str(SCHEMA_VERSION):
+        return None
+    return row[0]
+
+
 def _fingerprint(parts: list[tuple[str, str, str, str]]) -> str:
     h = hashlib.sha256(f"{ckkb.__version__}|{SCHEMA_VERSION}".encode())
     for p in sorted(parts):
@@ -255,6 +306,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
     # 1. Inventory: which files each stage reads, which are cached.
     plan: dict[str, dict[str, Any]] = {}
     misses: list[tuple[str, str, str]] = []
+    hit_rels: dict[str, set[str]] = defaultdict(set)
     hits: dict[str, dict[str, bytes]] = defaultdict(dict)
     fp_parts: list[tuple[str, str, str, str]] = []
     diags: list[Diagnostic] = []
@@ -278,7 +330,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
                 misses.append((stage.name, str(root), rel))
                 continue
             if entry and entry[0] == st.st_size and entry[1] == st.st_mtime_ns:
-                hits[stage.name][rel] = entry[3]
+                hit_rels[stage.name].add(rel)
                 fp_parts.append((stage.name, stage.version, rel, entry[2]))
             else:
                 misses.append((stage.name, str(root), rel))
@@ -318,18 +370,19 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
     # 3. Nothing changed since the file at db_path was built: nothing to do.
     fingerprint = _fingerprint(fp_parts + [("trees", k, str(v.root), "") for k, v in trees.items()])
     if has_old and not force and not misses:
-        try:
-            old = kbdb.open_db(db_path)
-            same = kbdb.get_info(old, "fingerprint") == fingerprint
-            old.close()
-        except DatabaseError:
-            same = False
-        if same:
+        if _stored_fingerprint(db_path) == fingerprint:
             summary.up_to_date = True
             summary.seconds = time.perf_counter() - t0
             return summary
 
     # 4. Combine per stage, in order, and write a fresh file.
+    import sqlite_utils  # imported here: it pulls in pandas when installed, which a no-op build never needs
+
+    for stage in stages:
+        if hit_rels[stage.name]:
+            blobs = cache.blobs(stage, str(plan[stage.name]["root"]))
+            for rel in hit_rels[stage.name]:
+                hits[stage.name].setdefault(rel, blobs[rel])
     tmp = db_path.with_name(f"{db_path.name}.tmp-{os.getpid()}")
     tmp.unlink(missing_ok=True)
     try:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import sqlite3
 from importlib import resources
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from ckkb.errors import DatabaseError
 from ckkb.kb.schema import SCHEMA_VERSION, TABLES, Table
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 BUILD_HINT = "build it with `ckkb build` (or pass --db PATH to an existing knowledge base)"
 
@@ -76,6 +78,8 @@ def open_db(path: str | Path, *, create: bool = False, readonly: bool = False) -
     create=True makes an empty knowledge base (all tables, no rows) when the file is missing, which
     is what ingestion into a fresh location needs.
     """
+    import sqlite_utils  # lazily: it imports pandas when installed (half a second)
+
     path = Path(path)
     if not path.exists():
         if not create:

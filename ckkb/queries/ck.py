@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from ckkb.archs import ARCHS
 from ckkb.errors import CkkbError
 from ckkb.fields import NORMALISED, enum_word
 from ckkb.queries import sql
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 # dtype short names (as in CK file names and aiter) -> C++ element type after alias resolution
 DTYPES: dict[str, str] = {
