@@ -7,8 +7,9 @@ when --db is given), topped up with names rendered from the GetTypeString() sche
 values until there are N distinct ones. Schemas come from the knowledge base, or are extracted from
 the installed wheel's CK tree when there is none.
 
-Prints: distinct names per second (memo cleared, with schemas and grammar only), the grammar's own
-LALR parser (lark) on the same names for comparison, and the cost of a repeated (memoised) name.
+Prints: distinct names per second (memo cleared; best of three passes, by wall clock and by this
+process's CPU time, since the machine may be shared), with schemas and grammar only; the grammar's
+own LALR parser (lark) on 2,000 of the names for comparison; and the cost of a repeated (memoised) name.
 """
 
 from __future__ import annotations
@@ -95,11 +96,17 @@ def main() -> None:
     for s in schemas.values():
         s.regex  # noqa: B018  (compile every schema's regex once, outside the timings)
 
-    names._parse_cached.cache_clear()
-    with_schemas = rate(lambda x: names.parse(x, schemas), items)
+    def best_of(fn, reps: int = 3) -> tuple[float, float]:
+        """The best of `reps` passes over all names, memo cleared before each (the machine is shared)."""
+        runs = []
+        for _ in range(reps):
+            names._parse_cached.cache_clear()
+            runs.append(rate(fn, items))
+        return max(r[0] for r in runs), max(r[1] for r in runs)
+
+    with_schemas = best_of(lambda x: names.parse(x, schemas))
     matched = sum(1 for x in items if names.parse(x, schemas).schema == "matched")
-    names._parse_cached.cache_clear()
-    grammar_only = rate(lambda x: names.parse(x, None), items)
+    grammar_only = best_of(lambda x: names.parse(x, None))
     names._parse_cached.cache_clear()
     sub = items[:2000]
     lark_p = names.lark_parser()

@@ -768,8 +768,8 @@ _PROP = re.compile(r"\s*(" + _CH + r")(?:\s*(:)\s*(" + _SEQ + r")?|\s+(" + _SEQ 
 # The common shapes as one regex (Python 3.11 possessive quantifiers, so a chunk is never split):
 # chunks without ':' are single tokens of the grammar (a terminal can only end at a separator), so
 # only the head (not a NUMBER or TILE) needs classifying; keys are WORDs by construction. Covers
-# keyed arguments, a trailing comma, flags and value continuations (extras); not nested lists,
-# '::' names, a lead or a stray '>' (the token reader takes those).
+# keyed arguments, a trailing comma, flags, value continuations (extras) and a stray '>'; not
+# nested lists, '::' names or a lead (the token reader takes those).
 _NS = r"[^\s,<>:]++"
 _SEQ2 = _NS + r"(?:\s++" + _NS + r")*+"
 _KEY = r"[A-Za-z_]\w*+"
@@ -777,7 +777,7 @@ _ARG2 = r"(?:" + _KEY + r"\s*+:(?:\s*+" + _SEQ2 + r")?+|" + _SEQ2 + r")"
 _PROP2 = _KEY + r"(?:\s*+:(?:\s*+" + _SEQ2 + r")?+|\s++" + _SEQ2 + r")?+"
 _ITEM2 = r"(?:" + _PROP2 + r"|" + _SEQ2 + r")"
 _FAST = re.compile(
-    r"\s*+(" + _NS + r")\s*+(?:<\s*+(" + _ARG2 + r"(?:\s*+,\s*+" + _ARG2 + r")*+(?:\s*+,)?+)?+\s*+>)?+\s*+"
+    r"\s*+(" + _NS + r")\s*+(?:<\s*+(" + _ARG2 + r"(?:\s*+,\s*+" + _ARG2 + r")*+(?:\s*+,)?+)?+\s*+>|(>))?+\s*+"
     r"(" + _PROP2 + r"(?:\s*+,\s*+" + _ITEM2 + r")*+(?:\s*+,)?+)?+\s*+"
 )
 _KEYED_PIECE = re.compile(r"(" + _KEY + r")\s*+:\s*+(.*)", re.S)
@@ -788,11 +788,13 @@ def _quickest(name: str) -> tuple[str, int, list[str] | None, list[tuple[str, st
     m = _FAST.fullmatch(name)
     if m is None:
         return None
-    head, atext, ptext = m.group(1), m.group(2), m.group(3)
+    head, atext, stray, ptext = m.groups()
     if _classify(head) not in NAME_TOKENS:
         return None
-    if atext is not None:
-        args: list[str] | None = [a.strip() for a in atext.split(",")]
+    if stray:
+        args: list[str] | None = None
+    elif atext is not None:
+        args = [a.strip() for a in atext.split(",")]
         if not args[-1]:
             args.pop()  # the trailing comma
     else:
