@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import libcst as cst
-
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.aiter_pyeval import Evaluator, StatementLines, Unsupported, literal
 from ckkb.extract.files import list_files
+from ckkb.extract.lazy import lazy_module
 from ckkb.fields import normalise
 from ckkb.kb.schema.aiter import AiterKernelListRow, AiterKernelRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
+
+cst = lazy_module("libcst")
 
 STAGE_NAME = "aiter.kernels"
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from ckkb.extract.lazy import lazy_module
+
+cst = lazy_module("libcst")
+cst_metadata = lazy_module("libcst.metadata")
 
 
 class Unsupported(Exception):
@@ -279,7 +281,7 @@ class StatementLines:
             ln += code.count("\n")
 
     def resolve_positions(self, stmt: cst.CSTNode) -> None:
-        pos = MetadataWrapper(cst.Module(body=[stmt]), unsafe_skip_copy=True).resolve(PositionProvider)
+        pos = cst_metadata.MetadataWrapper(cst.Module(body=[stmt]), unsafe_skip_copy=True).resolve(cst_metadata.PositionProvider)
         off = self.base[id(stmt)] - 1
         for node, rng in pos.items():
             self.known[id(node)] = off + rng.start.line

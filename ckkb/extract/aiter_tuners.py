@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -17,13 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import libcst as cst
-
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.aiter_pyeval import StatementLines, Unsupported, literal
 from ckkb.extract.files import list_files
+from ckkb.extract.lazy import lazy_module
 from ckkb.kb.schema.aiter import AiterRuntimeConfigRow, AiterTunerOptionRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
+
+cst = lazy_module("libcst")
 
 STAGE_NAME = "aiter.tuners"
 
@@ -122,28 +124,38 @@ def _parse(rel: str, data: bytes, diags: list[Diagnostic]) -> cst.Module | None:
     return None
 
 
-class _Calls(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.calls: list[cst.Call] = []
-        self.asserts: list[cst.Assert] = []
-        self.raises: list[cst.Raise] = []
-        self.strings: list[cst.SimpleString] = []
-        self.compares: list[cst.Comparison] = []
+@functools.lru_cache(maxsize=1)
+def _calls_visitor() -> type:
+    """The visitor class, defined on first use (subclassing cst.CSTVisitor imports libcst)."""
 
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)
+    class _Calls(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.calls: list[cst.Call] = []
+            self.asserts: list[cst.Assert] = []
+            self.raises: list[cst.Raise] = []
+            self.strings: list[cst.SimpleString] = []
+            self.compares: list[cst.Comparison] = []
 
-    def visit_Assert(self, node: cst.Assert) -> None:
-        self.asserts.append(node)
+        def visit_Call(self, node: cst.Call) -> None:
+            self.calls.append(node)
 
-    def visit_Raise(self, node: cst.Raise) -> None:
-        self.raises.append(node)
+        def visit_Assert(self, node: cst.Assert) -> None:
+            self.asserts.append(node)
 
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        self.strings.append(node)
+        def visit_Raise(self, node: cst.Raise) -> None:
+            self.raises.append(node)
 
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        self.compares.append(node)
+        def visit_SimpleString(self, node: cst.SimpleString) -> None:
+            self.strings.append(node)
+
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            self.compares.append(node)
+
+    return _Calls
+
+
+def _Calls():  # noqa: N802  (reads like the class it builds)
+    return _calls_visitor()()
 
 
 def _attr_name(call: cst.Call) -> str | None:

@@ -312,28 +312,35 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
     diags: list[Diagnostic] = []
     for stage in stages:
         root = Path(trees[stage.tree].root)
+        root_str = os.fspath(root)
+        prefix = root_str.rstrip(os.sep) + os.sep
         rels = []
         try:
             paths = stage.files(root)
         except OSError as e:
             diags.append(Diagnostic(str(root), 0, f"cannot list files: {e}", "error", stage.name))
             paths = []
-        for p in paths:
-            rels.append(Path(p).relative_to(root).as_posix() if Path(p).is_absolute() else Path(p).as_posix())
-        cached = cache.load(stage, str(root))
-        cache.prune(stage, str(root), set(rels))
+        for p in paths:  # string ops, not pathlib: this loop runs for every input of a warm build
+            sp = os.fspath(p)
+            if sp.startswith(prefix):
+                sp = sp[len(prefix):]
+            elif os.path.isabs(sp):
+                sp = os.path.relpath(sp, root_str)
+            rels.append(sp.replace(os.sep, "/"))
+        cached = cache.load(stage, root_str)
+        cache.prune(stage, root_str, set(rels))
         for rel in rels:
             entry = cached.get(rel)
             try:
-                st = (root / rel).stat()
+                st = os.stat(os.path.join(root_str, rel))
             except OSError:
-                misses.append((stage.name, str(root), rel))
+                misses.append((stage.name, root_str, rel))
                 continue
             if entry and entry[0] == st.st_size and entry[1] == st.st_mtime_ns:
                 hit_rels[stage.name].add(rel)
                 fp_parts.append((stage.name, stage.version, rel, entry[2]))
             else:
-                misses.append((stage.name, str(root), rel))
+                misses.append((stage.name, root_str, rel))
         plan[stage.name] = {"root": root, "rels": rels}
     summary.files = sum(len(p["rels"]) for p in plan.values())
 
