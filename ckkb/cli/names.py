@@ -53,7 +53,7 @@ def _show(p: names.ParsedName) -> None:
         return
     where = f" ({p.device_op}, {p.schema_file}:{p.schema_line})" if p.device_op else ""
     if len(p.device_ops) > 1:
-        where += f"; {len(p.device_ops) - 1} other device ops print this format too: {', '.join(p.device_ops[1:])}"
+        where += f"; also printed by {', '.join(p.device_ops[1:])}"
     console.print(f"[bold]{escape(str(p.op))}[/bold] {escape('[' + p.schema + ']')}{escape(where)}", highlight=False, soft_wrap=True)
     rows = [{"field": k, "value": v} for k, v in p.fields.items()]
     rows += [{"field": k, "value": f"{v} (derived: computed at run time)"} for k, v in p.derived.items()]
