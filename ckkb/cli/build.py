@@ -53,6 +53,7 @@ def build_cmd(ck_path, aiter_path, no_aiter, db_path, force, jobs, as_json):
             "db": str(path), "seconds": round(summary.seconds, 3), "up_to_date": summary.up_to_date,
             "files": summary.files, "parsed": summary.parsed, "cached": summary.cached,
             "tables": summary.tables, "carried": summary.carried,
+            "timings": {k: {kk: round(vv, 3) for kk, vv in v.items()} for k, v in summary.timings.items()},
             "diagnostics": [{"file": d.file, "line": d.line, "severity": d.severity, "message": d.message, "stage": d.stage} for d in summary.diagnostics],
         })
         return

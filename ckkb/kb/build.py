@@ -60,13 +60,16 @@ class BuildSummary:
     tables: dict[str, int] = field(default_factory=dict)
     carried: dict[str, int] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    # stage -> {"extract_cpu": CPU seconds in workers, "combine": seconds, "insert": seconds}
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- per-file extraction (workers)
 
 
-def _extract_one(stage_name: str, root: str, rel: str) -> tuple[str, str, int, int, str, bytes]:
+def _extract_one(stage_name: str, root: str, rel: str) -> tuple[str, str, int, int, str, bytes, float]:
     """Read, hash and extract one file. Never raises: failures become diagnostics."""
+    t0 = time.process_time()
     stage = get_stage(stage_name)
     path = Path(root) / rel
     try:
@@ -74,16 +77,17 @@ def _extract_one(stage_name: str, root: str, rel: str) -> tuple[str, str, int, i
         data = path.read_bytes()
     except OSError as e:
         res = FileResult(diagnostics=[Diagnostic(rel, 0, f"cannot read: {e.strerror or e}", "error", stage_name)])
-        return stage_name, rel, -1, -1, "", pickle.dumps(res)
+        return stage_name, rel, -1, -1, "", pickle.dumps(res), time.process_time() - t0
     sha = hashlib.sha256(data).hexdigest()
     try:
         res = stage.extract(Path(root), rel, data)
     except Exception as e:  # an extractor bug must not lose the rest of the tree
         res = FileResult(diagnostics=[Diagnostic(rel, 0, f"extractor failed: {type(e).__name__}: {e}", "error", stage_name)])
-    return stage_name, rel, st.st_size, st.st_mtime_ns, sha, pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+    blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+    return stage_name, rel, st.st_size, st.st_mtime_ns, sha, blob, time.process_time() - t0
 
 
-def _extract_chunk(tasks: list[tuple[str, str, str]]) -> list[tuple[str, str, int, int, str, bytes]]:
+def _extract_chunk(tasks: list[tuple[str, str, str]]) -> list[tuple[str, str, int, int, str, bytes, float]]:
     return [_extract_one(*t) for t in tasks]
 
 
@@ -346,7 +350,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
 
     # 2. Extract the misses (in parallel when there are many); a changed mtime with the same
     #    content counts as a hit.
-    results: list[tuple[str, str, int, int, str, bytes]] = []
+    results: list[tuple[str, str, int, int, str, bytes, float]] = []
     if misses:
         if progress:
             progress("parse", 0, len(misses))
@@ -365,7 +369,9 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
                     progress("parse", len(results), len(misses))
         versions = {s.name: s.version for s in stages}
         store = []
-        for stage_name, rel, size, mtime, sha, blob in results:
+        for stage_name, rel, size, mtime, sha, blob, cpu in results:
+            t = summary.timings.setdefault(stage_name, {"extract_cpu": 0.0, "combine": 0.0, "insert": 0.0})
+            t["extract_cpu"] += cpu
             hits[stage_name][rel] = blob
             fp_parts.append((stage_name, versions[stage_name], rel, sha))
             if size >= 0:
@@ -407,6 +413,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
             per_file = {rel: pickle.loads(hits[stage.name][rel]) for rel in plan[stage.name]["rels"] if rel in hits[stage.name]}
             for fr in per_file.values():
                 all_diags.extend(fr.diagnostics)
+            t_combine = time.perf_counter()
             try:
                 res = stage.combine(plan[stage.name]["root"], per_file, ctx)
             except Exception as e:
@@ -414,7 +421,11 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
             all_diags.extend(res.diagnostics)
             for r in res.rows:
                 ctx.rows.setdefault(type(r).__table__, []).append(r)
+            t_insert = time.perf_counter()
             counts = insert_rows(db, res.rows, sources[stage.tree].id)
+            t = summary.timings.setdefault(stage.name, {"extract_cpu": 0.0, "combine": 0.0, "insert": 0.0})
+            t["combine"] += t_insert - t_combine
+            t["insert"] += time.perf_counter() - t_insert
             for k, v in counts.items():
                 summary.tables[k] = summary.tables.get(k, 0) + v
             if progress:
