@@ -11,7 +11,7 @@ from rich.markup import escape
 from ckkb import names, settings
 from ckkb.cli.options import db_option, json_option
 from ckkb.cli.output import console, emit_json, print_table, warn
-from ckkb.errors import CkkbError
+from ckkb.errors import CkkbError, DatabaseError
 from ckkb.kb import db as kbdb
 
 STDIN_LIMIT = 64 * 1024 * 1024  # read at most this much from standard input
@@ -35,7 +35,13 @@ def _schemas(db_path: str | None) -> names.SchemaSet | None:
             raise CkkbError(f"knowledge base not found: {path}", hint=kbdb.BUILD_HINT)
         warn(f"no knowledge base at {path}: names are read by the grammar only (no CK parameter names); run `ckkb build`")
         return None
-    db = kbdb.open_db(path, readonly=True)
+    try:
+        db = kbdb.open_db(path, readonly=True)
+    except DatabaseError as e:
+        if db_path:
+            raise
+        warn(f"{e.message}: names are read by the grammar only (no CK parameter names)")
+        return None
     try:
         return names.load_schemas(db)
     finally:

@@ -378,3 +378,14 @@ def test_parsed_names_pickle_with_their_key():
     p = names.parse(UNIVERSAL, SCHEMAS)
     q = pickle.loads(pickle.dumps(p))
     assert (q.key, q.fields, q.derived, q.normalised, q.to_json()) == (p.key, p.fields, p.derived, p.normalised, p.to_json())
+
+
+def test_cli_parse_degrades_without_a_usable_default_db(tmp_path, monkeypatch):
+    bad = tmp_path / "ckkb.db"
+    bad.write_bytes(b"not sqlite at all")
+    monkeypatch.setenv("CKKB_DB", str(bad))
+    r = CliRunner().invoke(main, ["parse", CSHUFFLE_V2, "--json"], catch_exceptions=False)
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["schema"] == "generic"
+    assert "grammar only" in r.stderr
+    r = CliRunner().invoke(main, ["parse", CSHUFFLE_V2, "--db", str(bad)], catch_exceptions=False)
+    assert r.exit_code == 2 and "not a ckkb knowledge base" in r.output
