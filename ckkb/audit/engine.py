@@ -103,7 +103,7 @@ def _attach_kb(ctx: AuditContext, db_path: str | None) -> list[dict[str, Any]]:
         return [{"rules": list(KB_RULES), "reason": "no --db given: the knowledge base was not read", "where": "<knowledge base>"}]
     p = Path(db_path)
     if not p.exists():
-        return [{"rules": list(KB_RULES), "reason": f"knowledge base not found: {p}", "where": str(p)}]
+        return [{"rules": list(KB_RULES), "reason": f"knowledge base not found: {p} (build it with `ckkb build`, or pass --db)", "where": str(p)}]
     try:
         db = kbdb.open_db(p, readonly=True)
     except DatabaseError as e:

@@ -20,7 +20,8 @@ from ckkb.errors import CkkbError
 @click.option("--fail-on", type=click.Choice(["error", "warning", "note"]), default="error", show_default=True,
               help="Exit 1 when a finding at or above this severity exists.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
-              help="Knowledge base for the rules that need one (baselines, CK gates); without it they are reported as skipped.")
+              help="Knowledge base for the rules that need one (baselines, CK gates); default $CKKB_DB, else "
+                   "db/ckkb.db. When it does not exist those rules are reported as skipped, never passed.")
 def audit_cmd(csvs, aiter_path, arch, env_file, fmt, fail_on, db_path):
     """Audit aiter tuned/untuned config CSVs (default: the aiter tree's own configs).
 
@@ -33,7 +34,9 @@ def audit_cmd(csvs, aiter_path, arch, env_file, fmt, fail_on, db_path):
 
     if arch and not is_known_arch(arch):
         raise CkkbError(f"unknown arch {arch!r}", hint="e.g. --arch gfx942 or --arch gfx950")
-    result = audit(aiter_path, list(csvs), arch=arch, env_file=env_file, db_path=db_path)
+    from ckkb import settings
+
+    result = audit(aiter_path, list(csvs), arch=arch, env_file=env_file, db_path=str(settings.db_path(db_path)))
     sys.stdout.write(render(result, fmt))
     if result.fails(fail_on):
         sys.exit(1)
