@@ -97,14 +97,15 @@ def parse_cmd(name_args, db_path, as_json):
 
 @click.command("locate")
 @click.argument("name")
+@click.option("--dtype", default=None, help="Data type of the race (bf16, f16, fp8, ...): printed names carry none, so lists of several types share them.")
 @db_option
 @json_option
-def locate_cmd(name, db_path, as_json):
+def locate_cmd(name, dtype, db_path, as_json):
     """Find the instance-list entry (file:line), registrations and per-arch availability of a printed name."""
     path = settings.db_path(db_path)
     db = kbdb.open_db(path, readonly=True)
     try:
-        out = names.locate(db, name)
+        out = names.locate(db, name, dtype=dtype)
     finally:
         db.close()
     if as_json:
@@ -125,7 +126,7 @@ def _show_locate(out: dict) -> None:
         console.print(f"[yellow]ambiguous:[/yellow] {n_active} compiled source entries print this name", highlight=False)
     for e in out["entries"]:
         console.print(f"[bold]{escape(e['file'])}:{e['line']}[/bold]", highlight=False, soft_wrap=True)
-        console.print(f"  list {e['list']} ({e['template']})", highlight=False, soft_wrap=True, markup=False)
+        console.print(f"  list {e['list']} ({e['template']}, A type {e['a_dtype'] or '?'})", highlight=False, soft_wrap=True, markup=False)
         if e["status"] != "active":
             console.print(f"  {e['status'].replace('_', ' ')}: not compiled" + (f" ({e['reason']})" if e["reason"] else ""), highlight=False, soft_wrap=True, markup=False)
         if not e["registrations"]:

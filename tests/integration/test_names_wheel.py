@@ -149,3 +149,13 @@ def test_one_format_several_device_ops(schemas):
     assert p.schema == "matched" and p.device_op == "DeviceGemm_Xdl_CShuffleV3"
     assert {"DeviceGemm_Xdl_CShuffleV3", "DeviceGemm_Xdl_CShuffleV3_BPreshuffle"} <= set(p.device_ops) and p.device_ops[0] == p.device_op
     assert p.fields["BlkGemmPipelineVer"] == "v3" and p.derived == {"PrefetchStages": 2, "AMmaKStride": 8}
+
+
+def test_dtype_settles_a_cross_type_ambiguity(db, schemas):
+    name = ("DeviceGemmXdlUniversal<Default, RCR> BlkSize: 256, BlkTile: 224x256x64, WaveTile: 16x16, WaveMap: 7x8, VmemReadVec: 8x8, "
+            "BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v3, BlkGemmPipelinePrefetchStages: 2, Kpack: 8")
+    both = names.locate(db, name, schemas)
+    assert both["ambiguous"]
+    assert {e["a_dtype"] for e in both["entries"]} >= {"bhalf_t", "half_t"}
+    bf16 = names.locate(db, name, schemas, dtype="bf16")
+    assert not bf16["ambiguous"] and [(e["file"], e["a_dtype"]) for e in bf16["entries"]] == [(HEADER, "bhalf_t")]

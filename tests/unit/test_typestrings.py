@@ -226,6 +226,12 @@ def test_build_locate_and_coverage_on_ck_mini(fixtures, tmp_db):
     db.close()
     r = CliRunner().invoke(main, ["locate", row["printed_name"], "--db", str(tmp_db), "--json"], catch_exceptions=False)
     assert r.exit_code == 0 and json.loads(r.stdout)["entries"]
+    r = CliRunner().invoke(main, ["locate", row["printed_name"], "--db", str(tmp_db), "--dtype", "bf16", "--json"], catch_exceptions=False)
+    assert r.exit_code == 0 and {e["a_dtype"] for e in json.loads(r.stdout)["entries"]} == {"bhalf_t"}
+    r = CliRunner().invoke(main, ["locate", row["printed_name"], "--db", str(tmp_db), "--dtype", "f16", "--json"], catch_exceptions=False)
+    assert r.exit_code == 1 and json.loads(r.stdout)["entries"] == []
+    r = CliRunner().invoke(main, ["locate", row["printed_name"], "--db", str(tmp_db), "--dtype", "bogus"], catch_exceptions=False)
+    assert r.exit_code == 2 and "unknown data type 'bogus'" in r.output
     r = CliRunner().invoke(main, ["locate", "DeviceGemmXdl<1, 2", "--db", str(tmp_db)], catch_exceptions=False)
     assert r.exit_code == 2 and "cannot parse" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(main, ["locate", "DeviceSomethingElse<1>", "--db", str(tmp_db)], catch_exceptions=False)
