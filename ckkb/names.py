@@ -315,6 +315,7 @@ class NameSchema:
         return _memo(self, "args", _arg_refs)
 
 
+_MEMO_LIMIT = 20000  # per-schema memos (compiled regexes, group plans) are cleared past this
 _derived_memo: dict[tuple[int, str], tuple[Any, Any]] = {}
 
 
@@ -322,6 +323,8 @@ def _memo(s: NameSchema, what: str, fn: Any) -> Any:
     hit = _derived_memo.get((id(s), what))
     if hit is None or hit[0] is not s:
         hit = (s, fn(s))
+        if len(_derived_memo) > _MEMO_LIMIT:
+            _derived_memo.clear()  # schema sets loaded over and over (a server) must not grow this
         _derived_memo[(id(s), what)] = hit
     return hit[1]
 
@@ -381,6 +384,8 @@ def _compile(s: NameSchema) -> tuple[re.Pattern[str], list[dict[str, Any]]]:
         groups: list[dict[str, Any]] = []
         rx = re.compile(r"\s*" + _tokens_re(s.tokens, groups) + r"\s*")
         hit = (rx, groups, s)  # type: ignore[assignment]
+        if len(_compiled) > _MEMO_LIMIT:
+            _compiled.clear()
         _compiled[key] = hit  # type: ignore[assignment]
     return hit[0], hit[1]
 
@@ -659,6 +664,8 @@ def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, 
     hit = _plan_cache.get(id(groups))
     if hit is None or hit[0] is not groups:
         hit = (groups, _plan(groups))
+        if len(_plan_cache) > _MEMO_LIMIT:
+            _plan_cache.clear()
         _plan_cache[id(groups)] = hit
     plan = hit[1]
     g = m.groups()
