@@ -787,8 +787,11 @@ _FAST = re.compile(
     r"\s*+(" + _NS + r")\s*+(?:<\s*+(" + _ARG2 + r"(?:\s*+,\s*+" + _ARG2 + r")*+(?:\s*+,)?+)?+\s*+>|(>))?+\s*+"
     r"(" + _PROP2 + r"(?:\s*+,\s*+" + _ITEM2 + r")*+(?:\s*+,)?+)?+\s*+"
 )
-_KEYED_PIECE = re.compile(r"(" + _KEY + r")\s*+:\s*+(.*)", re.S)
-_WORD_START = re.compile(_KEY + r"(?=\s|$)")
+# one property item of a string _FAST accepted: keyed | bare | flag | extra, then its comma
+_PROP_ITEMS = re.compile(
+    r"\s*+(?:(" + _KEY + r")\s*+:\s*+(" + _SEQ2 + r")?+|(" + _KEY + r")\s++(" + _SEQ2 + r")|(" + _KEY + r")(?=\s*+(?:,|$))|("
+    + _SEQ2 + r"))\s*+(?:,|$)"
+)
 
 
 def _quickest(name: str) -> tuple[str, int, list[str] | None, list[tuple[str, str, str]]] | None:
@@ -808,33 +811,23 @@ def _quickest(name: str) -> tuple[str, int, list[str] | None, list[tuple[str, st
         args = [] if "<" in name else None
     props: list[tuple[str, str, str]] = []
     if ptext:
-        vspan: tuple[int, int] | None = None  # where the last property's value is in ptext
-        pos = 0
-        for raw in ptext.split(","):
-            start = pos + len(raw) - len(raw.lstrip())
-            pos += len(raw) + 1
-            piece = raw.strip()
-            if not piece:
-                continue  # the trailing comma
-            km = _KEYED_PIECE.fullmatch(piece)
-            if km is not None:
-                v = km.group(2)
-                props.append((km.group(1), "keyed", v))
-                vspan = (start + km.start(2), start + len(piece)) if v else None
-                continue
-            if props and _WORD_START.match(piece) is None:  # an extra: continues the last value
-                first = vspan[0] if vspan is not None else start
-                vspan = (first, start + len(piece))
-                k, kind, _ = props[-1]
-                props[-1] = (k, kind, ptext[vspan[0] : vspan[1]])
-                continue
-            parts = piece.split(None, 1)
-            if len(parts) == 1:
-                props.append((piece, "flag", ""))
-                vspan = None
-            else:
-                props.append((parts[0], "bare", parts[1]))
-                vspan = (start + len(piece) - len(parts[1]), start + len(piece))
+        vstart = -1  # where the last property's value starts in ptext (-1: it has none)
+        for im in _PROP_ITEMS.finditer(ptext):
+            k, kv, bk, bv, fk, extra = im.groups()
+            if k is not None:
+                props.append((k, "keyed", kv or ""))
+                vstart = im.start(2) if kv else -1
+            elif bk is not None:
+                props.append((bk, "bare", bv))
+                vstart = im.start(4)
+            elif fk is not None:
+                props.append((fk, "flag", ""))
+                vstart = -1
+            else:  # an extra: continues the value of the property before it
+                if vstart < 0:
+                    vstart = im.start(6)
+                key, kind, _ = props[-1]
+                props[-1] = (key, kind, ptext[vstart : im.end(6)])
     return head, m.start(1), args, props
 
 
