@@ -623,6 +623,7 @@ class _Plan:
     steps: tuple[tuple[int, str, int], ...]  # (group, name, code) in the order the name prints them
     is_ref: tuple[bool, ...]
     simple: bool  # no parameter printed twice
+    flat: tuple[Any, ...] | None = None  # no conditional, no repeat: (ref (name, convert, group-1)..., derived ...)
 
 
 def _plan(groups: list[dict[str, Any]]) -> _Plan:
@@ -650,7 +651,22 @@ def _plan(groups: list[dict[str, Any]]) -> _Plan:
         else:
             code = _VALUE
         steps.append((gi, name, code))
-    return _Plan(tuple(steps), tuple(is_ref), len(set(names_seen)) == len(names_seen))
+    simple = len(set(names_seen)) == len(names_seen)
+    flat = None
+    if simple and all("alt" not in t for t in groups):
+        convert = {_INT: int, _STR: str, _VALUE: _as_value, _LAYOUT: _layout, _BOOL: _boolean, _DERIVED: _as_value}
+        refs = tuple((n, convert[c], i - 1) for i, n, c in steps if c != _DERIVED)
+        ders = tuple((n, _as_value, i - 1) for i, n, c in steps if c == _DERIVED)
+        flat = (refs, ders)
+    return _Plan(tuple(steps), tuple(is_ref), simple, flat)
+
+
+def _layout(v: str) -> str:
+    return _LAYOUT_INITIAL.get(v, v)
+
+
+def _boolean(v: str) -> Any:
+    return v in ("1", "true") if v in ("0", "1", "true", "false") else _as_value(v)
 
 
 _plan_cache: dict[int, tuple[Any, _Plan]] = {}
@@ -669,6 +685,13 @@ def _schema_fields(s: NameSchema, text: str) -> tuple[dict[str, Any], dict[str, 
         _plan_cache[id(groups)] = hit
     plan = hit[1]
     g = m.groups()
+    if plan.flat is not None:  # every group took part: one comprehension each
+        refs, ders = plan.flat
+        return (
+            {n: f(g[i]) for n, f, i in refs},
+            {n: f(g[i]) for n, f, i in ders},
+            (text, m.start(), m.end(), m.regs, plan.is_ref),
+        )
     fields: dict[str, Any] = {}
     derived: dict[str, Any] = {}
     check = not plan.simple
