@@ -172,9 +172,8 @@ def table_metadata(static: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def build_metadata(db_name: str) -> dict[str, Any]:
-    """The whole metadata dict for a knowledge base served under the name `db_name`."""
-    static = static_metadata()
+def query_metadata() -> dict[str, dict[str, Any]]:
+    """Datasette's `queries` entries for every canned query file."""
     queries = {}
     for q in canned_queries().values():
         # hide_sql: the page opens on the form and the rows; "Show SQL" is one click away.
@@ -182,6 +181,13 @@ def build_metadata(db_name: str) -> dict[str, Any]:
         if q.description:
             entry["description_html"] = description_html(q)
         queries[q.name] = entry
+    return queries
+
+
+def build_metadata(db_name: str) -> dict[str, Any]:
+    """The whole metadata dict for a knowledge base served under the name `db_name`."""
+    static = static_metadata()
+    queries = query_metadata()
     db_meta = {
         "description": f"ckkb knowledge base (schema version {SCHEMA_VERSION}), read-only.",
         "tables": table_metadata(static),

@@ -277,7 +277,10 @@ def canned_queries(datasette, database, actor):
     db = datasette.databases.get(database)
     if db is None or database.startswith("_") or _kb_database(datasette) is not db:
         return None
-    return metadata.build_metadata(database)["databases"][database]["queries"]
+    cache = getattr(datasette, "_ckkb_query_meta", None)
+    if cache is None:  # built once per server: the files are package data and the database is immutable
+        cache = datasette._ckkb_query_meta = metadata.query_metadata()
+    return cache
 
 
 @hookimpl
