@@ -47,14 +47,18 @@ def enum_word(value: Any) -> str | None:
     """`BlockGemmPipelineVersion::v3` -> `v3`; `ck::tensor_layout::gemm::RowMajor` -> `Row`."""
     if value is None:
         return None
-    s = str(value).strip()
+    s = value if type(value) is str else str(value)
+    if "::" in s:
+        s = s.rsplit("::", 1)[-1]
+    s = s.strip()
     if not s:
         return None
-    last = s.rsplit("::", 1)[-1].strip()
-    return _LAYOUTS.get(last, last)
+    return _LAYOUTS.get(s, s)
 
 
 def as_int(value: Any) -> int | None:
+    if type(value) is int:
+        return value
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):

@@ -19,6 +19,7 @@ registrations stages, one InstanceKeyRow per (instance, registration binding).
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 import re
 from pathlib import Path
@@ -698,11 +699,18 @@ _ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, 
           ast.Div: operator.floordiv, ast.Mod: operator.mod}
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_expr(expr: str) -> ast.Expression | None:
+    try:
+        return ast.parse(expr.replace("::", "_"), mode="eval")
+    except SyntaxError:
+        return None
+
+
 def _eval(expr: str, fields: dict[str, Any]) -> int | None:
     """Integer arithmetic over template parameters (`AK1 * 2`); None for anything else."""
-    try:
-        tree = ast.parse(expr.replace("::", "_"), mode="eval")
-    except SyntaxError:
+    tree = _parse_expr(expr)
+    if tree is None:
         return None
 
     def ev(n):
@@ -723,6 +731,17 @@ def _eval(expr: str, fields: dict[str, Any]) -> int | None:
         return ev(tree)
     except (ValueError, ZeroDivisionError):
         return None
+
+
+def _printed_cached(t: dict[str, Any], v: Any, memo: dict[tuple[int, Any], str | None] | None) -> str | None:
+    """printed_value, memoised in `memo` (keyed by token identity: valid while those tokens live)."""
+    if memo is None:
+        return printed_value(t, v)
+    try:
+        k = (id(t), v)
+        return memo[k] if k in memo else memo.setdefault(k, printed_value(t, v))
+    except TypeError:  # unhashable value (a sequence)
+        return printed_value(t, v)
 
 
 def printed_value(t: dict[str, Any], v: Any) -> str | None:
@@ -780,8 +799,13 @@ def _cond_value(cond: str, fields: dict[str, Any]) -> bool | None:
     return same if m.group(2) == "==" else not same
 
 
-def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, list[str]]:
-    """(key, printed name or None, derived names) of one instance's fields under a schema."""
+def render(
+    tokens: list[Any], fields: dict[str, Any], memo: dict[tuple[int, Any], str | None] | None = None
+) -> tuple[str, str | None, list[str]]:
+    """(key, printed name or None, derived names) of one instance's fields under a schema.
+
+    `memo` caches printed values per (token, value) across calls over the same schemas.
+    """
     key: list[str] = []
     name: list[str] | None = []
     derived: list[str] = []
@@ -796,7 +820,7 @@ def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, 
             if c is None:
                 name = None
                 continue
-            _k, n, d = render(t["alt"][0 if c else 1], fields)
+            _k, n, d = render(t["alt"][0 if c else 1], fields, memo)
             derived.extend(d)
             if name is not None and n is not None:
                 name.append(n)
@@ -806,7 +830,7 @@ def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, 
             v = fields.get(t["ref"])
             if v is None:
                 v = t.get("default")
-            p = printed_value(t, v)
+            p = _printed_cached(t, v, memo)
             key.append(p if p is not None else UNKNOWN)
             if name is not None and p is not None:
                 name.append(p)
@@ -859,6 +883,8 @@ def instance_keys(
         if getattr(r, "list_id", None) is not None:
             regs_by_list.setdefault(r.list_id, []).append(r)
     list_params = {lr.id: {p.get("name") for p in (lr.template_params or []) if p.get("name")} for lr in lists}
+    spec_tokens = {id(s): next((t for t in _flat(s.tokens) if t.get("conv") == "spec"), None) for s in by_op.values()}
+    memo: dict[tuple[int, Any], str | None] = {}  # printed values, shared by all instances of these schemas
     rows: list[InstanceKeyRow] = []
     for inst in instances:
         s = by_op.get(inst.template)
@@ -868,9 +894,9 @@ def instance_keys(
         for reg in regs_by_list.get(inst.list_id) or [None]:
             bindings = dict(getattr(reg, "bindings", None) or {}) if reg is not None else {}
             fields = _bind(base, bindings, list_params.get(inst.list_id, set()))
-            key, printed, derived = render(s.tokens, fields)
+            key, printed, derived = render(s.tokens, fields, memo)
             norm = normalise(fields)
-            spec_t = next((t for t in _flat(s.tokens) if t.get("conv") == "spec"), None)
+            spec_t = spec_tokens[id(s)]
             rows.append(InstanceKeyRow(
                 id=len(rows) + 1, key=key, printed_name=printed, complete=printed is not None, derived=derived,
                 op=s.op, device_op=s.device_op, schema_id=s.id, instance_id=inst.id,
