@@ -16,8 +16,8 @@ import pytest
 from ckkb.kb.ingest import ingest
 from ckkb.web import app
 from ckkb.web.metadata import canned_queries
+from tests.conftest import SAMPLES
 
-SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "ckprofiler_samples"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "web"
 FIXTURE_RACE = FIXTURES / "gemm_universal_bf16_race.txt"  # hand-written, gfx942
 FIXTURE_RACE_950 = FIXTURES / "gemm_universal_bf16_race_gfx950.txt"  # same shape, another winner
