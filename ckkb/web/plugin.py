@@ -16,7 +16,6 @@ wrong; see ckkb.web.validate.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from importlib import resources
 from pathlib import Path
@@ -458,7 +457,3 @@ async def _check_canned(datasette, scope) -> Response | None:
         args.update(checked.normalised)
         return Response.redirect(path + "?" + urlencode(args))
     return None
-
-
-def _dump(value) -> str:
-    return json.dumps(value, indent=1, default=str)
