@@ -334,6 +334,12 @@ def render_cell(row, value, column, table, database, datasette):
     - a CK source path in a `*file` column -> $CKKB_CK_REPO_URL/<file>#L<the matching *line>."""
     if value is None or value == "":
         return None
+    if table == "instances" and column == "id" and isinstance(value, int):
+        # Datasette calls this for the id cell on the row page (on the table page the id cell is
+        # its own row link and skips render_cell, hence the template cell below).
+        return markupsafe.Markup(
+            f'<a class="ckkb-instance" href="{instance_href(datasette, value)}" title="explain instance {value}">{value}</a>'
+        )
     if table == "instances" and column == "template":
         try:
             iid = row["id"]
