@@ -348,54 +348,30 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
         plan[stage.name] = {"root": root, "rels": rels}
     summary.files = sum(len(p["rels"]) for p in plan.values())
 
-    # 2. Extract the misses (in parallel when there are many); a changed mtime with the same
-    #    content counts as a hit.
-    results: list[tuple[str, str, int, int, str, bytes, float]] = []
-    if misses:
-        if progress:
-            progress("parse", 0, len(misses))
-        n_jobs = jobs or settings.jobs()
-        if n_jobs > 1 and len(misses) >= SERIAL_BELOW:
-            chunks = [misses[i : i + 16] for i in range(0, len(misses), 16)]
-            with ProcessPoolExecutor(max_workers=n_jobs) as pool:
-                for out in pool.map(_extract_chunk, chunks):
-                    results.extend(out)
-                    if progress:
-                        progress("parse", len(results), len(misses))
-        else:
-            for t in misses:
-                results.append(_extract_one(*t))
-                if progress:
-                    progress("parse", len(results), len(misses))
-        versions = {s.name: s.version for s in stages}
-        store = []
-        for stage_name, rel, size, mtime, sha, blob, cpu in results:
-            t = summary.timings.setdefault(stage_name, {"extract_cpu": 0.0, "combine": 0.0, "insert": 0.0})
-            t["extract_cpu"] += cpu
-            hits[stage_name][rel] = blob
-            fp_parts.append((stage_name, versions[stage_name], rel, sha))
-            if size >= 0:
-                store.append((stage_name, versions[stage_name], str(plan[stage_name]["root"]), rel, size, mtime, sha, blob))
-        cache.store(store)
+    phases = summary.timings.setdefault("(build)", {})
+    phases["inventory"] = time.perf_counter() - t0
     summary.parsed = len(misses)
     summary.cached = summary.files - summary.parsed
+    tree_parts = [("trees", k, str(v.root), "") for k, v in trees.items()]
 
-    # 3. Nothing changed since the file at db_path was built: nothing to do.
-    fingerprint = _fingerprint(fp_parts + [("trees", k, str(v.root), "") for k, v in trees.items()])
-    if has_old and not force and not misses:
-        if _stored_fingerprint(db_path) == fingerprint:
-            summary.up_to_date = True
-            summary.seconds = time.perf_counter() - t0
-            return summary
+    # 2. Nothing changed since the file at db_path was built: nothing to do.
+    if has_old and not force and not misses and _stored_fingerprint(db_path) == _fingerprint(fp_parts + tree_parts):
+        summary.up_to_date = True
+        summary.seconds = time.perf_counter() - t0
+        return summary
 
-    # 4. Combine per stage, in order, and write a fresh file.
+    # 3. Extract the misses (in a process pool when there are many) and, as soon as every file of
+    #    the next stage in order is in, combine that stage in this process while the workers go
+    #    on with later stages' files. A changed mtime with the same content re-extracts but
+    #    yields the same rows.
     import sqlite_utils  # imported here: it pulls in pandas when installed, which a no-op build never needs
 
-    for stage in stages:
-        if hit_rels[stage.name]:
-            blobs = cache.blobs(stage, str(plan[stage.name]["root"]))
-            for rel in hit_rels[stage.name]:
-                hits[stage.name].setdefault(rel, blobs[rel])
+    versions = {s.name: s.version for s in stages}
+    remaining: dict[str, int] = defaultdict(int)
+    for stage_name, _root, _rel in misses:
+        remaining[stage_name] += 1
+    store: list[tuple[str, str, str, str, int, int, str, bytes]] = []
+    all_diags = list(diags)
     tmp = db_path.with_name(f"{db_path.name}.tmp-{os.getpid()}")
     tmp.unlink(missing_ok=True)
     try:
@@ -406,37 +382,87 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
         sources = _tree_sources(trees)
         insert_rows(db, sources.values())
         ctx = BuildContext(trees=trees)
-        all_diags = list(diags)
-        for stage in stages:
+        done = 0
+
+        def timing(name: str) -> dict[str, float]:
+            return summary.timings.setdefault(name, {"extract_cpu": 0.0, "combine": 0.0, "insert": 0.0})
+
+        def absorb(result: tuple[str, str, int, int, str, bytes, float]) -> None:
+            nonlocal done
+            stage_name, rel, size, mtime, sha, blob, cpu = result
+            timing(stage_name)["extract_cpu"] += cpu
+            hits[stage_name][rel] = blob
+            fp_parts.append((stage_name, versions[stage_name], rel, sha))
+            if size >= 0:
+                store.append((stage_name, versions[stage_name], str(plan[stage_name]["root"]), rel, size, mtime, sha, blob))
+            remaining[stage_name] -= 1
+            done += 1
+            if progress:
+                progress("parse", done, len(misses))
+
+        def combine_stage(stage: Stage) -> None:
+            root = plan[stage.name]["root"]
             if progress:
                 progress(f"combine {stage.name}", 0, 1)
+            if hit_rels[stage.name]:
+                blobs = cache.blobs(stage, str(root))
+                for rel in hit_rels[stage.name]:
+                    hits[stage.name].setdefault(rel, blobs[rel])
             per_file = {rel: pickle.loads(hits[stage.name][rel]) for rel in plan[stage.name]["rels"] if rel in hits[stage.name]}
+            hits[stage.name].clear()
             for fr in per_file.values():
                 all_diags.extend(fr.diagnostics)
             t_combine = time.perf_counter()
             try:
-                res = stage.combine(plan[stage.name]["root"], per_file, ctx)
+                res = stage.combine(root, per_file, ctx)
             except Exception as e:
-                res = StageResult(diagnostics=[Diagnostic(str(plan[stage.name]["root"]), 0, f"{stage.name} failed: {type(e).__name__}: {e}", "error", stage.name)])
+                res = StageResult(diagnostics=[Diagnostic(str(root), 0, f"{stage.name} failed: {type(e).__name__}: {e}", "error", stage.name)])
             all_diags.extend(res.diagnostics)
             for r in res.rows:
                 ctx.rows.setdefault(type(r).__table__, []).append(r)
             t_insert = time.perf_counter()
             counts = insert_rows(db, res.rows, sources[stage.tree].id)
-            t = summary.timings.setdefault(stage.name, {"extract_cpu": 0.0, "combine": 0.0, "insert": 0.0})
-            t["combine"] += t_insert - t_combine
-            t["insert"] += time.perf_counter() - t_insert
+            timing(stage.name)["combine"] += t_insert - t_combine
+            timing(stage.name)["insert"] += time.perf_counter() - t_insert
             for k, v in counts.items():
                 summary.tables[k] = summary.tables.get(k, 0) + v
             if progress:
                 progress(f"combine {stage.name}", 1, 1)
+
+        pending = list(stages)
+
+        def combine_ready() -> None:
+            while pending and remaining[pending[0].name] == 0:
+                combine_stage(pending.pop(0))
+
+        t_phase = time.perf_counter()
+        combine_ready()
+        n_jobs = jobs or settings.jobs()
+        if n_jobs > 1 and len(misses) >= SERIAL_BELOW:
+            chunks = [misses[i : i + 16] for i in range(0, len(misses), 16)]
+            with ProcessPoolExecutor(max_workers=n_jobs) as pool:
+                for out in pool.map(_extract_chunk, chunks):
+                    for result in out:
+                        absorb(result)
+                    combine_ready()
+        else:
+            for task in misses:
+                absorb(_extract_one(*task))
+                combine_ready()
+        combine_ready()
+        phases["extract+combine"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
+        cache.store(store)
+        phases["cache_store"] = time.perf_counter() - t_phase
+
         drows = [DiagnosticRow(stage=d.stage, file=d.file, line=d.line, severity=d.severity, message=d.message) for d in all_diags]
         insert_rows(db, drows)
         summary.diagnostics = all_diags
+        t_phase = time.perf_counter()
         if has_old:
             summary.carried = _carry_ingested(db, db_path)
         kbdb.finish_schema(db)
-        kbdb.set_info(db, "fingerprint", fingerprint)
+        kbdb.set_info(db, "fingerprint", _fingerprint(fp_parts + tree_parts))
         kbdb.set_info(db, "ckkb_version", ckkb.__version__)
         kbdb.set_info(db, "built_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         kbdb.set_info(db, "trees", json.dumps({k: str(v.root) for k, v in trees.items()}))
@@ -444,6 +470,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
         db.conn.commit()
         db.close()
         os.replace(tmp, db_path)
+        phases["finish"] = time.perf_counter() - t_phase
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
