@@ -99,7 +99,7 @@ def to_expr(node, src: bytes) -> Expr:
     if t in ("template_type", "template_function"):  # `S<0>` in an expression position reads as a template_function
         name = node.child_by_field_name("name")
         args = node.child_by_field_name("arguments")
-        return ("tmpl", cpp.text(name, src), tuple(to_expr(a, src) for a in (args.named_children if args else []) if a.type != "comment"))
+        return ("tmpl", cpp.text(name, src), tuple(_arg_expr(a, src) for a in (args.named_children if args else []) if a.type != "comment"))
     if t in ("true", "false"):
         return ("bool", t == "true")
     if t == "sized_type_specifier":
@@ -136,6 +136,21 @@ def to_expr(node, src: bytes) -> Expr:
         if op is not None and arg is not None and cpp.text(op, src) == "-":
             return ("neg", to_expr(arg, src))
     return ("text", cpp.squash(cpp.text(node, src)))
+
+
+_ARG_MEMO: dict[tuple[str, bytes], Expr] = {}
+
+
+def _arg_expr(node, src: bytes) -> Expr:
+    """to_expr of a template argument, memoised on its node type and text: CK repeats the same
+    arguments (`S<8, 32, 1>`, `PassThrough`, `256`) tens of thousands of times. Exprs are tuples."""
+    key = (node.type, src[node.start_byte : node.end_byte])
+    e = _ARG_MEMO.get(key)
+    if e is None:
+        if len(_ARG_MEMO) > 200_000:
+            _ARG_MEMO.clear()
+        e = _ARG_MEMO[key] = to_expr(node, src)
+    return e
 
 
 # ---------------------------------------------------------------- per-file extraction
