@@ -6,6 +6,7 @@ WITH per AS (
            max(CASE WHEN arch = :arch_a THEN available END) AS on_a,
            max(CASE WHEN arch = :arch_b THEN available END) AS on_b
     FROM ck_instance_availability
+    WHERE arch IN (:arch_a, :arch_b)
     GROUP BY instance_id
 )
 SELECT i.id AS instance_id, i.dir, i.list_name, i.template, i.file, i.line, i.tile_m, i.tile_n, i.tile_k,
