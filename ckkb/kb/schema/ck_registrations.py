@@ -93,7 +93,7 @@ class AvailabilityRow:
     "factories",
     "Factory headers under library/include/ck/library/tensor_operation_instance/gpu/: which add functions serve which "
     "device-op interface, data types and layouts, under which preprocessor guards.",
-    indexes=(("function",), ("file",)),
+    indexes=(("function",), ("file",), ("interface",)),
 )
 @dataclass(kw_only=True)
 class FactoryRow:
