@@ -48,6 +48,7 @@ class NameSchemaRow:
     "has no run-time values. `ckkb locate` looks names up here.",
     pk="id",
     indexes=(("key",), ("instance_id",), ("registration_id",), ("op",)),
+    fts=("printed_name", "key", "list_name"),
 )
 @dataclass(kw_only=True)
 class InstanceKeyRow:
