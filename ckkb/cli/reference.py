@@ -22,7 +22,9 @@ def cli_reference() -> str:
     for path, cmd in _walk(main, ["ckkb"]):
         if cmd.hidden:
             continue
-        ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100)
+        ctx = click.Context(
+            cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100, help_option_names=["-h", "--help"]
+        )
         out += [f"## `{' '.join(path)}`", "", "```", cmd.get_help(ctx).rstrip(), "```", ""]
     return "\n".join(out)
 

@@ -23,9 +23,11 @@ def test_schema_page_is_current():
 
 
 def test_cli_reference_is_current():
-    assert (ROOT / "docs" / "cli.md").read_text() == cli_reference(), (
-        "docs/cli.md is stale: run `python -m ckkb.cli.reference > docs/cli.md`"
-    )
+    import difflib
+
+    committed, current = (ROOT / "docs" / "cli.md").read_text(), cli_reference()
+    diff = "\n".join(difflib.unified_diff(committed.splitlines(), current.splitlines(), "docs/cli.md", "--help", lineterm=""))
+    assert committed == current, f"docs/cli.md is stale: run `python -m ckkb.cli.reference > docs/cli.md`\n{diff[:3000]}"
 
 
 def _readme_commands() -> list[list[str]]:
