@@ -76,7 +76,7 @@ class GateRow:
     "availability",
     "Per (registration, arch): whether the registration adds its list on that arch, and if not the first layer "
     "that removes it (build, preprocessor, registration, capability) with file and line.",
-    indexes=(("registration_id",), ("arch",)),
+    indexes=(("registration_id", "arch"), ("arch",)),
 )
 @dataclass(kw_only=True)
 class AvailabilityRow:
