@@ -13,18 +13,42 @@ import click
 from ckkb import __version__
 from ckkb.errors import CkkbError
 
-COMMAND_MODULES = (
-    "ckkb.cli.build",
-    "ckkb.cli.ck",
-    "ckkb.cli.names",
-    "ckkb.cli.profiler",
-    "ckkb.cli.aiter",
-    "ckkb.cli.serve",
-    "ckkb.cli.harness",
-)
+# command name -> the module whose register(group) adds it. Modules are imported only when one of
+# their commands runs (or for --help), so `ckkb build` does not pay for Datasette, torch checks or
+# lark grammars. A test checks this table against what each module registers.
+COMMANDS: dict[str, str] = {
+    "build": "ckkb.cli.build",
+    "schema": "ckkb.cli.build",
+    "gates": "ckkb.cli.ck",
+    "instances": "ckkb.cli.ck",
+    "pool": "ckkb.cli.ck",
+    "why": "ckkb.cli.ck",
+    "locate": "ckkb.cli.names",
+    "names": "ckkb.cli.names",
+    "parse": "ckkb.cli.names",
+    "ingest": "ckkb.cli.profiler",
+    "profiler": "ckkb.cli.profiler",
+    "race": "ckkb.cli.profiler",
+    "races": "ckkb.cli.profiler",
+    "aiter": "ckkb.cli.aiter",
+    "audit": "ckkb.cli.aiter",
+    "serve": "ckkb.cli.serve",
+    "harness": "ckkb.cli.harness",
+}
+COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
 class CkkbGroup(click.Group):
+    """One group; command modules load lazily (see COMMANDS); user errors become one line."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMANDS:
+            importlib.import_module(COMMANDS[name]).register(self)
+        return self.commands.get(name)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -49,12 +73,3 @@ def main() -> None:
     `ckkb instances`, `ckkb parse`, `ckkb locate`, `ckkb races`, `ckkb audit`, `ckkb serve`.
     """
 
-
-for _mod in COMMAND_MODULES:
-    try:
-        _m = importlib.import_module(_mod)
-    except ModuleNotFoundError as _e:
-        if _e.name != _mod:
-            raise
-        continue
-    _m.register(main)

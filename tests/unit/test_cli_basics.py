@@ -45,3 +45,19 @@ def test_bad_aiter_path(tmp_path, fixtures):
     r = run("build", "--ck", str(fixtures / "ck_mini"), "--aiter", str(tmp_path / "none"), "--db", str(tmp_path / "kb.db"))
     assert r.exit_code == 2
     assert "aiter tree not found" in r.output
+
+
+def test_lazy_command_table_matches_modules():
+    """ckkb.cli.COMMANDS names exactly the commands each module registers."""
+    import importlib
+
+    import click
+
+    from ckkb.cli import COMMAND_MODULES, COMMANDS
+
+    seen = {}
+    for mod in COMMAND_MODULES:
+        g = click.Group()
+        importlib.import_module(mod).register(g)
+        seen.update({name: mod for name in g.commands})
+    assert seen == COMMANDS
