@@ -23,7 +23,7 @@ timed AS (
 SELECT
     r.id, r.op, r.dtype, r.layout, r.M, r.N, r.K, r.arch, r.gpu, r.status,
     coalesce((SELECT count(*) FROM race_results x WHERE x.race_id = r.id AND x.ms IS NOT NULL), 0) AS timed,
-    (SELECT rr.registered FROM races_registered rr WHERE rr.race_id = r.id) AS registered,
+    rr.registered,
     CASE WHEN a.n_tflops > 0 THEN a.best_tflops ELSE a.best_ms END AS best,
     CASE WHEN a.n_tflops > 0 THEN a.worst_tflops ELSE a.worst_ms END AS worst,
     CASE
@@ -41,4 +41,6 @@ SELECT
     r.source_file, r.started_at
 FROM races r
 LEFT JOIN agg a ON a.race_id = r.id
-LEFT JOIN timed t ON t.race_id = r.id;
+LEFT JOIN timed t ON t.race_id = r.id
+-- joined, not a correlated subquery: races_registered is an aggregate view, computed once this way
+LEFT JOIN races_registered rr ON rr.race_id = r.id;
