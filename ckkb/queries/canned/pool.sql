@@ -1,11 +1,21 @@
 -- title: Instance pool of a directory on an arch
 -- description: Active instances under gpu/`dir` that at least one add function registers on `arch`, with, side by side, how many registering calls add each one on every arch ckkb evaluates.
 -- params: dir, arch
-WITH per AS (
-    SELECT instance_id, arch, sum(available) AS n
-    FROM ck_instance_availability
-    WHERE dir = :dir
-    GROUP BY instance_id, arch
+-- Counted per list first (every entry of a list is added by the same calls), then spread over the
+-- list's active entries: the same numbers as summing ck_instance_availability per instance, at a
+-- fraction of the rows.
+WITH per_list AS (
+    SELECT r.list_id, a.arch, sum(a.available) AS n
+    FROM registrations r
+    JOIN availability a ON a.registration_id = r.id
+    WHERE r.list_id IN (SELECT id FROM instance_lists WHERE dir = :dir)
+    GROUP BY r.list_id, a.arch
+),
+per AS (
+    SELECT i.id AS instance_id, pl.arch, pl.n
+    FROM instances i
+    JOIN per_list pl ON pl.list_id = i.list_id
+    WHERE i.dir = :dir AND i.status = 'active'
 )
 SELECT i.id AS instance_id, i.list_name, i.template, i.file, i.line, g.layout,
        i.tile_m, i.tile_n, i.tile_k, i.block_size, i.pipeline, i.scheduler,
