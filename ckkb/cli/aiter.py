@@ -74,7 +74,7 @@ def find_op(ctx, op: str):
 @click.option("--env", "env_file", type=click.Path(), default=None, help="Shell/env file setting AITER_CONFIG_<OP>.")
 @json_option
 def merge_cmd(op, aiter_path, env_file, as_json):
-    """Preview what the runtime loads for OP (e.g. gemm_a8w8_blockscale): files, merged rows, losers."""
+    """Preview what the runtime loads for OP (such as gemm_a8w8_blockscale): files, merged rows, losers."""
     from ckkb.audit.rules_keys import merge_preview
 
     ctx = _ctx(aiter_path, env_file)
