@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import lark
 
 from ckkb.fields import normalise
+from ckkb.kb.db import json_value
 
 MAX_NAME_CHARS = 16384  # the longest real name is a few hundred characters
 
@@ -1042,22 +1043,13 @@ def _query(db: Any, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(r) for r in db.query(sql(name), params)]
 
 
-def _js(v: Any) -> Any:
-    if isinstance(v, str) and v[:1] in "[{":
-        try:
-            return json.loads(v)
-        except ValueError:
-            return v
-    return v
-
-
 def coverage(db: Any) -> dict[str, Any]:
     """How many GetTypeString() implementations have a name schema; which do not, and why."""
     rows = _query(db, "names_coverage", {"status": ""})
     by = {k: [r for r in rows if r["status"] == k] for k in ("matched", "partial", "unsupported")}
 
     def item(r: dict[str, Any]) -> dict[str, Any]:
-        return {"device_op": r["device_op"], "op": r["op"], "file": r["file"], "line": r["line"], "reasons": _js(r["reasons"]) or []}
+        return {"device_op": r["device_op"], "op": r["op"], "file": r["file"], "line": r["line"], "reasons": json_value(r["reasons"]) or []}
 
     return {
         "implementations": len(rows),
@@ -1139,7 +1131,7 @@ def locate(db: Any, name: str, schemas: Mapping[str, NameSchema] | None = None, 
             }
         e["registrations"].append({
             "id": rid, "function": r["function"], "file": r["registration_file"], "line": r["registration_line"],
-            "bindings": _js(r["bindings"]) or {}, "condition": r["condition"], "availability": avail_cache[rid],
+            "bindings": json_value(r["bindings"]) or {}, "condition": r["condition"], "availability": avail_cache[rid],
         })
     out = list(entries.values())
     active = [e for e in out if e["status"] == "active"]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ckkb.errors import DatabaseError
 from ckkb.kb.schema import SCHEMA_VERSION, TABLES, Table
@@ -108,6 +109,16 @@ def open_db(path: str | Path, *, create: bool = False, readonly: bool = False) -
             hint="rebuild it with `ckkb build` (ingested logs and bundles are carried over)",
         )
     return db
+
+
+def json_value(v: Any) -> Any:
+    """A JSON column's text decoded (lists and objects); other values as they are."""
+    if isinstance(v, str) and v[:1] in "[{":
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
 
 
 def table_for(row: object) -> Table:

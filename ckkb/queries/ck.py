@@ -7,7 +7,6 @@ Each function returns the JSON-contract dict the CLI prints with --json.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ckkb.archs import ARCHS
 from ckkb.errors import CkkbError
 from ckkb.fields import NORMALISED, enum_word
+from ckkb.kb.db import json_value
 from ckkb.queries import sql
 
 if TYPE_CHECKING:
@@ -92,15 +92,6 @@ def _filters(db: sqlite_utils.Database, where: list[tuple[str, str]], dir: str |
     return (" AND ".join(clauses) or "1"), params
 
 
-def _jl(v: Any) -> Any:
-    if isinstance(v, str) and v[:1] in "[{":
-        try:
-            return json.loads(v)
-        except ValueError:
-            return v
-    return v
-
-
 # ---------------------------------------------------------------- gates
 
 
@@ -155,13 +146,13 @@ def _instance_dicts(db: sqlite_utils.Database, where_sql: str, params: list[Any]
         reg_out = []
         for g in rl:
             avail = None if arch is None else bool(active and g["available"])
-            reg_out.append({"function": g["function"], "file": g["file"], "line": g["line"], "args": _jl(g["args"]),
+            reg_out.append({"function": g["function"], "file": g["file"], "line": g["line"], "args": json_value(g["args"]),
                             "available": avail, "_layer": g["layer"], "_efile": g["efile"], "_eline": g["eline"], "_cond": g["condition"]})
         available = None if arch is None else any(x["available"] for x in reg_out)
         out.append({
             "id": r["id"], "template": r["template"], "dir": r["dir"], "file": r["file"], "line": r["line"],
             "list": r["list_name"], "list_comment": r["list_comment"] or "", "status": status,
-            "reason": r["reason"] or "", "fields": _jl(r["fields"]) or {}, "registrations": reg_out, "available": available,
+            "reason": r["reason"] or "", "fields": json_value(r["fields"]) or {}, "registrations": reg_out, "available": available,
         })
     return out
 
