@@ -198,8 +198,11 @@ def races_cmd(race_id, db_path, as_json):
     if as_json:
         emit_json(data)
         return
-    rows = [dict(r, winner=escape((r["winner"] or "")[:70])) for r in data["races"]]
-    print_table(rows, list(RACE_KEYS), title=f"{len(rows)} races")
+    # winners are long: the table keeps the numbers readable, the full names follow it
+    print_table(data["races"], [k for k in RACE_KEYS if k != "winner"], title=f"{len(data['races'])} races")
+    for r in data["races"]:
+        if r["winner"]:
+            console.print(f"  race {r['id']} winner: {escape(r['winner'])}", highlight=False, soft_wrap=True)
     moves = db.execute(sql("winner_moves")).fetchall()
     if moves:
         console.print(f"{len(moves)} shape/arch pair(s) where the winner moved (canned query winner_moves)")
