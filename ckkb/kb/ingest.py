@@ -111,6 +111,7 @@ class _NameParser:
         self.parse = None
         self.schemas = None
         self.cache: dict[str, tuple[str | None, str]] = {}
+        self.new: list[tuple[str, str | None, str | None, str]] = []  # race_names rows not yet written
         try:
             from ckkb import names  # noqa: PLC0415  (optional, may not exist yet)
 
@@ -127,6 +128,7 @@ class _NameParser:
         if hit is not None:
             return hit
         out: tuple[str | None, str] = (None, "{}")
+        schema = None
         if self.parse is not None and name:
             try:
                 j = self.parse(name, self.schemas).to_json()
@@ -135,8 +137,10 @@ class _NameParser:
                 if not j.get("fields") and j.get("args"):
                     fields["args"] = j["args"]
                 out = (j.get("op"), json.dumps(fields, default=str))
+                schema = j.get("schema")
             except Exception:
                 out = (None, "{}")
+        self.new.append((name, out[0], schema, out[1]))
         if len(self.cache) < 100_000:
             self.cache[name] = out
         return out
@@ -154,6 +158,12 @@ class _Writer:
         self.legends: dict[str, Legend | None] = {}
         self.names = _NameParser(db)
         self._rsql = f"insert into race_results ({', '.join(RESULT_COLS)}) values ({', '.join('?' * len(RESULT_COLS))})"
+
+    def flush_names(self) -> None:
+        """Write the names parsed since the last flush (each distinct name once, ever)."""
+        if self.names.new:
+            self.conn.executemany("insert or ignore into race_names (name, op_template, schema, fields) values (?, ?, ?, ?)", self.names.new)
+            self.names.new.clear()
 
     def legend(self, op: str | None) -> Legend | None:
         if not op:
@@ -270,11 +280,12 @@ def _items(lines: Iterable[str], first_line: int, w: _Writer) -> Iterator[tuple]
     for ev in iter_events(lines, first_line):
         if type(ev) is Result:
             w.result_id += 1
-            tmpl, fields = names(ev.name)
+            if ev.name not in names.cache:
+                names(ev.name)  # parsed once per distinct name, into race_names
             batch.append(
                 (w.result_id, race_id, ordinal, ev.line, ev.ms, ev.tflops, ev.gbps, int(ev.supported),
                  None if ev.verified is None else int(ev.verified), ev.kbatch, ev.name,
-                 None if ev.raw == ev.name else ev.raw, tmpl, fields)
+                 None if ev.raw == ev.name else ev.raw)
             )
             ordinal += 1
             if len(batch) >= BATCH:
@@ -301,6 +312,7 @@ def _ingest_lines(w: _Writer, lines: Iterable[str], *, file: str, sha: str, ctx:
     for item in _items(lines, 1 + line_offset, w):
         if item[0] == "rows":
             w.conn.executemany(w._rsql, item[1])
+            w.flush_names()
             summary.results_added += len(item[1])
             continue
         ev, race_id = item[1], item[2]
@@ -499,7 +511,7 @@ def ingest(
         if p.is_dir():
             raise CkkbError(f"{p} is a directory", hint="pass the log files themselves (a shell glob: dir/*.txt)")
     db = kbdb.open_db(db_path, create=True)
-    if any(t not in db.table_names() for t in ("races", "race_results", "ingest_errors", "ingest_files")):
+    if any(t not in db.table_names() for t in ("races", "race_results", "race_names", "ingest_errors", "ingest_files")):
         kbdb.create_tables(db)  # a knowledge base built before these tables existed
     conn = db.conn
     summary = Summary()

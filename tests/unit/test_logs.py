@@ -287,3 +287,25 @@ def test_parser_never_raises(lines):
     races, loose = parse_text("\n".join(lines))
     for r in races:
         assert r.info.line >= 1
+
+
+def test_result_names_are_parsed_once_and_joined_back(tmp_path):
+    """Each distinct instance name is parsed once into race_names; race_results_named joins it to every result."""
+    from ckkb.kb import db as kbdb
+    from ckkb.kb.ingest import ingest
+
+    db_path = tmp_path / "kb.db"
+    ingest(db_path, [SAMPLES / "024.txt", SAMPLES / "001.txt"], arch="gfx942")
+    db = kbdb.open_db(db_path)
+    n_names = db.execute("select count(*) from race_names").fetchone()[0]
+    n_distinct = db.execute("select count(distinct name) from race_results").fetchone()[0]
+    assert n_names == n_distinct > 50
+    rows = db.execute(
+        "select op_template, name_schema, fields from race_results_named "
+        "where name = 'DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2> NumPrefetch: 1, LoopScheduler: Interwave, PipelineVersion: v1'"
+    ).fetchall()
+    assert rows, "001.txt's winner is one of its results"
+    op, schema, fields = rows[0][0], rows[0][1], json.loads(rows[0][2])
+    assert op == "DeviceGemmXdl" and schema in ("generic", "matched")
+    assert fields["LoopScheduler"] == "Interwave" and fields["PipelineVersion"] == "v1" and fields["NumPrefetch"] == "1"
+    assert db.execute("select count(*) from race_results_named").fetchone()[0] == db.execute("select count(*) from race_results").fetchone()[0]

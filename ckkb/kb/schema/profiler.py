@@ -150,8 +150,21 @@ class RaceResultRow:
     kbatch: int | None = col("', KBatch N' suffix", None)
     name: str = col("instance string as printed (wrapped lines joined, KBatch suffix removed)")
     raw: str | None = col("the text after 'GB/s,' as printed, when it differs from `name` (wrapped lines, KBatch suffix); NULL when identical", None)
-    op_template: str | None = col("device-op template of the name, from the name parser when available", None)
-    fields: dict[str, Any] = col("parsed name fields (ckkb.names.parse) when the parser is available", json=True, default={})
+
+
+@table(
+    "race_names",
+    "Every distinct instance name seen in ingested races, parsed once (ckkb.names.parse with the knowledge base's "
+    "name schemas at ingest time). The view race_results_named joins it to every result.",
+    pk="name",
+    kind=INGESTED,
+)
+@dataclass(kw_only=True)
+class RaceNameRow:
+    name: str = col("instance string as printed (race_results.name)")
+    op_template: str | None = col("device-op name the string starts with", None)
+    schema: str | None = col("matched (a schema of this CK tree fits) | generic (older formats) | error", None)
+    fields: dict[str, Any] = col("parsed fields under CK's template parameter names, plus the printed Key: value properties", json=True, default={})
 
 
 @table(
