@@ -53,6 +53,15 @@ def walk(node: ts.Node, types: str | tuple[str, ...] | None = None) -> Iterator[
             return
 
 
+def function_declarator(node: ts.Node) -> ts.Node | None:
+    """The function_declarator under a function definition or declaration (through pointer,
+    reference and other wrapping declarators); None when it has none."""
+    decl = node.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    return decl
+
+
 def error_lines(tree: ts.Tree) -> list[int]:
     """Lines of ERROR / MISSING nodes: where tree-sitter had to recover (malformed C++)."""
     out = []

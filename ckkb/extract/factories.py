@@ -25,7 +25,7 @@ import tree_sitter as ts
 
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.conditions import callee, directive_sections, directive_stacks, strip_ws
-from ckkb.extract.cpp import error_lines, is_binary, line, parse, text, walk
+from ckkb.extract.cpp import error_lines, function_declarator, is_binary, line, parse, text, walk
 from ckkb.extract.files import list_files
 from ckkb.kb.schema.ck_registrations import FactoryRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
@@ -155,9 +155,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
             ))
     # declarations: void add_x_instances(std::vector<std::unique_ptr<Iface<...>>>&);
     for decl in walk(tree.root_node, ("declaration", "field_declaration")):
-        fd = decl.child_by_field_name("declarator")
-        while fd is not None and fd.type not in ("function_declarator",):
-            fd = fd.child_by_field_name("declarator")
+        fd = function_declarator(decl)
         if fd is None:
             continue
         nm = fd.child_by_field_name("declarator")

@@ -36,7 +36,7 @@ from ckkb.extract.conditions import (
     preprocessor_guards,
     strip_ws,
 )
-from ckkb.extract.cpp import error_lines, is_binary, line, parse, text, walk
+from ckkb.extract.cpp import error_lines, function_declarator, is_binary, line, parse, text, walk
 from ckkb.extract.files import list_files
 from ckkb.fields import enum_word
 from ckkb.kb.schema.ck_registrations import AddFunctionRow, GateRow, RegistrationRow
@@ -106,9 +106,7 @@ def guard_chain(call: ts.Node, src: bytes, rel: str) -> list[dict[str, Any]]:
 
 
 def _function_name(fn: ts.Node, src: bytes) -> str | None:
-    decl = fn.child_by_field_name("declarator")
-    while decl is not None and decl.type not in ("function_declarator",):
-        decl = decl.child_by_field_name("declarator")
+    decl = function_declarator(fn)
     if decl is None:
         return None
     name = decl.child_by_field_name("declarator")
@@ -117,9 +115,7 @@ def _function_name(fn: ts.Node, src: bytes) -> str | None:
 
 def _interface(fn: ts.Node, src: bytes) -> str:
     """`std::vector<std::unique_ptr<DeviceGemmV2<...>>>& instances` -> `DeviceGemmV2<...>`."""
-    decl = fn.child_by_field_name("declarator")
-    while decl is not None and decl.type != "function_declarator":
-        decl = decl.child_by_field_name("declarator")
+    decl = function_declarator(fn)
     params = decl.child_by_field_name("parameters") if decl is not None else None
     if params is None:
         return ""

@@ -577,9 +577,7 @@ def extract_schemas(rel: str, data: bytes, any_class: bool = False) -> tuple[lis
     plists = list(cpp.walk(tree.root_node, "template_parameter_list"))
     out = []
     for fn in cpp.walk(tree.root_node, "function_definition"):
-        decl = fn.child_by_field_name("declarator")
-        while decl is not None and decl.type not in ("function_declarator",):
-            decl = decl.child_by_field_name("declarator")
+        decl = cpp.function_declarator(fn)
         if decl is None:
             continue
         fname = decl.child_by_field_name("declarator")
