@@ -143,14 +143,6 @@ class Cache:
 # ---------------------------------------------------------------- writing rows
 
 
-def _sql_value(v: Any) -> Any:
-    if isinstance(v, (dict, list, tuple)):
-        return json.dumps(v, default=str)
-    if isinstance(v, bool):
-        return int(v)
-    return v
-
-
 def _row_values(rows: list[Any], cols: list[str], json_cols: set[str], source_id: int | None) -> list[list[Any]]:
     """Column values of each row in `cols` order; JSON columns serialised, source_id filled in."""
     fields = [c for c in cols if c != "source_id" or hasattr(rows[0], "source_id")]
@@ -194,7 +186,7 @@ def insert_rows(db: Any, rows: Iterable[Any], source_id: int | None = None) -> d
                 db.conn.executemany(sql, values)
         except (sqlite3.InterfaceError, sqlite3.ProgrammingError):
             # a value of an unexpected type (a dict in a TEXT column, say): convert every value
-            slow = [[_sql_value(v) for v in vals] for vals in _row_values(items, cols, set(), source_id)]
+            slow = [[kbdb.sql_value(v) for v in vals] for vals in _row_values(items, cols, set(), source_id)]
             with db.conn:
                 db.conn.executemany(sql, slow)
         counts[name] = len(items)

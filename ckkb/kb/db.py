@@ -111,6 +111,15 @@ def open_db(path: str | Path, *, create: bool = False, readonly: bool = False) -
     return db
 
 
+def sql_value(v: Any) -> Any:
+    """A Python value as SQLite stores it here: lists and dicts as JSON text, booleans as 0/1."""
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v, default=str)
+    if isinstance(v, bool):
+        return int(v)
+    return v
+
+
 def json_value(v: Any) -> Any:
     """A JSON column's text decoded (lists and objects); other values as they are."""
     if isinstance(v, str) and v[:1] in "[{":

@@ -96,14 +96,6 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _sql(v: Any) -> Any:
-    if isinstance(v, (dict, list, tuple)):
-        return json.dumps(v, default=str)
-    if isinstance(v, bool):
-        return int(v)
-    return v
-
-
 class _NameParser:
     """ckkb.names.parse when that module exists (engineer B's), cached per distinct name."""
 
@@ -188,7 +180,7 @@ class _Writer:
     def add_race(self, row: dict[str, Any]) -> None:
         self.conn.execute(
             f"insert into races ({', '.join('[' + c + ']' for c in RACE_COLS)}) values ({', '.join('?' * len(RACE_COLS))})",
-            [_sql(row.get(c)) for c in RACE_COLS],
+            [kbdb.sql_value(row.get(c)) for c in RACE_COLS],
         )
 
 
@@ -446,7 +438,7 @@ def _insert_generic(w: _Writer, t, rec: dict[str, Any], lineno: int, *, file: st
     try:
         w.conn.execute(
             f"insert into [{t.name}] ({', '.join('[' + k + ']' for k in keys)}) values ({', '.join('?' * len(keys))})",
-            [_sql(data[k]) for k in keys],
+            [kbdb.sql_value(data[k]) for k in keys],
         )
     except sqlite3.DatabaseError as e:
         summary.errors.append(w.add_error(file, sha, lineno, f"{t.name}: record not stored ({e})"))
