@@ -60,7 +60,8 @@ class BuildSummary:
     tables: dict[str, int] = field(default_factory=dict)
     carried: dict[str, int] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    # stage -> {"extract_cpu": CPU seconds in workers, "combine": seconds, "insert": seconds}
+    # stage -> {"extract_cpu": CPU seconds in workers, "combine": seconds, "combine_cpu": CPU seconds of the
+    # combine (the parent process, so not inflated by busy workers), "insert": seconds}
     timings: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
@@ -377,7 +378,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
         done = 0
 
         def timing(name: str) -> dict[str, float]:
-            return summary.timings.setdefault(name, {"extract_cpu": 0.0, "combine": 0.0, "insert": 0.0})
+            return summary.timings.setdefault(name, {"extract_cpu": 0.0, "combine": 0.0, "combine_cpu": 0.0, "insert": 0.0})
 
         def absorb(result: tuple[str, str, int, int, str, bytes, float]) -> None:
             nonlocal done
@@ -405,6 +406,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
             for fr in per_file.values():
                 all_diags.extend(fr.diagnostics)
             t_combine = time.perf_counter()
+            cpu_combine = time.process_time()
             try:
                 res = stage.combine(root, per_file, ctx)
             except Exception as e:
@@ -413,6 +415,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
             for r in res.rows:
                 ctx.rows.setdefault(type(r).__table__, []).append(r)
             t_insert = time.perf_counter()
+            timing(stage.name)["combine_cpu"] += time.process_time() - cpu_combine
             counts = insert_rows(db, res.rows, sources[stage.tree].id)
             timing(stage.name)["combine"] += t_insert - t_combine
             timing(stage.name)["insert"] += time.perf_counter() - t_insert
