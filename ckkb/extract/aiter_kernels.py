@@ -16,7 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.aiter_pyeval import Evaluator, StatementLines, Unsupported, literal
+from ckkb.extract.aiter_pyeval import (
+    _TRIVIA,
+    COMPOUND,
+    SOFT,
+    Evaluator,
+    Fallback,
+    LogicalLine,
+    SourceScan,
+    StatementLines,
+    Unsupported,
+    literal,
+    parse_lines,
+)
 from ckkb.extract.files import list_files
 from ckkb.extract.lazy import lazy_module
 from ckkb.fields import normalise
@@ -113,7 +125,148 @@ def _is_property(node: cst.FunctionDef) -> bool:
 
 
 def read_kernel_file(rel: str, data: bytes) -> KernelFile:
-    """Parse one kernel-list file. Never raises: problems become diagnostics."""
+    """Parse one kernel-list file. Never raises: problems become diagnostics.
+
+    Reads only the statements that can hold kernel facts (top-level dataclasses and dict literals
+    naming one of them), each parsed alone with libcst; a file in any other shape is read as a whole
+    module (same facts, slower).
+    """
+    try:
+        return _read_statements(rel, data)
+    except (Fallback, UnicodeDecodeError):
+        return _read_module(rel, data)
+
+
+def _read_statements(rel: str, data: bytes) -> KernelFile:
+    text = data.decode("utf-8")
+    scan = SourceScan(text)
+    diags: list[Diagnostic] = []
+    kf = KernelFile(rel=rel, op=op_of(rel), classes=[], lists=[], diagnostics=diags)
+    known: dict[int, int] = {}
+
+    def line(node: cst.CSTNode) -> int:
+        return known.get(id(node), 0)
+
+    def report_at(ln: int, msg: str, severity: str = "warning") -> None:
+        diags.append(Diagnostic(rel, ln, msg, severity, STAGE_NAME))
+
+    lls = scan.logical
+    groups = scan.compounds()
+    classes: dict[str, KernelClass] = {}
+    for first, header, stop in groups:
+        if lls[header].word != "class" or lls[header].indent != "" or "dataclass" not in text[lls[first].start:lls[header].start]:
+            continue  # a class without a decorator naming dataclass is not one (_is_dataclass)
+        _module, stmt, pos = parse_lines(scan, first, stop)
+        if not isinstance(stmt, cst.ClassDef):
+            raise Fallback(f"line {lls[header].line}: not a class")
+        if _is_dataclass(stmt):
+            known.update(pos)
+            kc = _read_class(stmt, line, lambda node, msg: report_at(line(node), msg))
+            classes[kc.name] = kc
+    kf.classes = list(classes)
+
+    reported: set[tuple[int, str]] = set()
+    for first, header, stop in groups:
+        ll = lls[header]
+        if first != header or stop != header + 1 or ll.word in COMPOUND or not classes:
+            continue  # compound statements: only module-level simple statements hold kernel dicts
+        code = scan.code(ll)
+        if not any(c in code for c in classes):
+            continue  # names no kernel class: no entry can be a kernel call
+        if ll.word in SOFT:
+            raise Fallback(f"line {ll.line}: soft keyword")
+        shape = _dict_statement(scan, ll)
+        if shape is None:
+            raise Fallback(f"line {ll.line}: names a kernel class but is not `name = {{...}}`")
+        target, elements = shape
+        _read_dict(target, ll.line, elements, classes, line, report_at, reported, kf)
+    for kc in classes.values():
+        kc.name_expr = None  # keep KernelFile picklable
+    return kf
+
+
+_DICT_TARGET = re.compile(r"([^\W\d]\w*)[ \t]*=[ \t]*\Z")
+
+
+def _dict_statement(scan: SourceScan, ll: LogicalLine) -> tuple[str, list[tuple[int, Any, Any]]] | None:
+    """`NAME = {k: v, ...}` alone on its logical line -> (NAME, [(entry line, key node, value node)]).
+
+    Keys and values are parsed one by one with libcst from their tokens (comments and line breaks as
+    one space; the same text twice is parsed once). A `**x` entry has key None and value None.
+    """
+    kinds, starts, text = scan.kinds, scan.starts, scan.text
+    i = ll.first
+    while i <= ll.last and kinds[i] != "o":
+        if kinds[i] in ("s", "x", "p"):
+            return None
+        i += 1
+    if i > ll.last or text[starts[i]] != "{":
+        return None
+    m = _DICT_TARGET.match(text, starts[ll.first], starts[i])
+    if m is None:
+        return None
+    depth = 0
+    close = -1
+    for j in range(i, ll.last + 1):
+        k = kinds[j]
+        if k == "o":
+            depth += 1
+        elif k == "x":
+            depth -= 1
+            if depth == 0:
+                close = j
+                break
+    if close != ll.last or text[starts[close]] != "}":
+        return None  # something follows the dict (an operator, a call) or it is not closed by `}`
+    parsed: dict[str, Any] = {}
+
+    def parse(first: int, last: int) -> Any:
+        src = scan.normalised(first, last)
+        if src not in parsed:
+            try:
+                parsed[src] = cst.parse_expression(src)
+            except cst.ParserSyntaxError:
+                raise Fallback(f"line {scan.lines[first]}: {src[:40]!r} not an expression alone") from None
+        return parsed[src]
+
+    elements: list[tuple[int, Any, Any]] = []
+    depth = 0
+    begin = i + 1
+    colon = -1
+    for j in range(i + 1, close + 1):
+        k = kinds[j]
+        if k == "o":
+            depth += 1
+        elif k == "x" and j != close:
+            depth -= 1
+        elif (k == "p" and depth == 0) or j == close:
+            ch = text[starts[j]]
+            if ch == ":" and j != close:
+                if colon < 0:
+                    colon = j
+                continue
+            first = begin
+            while first < j and kinds[first] in _TRIVIA:
+                first += 1
+            if first == j:  # trailing comma (or an empty dict)
+                if colon >= 0 or (j != close and ch == ","):
+                    return None
+                break
+            el_line = scan.lines[first]
+            if text.startswith("**", starts[first]):
+                elements.append((el_line, None, None))
+            elif colon < 0:
+                return None  # a set, not a dict
+            else:
+                if "lambda" in scan.normalised(first, colon - 1):
+                    raise Fallback(f"line {el_line}: lambda in a dict key")
+                elements.append((el_line, parse(first, colon - 1), parse(colon + 1, j - 1)))
+            begin, colon = j + 1, -1
+    return m.group(1), elements
+
+
+def _read_module(rel: str, data: bytes) -> KernelFile:
+    """The whole module parsed with libcst (the reader for files _read_statements does not take)."""
     diags: list[Diagnostic] = []
     kf = KernelFile(rel=rel, op=op_of(rel), classes=[], lists=[], diagnostics=diags)
     try:
@@ -130,34 +283,14 @@ def read_kernel_file(rel: str, data: bytes) -> KernelFile:
     lines = StatementLines(module)
     line = lines.line
 
-    def report(node: cst.CSTNode, msg: str, severity: str = "warning") -> None:
-        diags.append(Diagnostic(rel, line(node), msg, severity, STAGE_NAME))
+    def report_at(ln: int, msg: str, severity: str = "warning") -> None:
+        diags.append(Diagnostic(rel, ln, msg, severity, STAGE_NAME))
 
     classes: dict[str, KernelClass] = {}
     for stmt in module.body:
         if isinstance(stmt, cst.ClassDef) and _is_dataclass(stmt):
             lines.resolve_positions(stmt)
-            kc = KernelClass(stmt.name.value, line(stmt), [], {})
-            for item in stmt.body.body:
-                if isinstance(item, cst.SimpleStatementLine):
-                    for small in item.body:
-                        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
-                            fname = small.target.value
-                            kc.fields.append(fname)
-                            if small.value is not None:
-                                try:
-                                    kc.defaults[fname] = literal(small.value)
-                                except Unsupported as u:
-                                    report(u.node, f"{kc.name}.{fname}: default not a literal ({u.what})")
-                elif isinstance(item, cst.FunctionDef) and item.name.value == "name" and _is_property(item):
-                    kc.name_line = line(item)
-                    body = item.body.body if isinstance(item.body, cst.IndentedBlock) else []
-                    rets = [s for s in body if isinstance(s, cst.SimpleStatementLine)]
-                    if len(body) == 1 and rets and len(rets[0].body) == 1 and isinstance(rets[0].body[0], cst.Return):
-                        kc.name_expr = rets[0].body[0].value
-                    else:
-                        kc.name_problem = "name property is not a single return statement"
-                        report(item, f"{kc.name}.name: {kc.name_problem}; names not evaluated")
+            kc = _read_class(stmt, line, lambda node, msg: report_at(line(node), msg))
             classes[kc.name] = kc
     kf.classes = list(classes)
 
@@ -172,66 +305,103 @@ def read_kernel_file(rel: str, data: bytes) -> KernelFile:
             if not isinstance(target, cst.Name):
                 continue
             d = small.value
-            calls = [e for e in d.elements if isinstance(e, cst.DictElement) and isinstance(e.value, cst.Call)
-                     and isinstance(e.value.func, cst.Name) and e.value.func.value in classes]
-            if not calls:
+            if not any(isinstance(e, cst.DictElement) and _is_kernel_call(e.value, classes) for e in d.elements):
                 continue  # not a kernel dict (e.g. a dict of lists by dtype)
-            kl = None
             lines.locate_elements(stmt, small, d)
-            seen: dict[Any, KernelEntry] = {}
-            for el in d.elements:
-                if not isinstance(el, cst.DictElement):
-                    report(el, f"{target.value}: dict unpacking is not evaluated statically")
-                    continue
-                if not (isinstance(el.value, cst.Call) and isinstance(el.value.func, cst.Name) and el.value.func.value in classes):
-                    report(el, f"{target.value}: entry is not a kernel instance call; skipped")
-                    continue
-                kc = classes[el.value.func.value]
-                if kl is None:
-                    kl = KernelList(target.value, line(small), kc.name, list(kc.fields))
-                try:
-                    key = literal(el.key)
-                except Unsupported as u:
-                    report(u.node, f"{target.value}: key not a literal ({u.what}); entry skipped")
-                    continue
-                values, problem = _bind(kc, el.value)
-                if problem:
-                    report(el, f"{target.value}[{key!r}]: {problem}; entry skipped", "error")
-                    continue
-                name = None
-                if kc.name_expr is not None:
-                    try:
-                        name = Evaluator({}, values, kc.name).eval(kc.name_expr)
-                        if not isinstance(name, str):
-                            raise Unsupported(kc.name_expr, f"name evaluates to {type(name).__name__}, not str")
-                    except Unsupported as u:
-                        name = None
-                        k = (line(u.node), u.what)
-                        if k not in reported:
-                            reported.add(k)
-                            report(u.node, f"{kc.name}.name not evaluated statically: {u.what}")
-                entry = KernelEntry(key=key, line=line(el), values=values, name=name)
-                if key in seen:
-                    seen[key].shadowed = True
-                    if key not in kl.duplicate_ids:
-                        kl.duplicate_ids.append(key)
-                seen[key] = entry
-                kl.entries.append(entry)
-            if kl is None:
-                continue
-            first_by_values: dict[str, Any] = {}
-            for e in kl.entries:
-                if e.shadowed:
-                    continue
-                sig = repr(sorted(e.values.items()))
-                if sig in first_by_values:
-                    e.duplicate_of = first_by_values[sig]
-                else:
-                    first_by_values[sig] = e.key
-            kf.lists.append(kl)
+            elements = [(line(el), el.key, el.value) if isinstance(el, cst.DictElement) else (line(el), None, None) for el in d.elements]
+            _read_dict(target.value, line(small), elements, classes, line, report_at, reported, kf)
     for kc in classes.values():
         kc.name_expr = None  # keep KernelFile picklable
     return kf
+
+
+def _is_kernel_call(value: Any, classes: dict[str, KernelClass]) -> bool:
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes
+
+
+def _read_class(stmt: cst.ClassDef, line, report) -> KernelClass:
+    kc = KernelClass(stmt.name.value, line(stmt), [], {})
+    for item in stmt.body.body:
+        if isinstance(item, cst.SimpleStatementLine):
+            for small in item.body:
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    fname = small.target.value
+                    kc.fields.append(fname)
+                    if small.value is not None:
+                        try:
+                            kc.defaults[fname] = literal(small.value)
+                        except Unsupported as u:
+                            report(u.node, f"{kc.name}.{fname}: default not a literal ({u.what})")
+        elif isinstance(item, cst.FunctionDef) and item.name.value == "name" and _is_property(item):
+            kc.name_line = line(item)
+            body = item.body.body if isinstance(item.body, cst.IndentedBlock) else []
+            rets = [s for s in body if isinstance(s, cst.SimpleStatementLine)]
+            if len(body) == 1 and rets and len(rets[0].body) == 1 and isinstance(rets[0].body[0], cst.Return):
+                kc.name_expr = rets[0].body[0].value
+            else:
+                kc.name_problem = "name property is not a single return statement"
+                report(item, f"{kc.name}.name: {kc.name_problem}; names not evaluated")
+    return kc
+
+
+def _read_dict(target: str, stmt_line: int, elements: list[tuple[int, Any, Any]], classes: dict[str, KernelClass],
+               line, report_at, reported: set[tuple[int, str]], kf: KernelFile) -> None:
+    """One module-level dict literal: (entry line, key node, value node) per entry (None, None: `**x`)."""
+    if not any(key is not None and _is_kernel_call(value, classes) for _, key, value in elements):
+        return  # not a kernel dict (e.g. a dict of lists by dtype)
+    kl = None
+    seen: dict[Any, KernelEntry] = {}
+    for el_line, key_node, value in elements:
+        if key_node is None:
+            report_at(el_line, f"{target}: dict unpacking is not evaluated statically")
+            continue
+        if not _is_kernel_call(value, classes):
+            report_at(el_line, f"{target}: entry is not a kernel instance call; skipped")
+            continue
+        kc = classes[value.func.value]
+        if kl is None:
+            kl = KernelList(target, stmt_line, kc.name, list(kc.fields))
+        try:
+            key = literal(key_node)
+        except Unsupported as u:
+            # lines are known for the entry (its key) and the class bodies only
+            report_at(el_line if u.node is key_node else line(u.node), f"{target}: key not a literal ({u.what}); entry skipped")
+            continue
+        values, problem = _bind(kc, value)
+        if problem:
+            report_at(el_line, f"{target}[{key!r}]: {problem}; entry skipped", "error")
+            continue
+        name = None
+        if kc.name_expr is not None:
+            try:
+                name = Evaluator({}, values, kc.name).eval(kc.name_expr)
+                if not isinstance(name, str):
+                    raise Unsupported(kc.name_expr, f"name evaluates to {type(name).__name__}, not str")
+            except Unsupported as u:
+                name = None
+                k = (line(u.node), u.what)
+                if k not in reported:
+                    reported.add(k)
+                    report_at(line(u.node), f"{kc.name}.name not evaluated statically: {u.what}")
+        entry = KernelEntry(key=key, line=el_line, values=values, name=name)
+        if key in seen:
+            seen[key].shadowed = True
+            if key not in kl.duplicate_ids:
+                kl.duplicate_ids.append(key)
+        seen[key] = entry
+        kl.entries.append(entry)
+    if kl is None:
+        return
+    first_by_values: dict[str, Any] = {}
+    for e in kl.entries:
+        if e.shadowed:
+            continue
+        sig = repr(sorted(e.values.items()))
+        if sig in first_by_values:
+            e.duplicate_of = first_by_values[sig]
+        else:
+            first_by_values[sig] = e.key
+    kf.lists.append(kl)
 
 
 def _bind(kc: KernelClass, call: cst.Call) -> tuple[dict[str, Any], str | None]:

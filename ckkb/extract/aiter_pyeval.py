@@ -8,6 +8,7 @@ which carries the node so the caller can report the file and line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -302,3 +303,178 @@ class StatementLines:
 
     def line(self, node: cst.CSTNode) -> int:
         return self.known.get(id(node), 0)
+
+
+# ---------------------------------------------------------------- reading only the statements needed
+
+# Python's lexical structure as far as statement boundaries need it: strings (any prefix; the prefix
+# does not move a boundary), comments, brackets, `,` and `:`, newlines, backslash continuations,
+# whitespace, and runs of everything else. Anything unexpected (an unterminated string) is 'e'.
+_SCAN = re.compile(
+    r"(?P<s>'''(?:[^\\]|\\[\s\S])*?'''|\"\"\"(?:[^\\]|\\[\s\S])*?\"\"\"|'(?:[^'\\\n]|\\[\s\S])*'|\"(?:[^\"\\\n]|\\[\s\S])*\")"
+    r"|(?P<c>#[^\n]*)"
+    r"|(?P<o>[(\[{])"
+    r"|(?P<x>[)\]}])"
+    r"|(?P<p>[,:])"
+    r"|(?P<n>\n)"
+    r"|(?P<b>\\\n)"
+    r"|(?P<w>[ \t]+)"
+    r"|(?P<t>[^'\"#()\[\]{},:\n\\ \t]+)"
+    r"|(?P<e>[\s\S])"
+)
+_TRIVIA = frozenset("cnbw")
+_FIRST_WORD = re.compile(r"@|[^\W\d]\w*")
+# First words of compound statements (their header is a logical line of its own); soft keywords
+# (match, case, type) may also start a simple statement, so callers treat them as ambiguous.
+COMPOUND = frozenset(("if", "elif", "else", "for", "while", "try", "except", "finally", "with", "def", "class", "async", "@"))
+SOFT = frozenset(("match", "case", "type"))
+
+
+class Fallback(Exception):
+    """The source is not in a shape the statement-level reader is sure of: read the whole module instead."""
+
+
+@dataclass
+class LogicalLine:
+    first: int  # token index of the first token
+    last: int  # token index of the last token before the NEWLINE (or end of file)
+    start: int  # offset of the first character of the physical line it starts on
+    end: int  # offset just past its NEWLINE (or end of file)
+    line: int  # 1-based line of its first token
+    indent: str
+    word: str  # first word ("class", "def", "@", a name, ...) or ""
+
+
+class SourceScan:
+    """Tokens and logical lines of a Python source, for parsing single statements with libcst.
+
+    Only what decides where a statement starts and ends is recognised; libcst still reads every
+    statement the extractors use. Raises Fallback on anything it does not understand (carriage
+    returns, form feeds, unterminated strings, unbalanced brackets), so callers parse the whole
+    module as before.
+    """
+
+    def __init__(self, text: str) -> None:
+        if "\r" in text or "\f" in text or "\x00" in text:
+            raise Fallback("line endings or form feeds")
+        self.text = text
+        kinds: list[str] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        lines: list[int] = []
+        logical: list[LogicalLine] = []
+        depth = 0
+        ln = 1
+        first = -1
+        first_line = 0
+        line_start = 0  # offset of the current physical line
+        ll_start = 0
+        for m in _SCAN.finditer(text):
+            k = m.lastgroup
+            s, e = m.span()
+            i = len(kinds)
+            kinds.append(k)
+            starts.append(s)
+            ends.append(e)
+            lines.append(ln)
+            if k == "n":
+                ln += 1
+                if depth == 0 and first >= 0:
+                    logical.append(self._logical(kinds, starts, first, i - 1, ll_start, e, first_line))
+                    first = -1
+                line_start = e
+                continue
+            if k == "b":
+                ln += 1
+                line_start = e
+                continue
+            if k == "w" or k == "c":
+                continue
+            if k == "e":
+                raise Fallback(f"unexpected character {text[s]!r} at line {ln}")
+            if k == "s":
+                ln += text.count("\n", s, e)
+            elif k == "o":
+                depth += 1
+            elif k == "x":
+                depth -= 1
+                if depth < 0:
+                    raise Fallback(f"unbalanced bracket at line {ln}")
+            if first < 0:
+                first, first_line, ll_start = i, lines[i], line_start
+        if depth != 0:
+            raise Fallback("unbalanced brackets at end of file")
+        if first >= 0:
+            logical.append(self._logical(kinds, starts, first, len(kinds) - 1, ll_start, len(text), first_line))
+        self.kinds, self.starts, self.ends, self.lines, self.logical = kinds, starts, ends, lines, logical
+
+    def _logical(self, kinds: list[str], starts: list[int], first: int, last: int, ll_start: int, end: int, line: int) -> LogicalLine:
+        while kinds[last] in _TRIVIA:
+            last -= 1
+        s = starts[first]
+        m = _FIRST_WORD.match(self.text, s)
+        return LogicalLine(first, last, ll_start, end, line, self.text[ll_start:s], m.group() if m else "")
+
+    def source(self, ll: LogicalLine) -> str:
+        return self.text[ll.start:ll.end]
+
+    def code(self, ll: LogicalLine) -> str:
+        """From its first token to its last (comments and the NEWLINE left out)."""
+        return self.text[self.starts[ll.first]:self.ends[ll.last]]
+
+    def normalised(self, first: int, last: int) -> str:
+        """Tokens first..last with each run of whitespace, comments and line breaks as one space (same meaning)."""
+        out: list[str] = []
+        gap = False
+        kinds, starts, ends, text = self.kinds, self.starts, self.ends, self.text
+        for i in range(first, last + 1):
+            if kinds[i] in _TRIVIA:
+                gap = True
+                continue
+            if gap and out:
+                out.append(" ")
+            gap = False
+            out.append(text[starts[i]:ends[i]])
+        return "".join(out)
+
+    def compounds(self) -> list[tuple[int, int, int]]:
+        """Top-level statements as (index of the first logical line, of the header, one past the last)."""
+        out = []
+        lls = self.logical
+        i = 0
+        while i < len(lls):
+            j = i
+            while j < len(lls) and lls[j].indent == "" and lls[j].word == "@":
+                j += 1
+            h = min(j, len(lls) - 1)
+            k = h + 1
+            while k < len(lls) and lls[k].indent != "":
+                k += 1
+            out.append((i, h, k))
+            i = k
+        return out
+
+
+def parse_lines(scan: SourceScan, first: int, stop: int) -> tuple[Any, Any, dict[int, int]]:
+    """Parse logical lines first..stop-1 (one statement at any indentation) with libcst.
+
+    Returns (module, statement, {id(node): line}) with lines of the whole file. An indented statement
+    is parsed inside `if 1:` indented exactly as in the file, so continuation lines keep the indentation
+    libcst strips and codegen of its nodes is what the whole module would give.
+    """
+    a, b = scan.logical[first], scan.logical[stop - 1]
+    text = scan.text[a.start:b.end]
+    if not text.endswith("\n"):
+        text += "\n"
+    wrapped = a.indent != ""
+    try:
+        module = cst.parse_module("if 1:\n" + text if wrapped else text)
+    except cst.ParserSyntaxError as e:
+        raise Fallback(f"statement at line {a.line} not parsed alone: {e.message}") from None
+    body = module.body[0].body.body if wrapped else module.body
+    if len(body) != 1:
+        raise Fallback(f"lines {a.line}..{b.line} are not one statement")
+    stmt = body[0]
+    pos = cst_metadata.MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst_metadata.PositionProvider)
+    off = a.line - 1 - (1 if wrapped else 0)
+    return module, stmt, {id(node): off + rng.start.line for node, rng in pos.items()}

@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.aiter_pyeval import StatementLines, Unsupported, literal
+from ckkb.extract.aiter_pyeval import (
+    COMPOUND,
+    SOFT,
+    Fallback,
+    SourceScan,
+    StatementLines,
+    Unsupported,
+    literal,
+    parse_lines,
+)
 from ckkb.extract.files import list_files
 from ckkb.extract.lazy import lazy_module
 from ckkb.kb.schema.aiter import AiterRuntimeConfigRow, AiterTunerOptionRow
@@ -200,54 +209,100 @@ def _path_of(module: cst.Module, node: cst.BaseExpression) -> str | None:
     return v if isinstance(v, str) else None
 
 
+CORE_MARKERS = ("AITER_CONFIG", "def update_config_files", "def get_config_file")
+_DEF_NAME = re.compile(r"(?:async[ \t]+)?def[ \t]+([^\W\d]\w*)")
+
+
 def read_core(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
+    """Runtime configs and merge rule of aiter/jit/core.py, parsing only the statements that hold them
+    (module-level lines naming AITER_CONFIG, the two functions); other shapes: the whole module."""
+    try:
+        return _read_core_statements(rel, data)
+    except (Fallback, UnicodeDecodeError):
+        return _read_core_module(rel, data)
+
+
+def _read_core_statements(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
+    scan = SourceScan(data.decode("utf-8"))
+    diags: list[Diagnostic] = []
+    facts = CoreFacts(rel, [], MergeRule())
+    by_env: dict[str, RuntimeConfig] = {}
+    lls = scan.logical
+    for first, header, stop in scan.compounds():
+        ll = lls[header]
+        code = scan.code(ll)
+        if ll.word in ("def", "async"):
+            m = _DEF_NAME.match(code)
+            if m is None:
+                raise Fallback(f"line {ll.line}: def not recognised")
+            if m.group(1) not in ("update_config_files", "get_config_file"):
+                continue
+        elif first != header or stop != header + 1 or ll.word in COMPOUND or "AITER_CONFIG" not in code:
+            continue
+        elif ll.word in SOFT:
+            raise Fallback(f"line {ll.line}: soft keyword")
+        module, stmt, pos = parse_lines(scan, first, stop)
+        _core_statement(rel, module, stmt, lambda n, pos=pos: pos.get(id(n), 0), facts, by_env, diags)
+    return _core_done(rel, facts, by_env, diags)
+
+
+def _read_core_module(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
     diags: list[Diagnostic] = []
     facts = CoreFacts(rel, [], MergeRule())
     module = _parse(rel, data, diags)
     if module is None:
         return facts, diags
-    module, line = _pos(module, ("AITER_CONFIG", "def update_config_files", "def get_config_file"))
+    module, line = _pos(module, CORE_MARKERS)
     by_env: dict[str, RuntimeConfig] = {}
     for stmt in module.body:
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "update_config_files":
-            facts.rule = _merge_rule(stmt, line)
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "get_config_file":
-            v = _Calls()
-            stmt.visit(v)
-            for c in v.calls:
-                if _attr_name(c) == "glob":
-                    facts.glob_line = line(c)
-        if not isinstance(stmt, cst.SimpleStatementLine):
+        _core_statement(rel, module, stmt, line, facts, by_env, diags)
+    return _core_done(rel, facts, by_env, diags)
+
+
+def _core_statement(rel: str, module: cst.Module, stmt: cst.CSTNode, line, facts: CoreFacts,
+                    by_env: dict[str, RuntimeConfig], diags: list[Diagnostic]) -> None:
+    if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "update_config_files":
+        facts.rule = _merge_rule(stmt, line)
+    if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "get_config_file":
+        v = _Calls()
+        stmt.visit(v)
+        for c in v.calls:
+            if _attr_name(c) == "glob":
+                facts.glob_line = line(c)
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return
+    for small in stmt.body:
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
             continue
-        for small in stmt.body:
-            if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+        attr = small.targets[0].target.value
+        val = small.value
+        if not (isinstance(val, cst.Call) and attr.startswith("AITER_CONFIG")):
+            continue
+        fname = _attr_name(val)
+        args = [a.value for a in val.args if a.keyword is None]
+        if fname == "getenv" and args:
+            env = _lit(args[0])
+            if not isinstance(env, str):
                 continue
-            attr = small.targets[0].target.value
-            val = small.value
-            if not (isinstance(val, cst.Call) and attr.startswith("AITER_CONFIG")):
+            rc = by_env.setdefault(env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small)))
+            rc.line = line(small)
+            if len(args) > 1:
+                rc.default_path = _path_of(module, args[1])
+                if rc.default_path is None:
+                    diags.append(Diagnostic(rel, line(args[1]), f"{env}: default path not read statically: {_code(module, args[1])}", "warning", STAGE_NAME))
+        elif fname == "get_config_file" and len(args) >= 1:
+            env = _lit(args[0])
+            if not isinstance(env, str):
                 continue
-            fname = _attr_name(val)
-            args = [a.value for a in val.args if a.keyword is None]
-            if fname == "getenv" and args:
-                env = _lit(args[0])
-                if not isinstance(env, str):
-                    continue
-                rc = by_env.setdefault(env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small)))
-                rc.line = line(small)
-                if len(args) > 1:
-                    rc.default_path = _path_of(module, args[1])
-                    if rc.default_path is None:
-                        diags.append(Diagnostic(rel, line(args[1]), f"{env}: default path not read statically: {_code(module, args[1])}", "warning", STAGE_NAME))
-            elif fname == "get_config_file" and len(args) >= 1:
-                env = _lit(args[0])
-                if not isinstance(env, str):
-                    continue
-                rc = by_env.setdefault(env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small)))
-                rc.attribute = attr
-                rc.file_line = line(small)
-                if len(args) >= 3:
-                    tn = _lit(args[2])
-                    rc.tuned_name = tn if isinstance(tn, str) else None
+            rc = by_env.setdefault(env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small)))
+            rc.attribute = attr
+            rc.file_line = line(small)
+            if len(args) >= 3:
+                tn = _lit(args[2])
+                rc.tuned_name = tn if isinstance(tn, str) else None
+
+
+def _core_done(rel: str, facts: CoreFacts, by_env: dict[str, RuntimeConfig], diags: list[Diagnostic]) -> tuple[CoreFacts, list[Diagnostic]]:
     facts.configs = sorted(by_env.values(), key=lambda c: c.line)
     if not facts.configs:
         diags.append(Diagnostic(rel, 0, "no AITER_CONFIG_* reads recognised in core.py; runtime configs unknown", "warning", STAGE_NAME))
@@ -300,47 +355,126 @@ def _merge_rule(fn: cst.FunctionDef, line) -> MergeRule:
 
 
 def read_tuner(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
+    """Options, ARG_DEFAULTS, config imports and kernel-list import of one tuner file.
+
+    Only the statements that can hold them are parsed (each alone, with libcst): module-level
+    imports, class headers and their `ARG_DEFAULTS` lines, and the logical lines that name
+    `add_argument`. A file in any other shape is read as a whole module (same facts, slower).
+    """
+    try:
+        return _read_tuner_statements(rel, data)
+    except (Fallback, UnicodeDecodeError):
+        return _read_tuner_module(rel, data)
+
+
+def _read_tuner_statements(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
+    scan = SourceScan(data.decode("utf-8"))
+    text = scan.text
+    diags: list[Diagnostic] = []
+    tf = TunerFile(rel, {}, [], [], None)
+    lls = scan.logical
+    for first, header, stop in scan.compounds():
+        ll = lls[header]
+        if first == header and stop == header + 1 and ll.word not in COMPOUND:
+            if "import" in scan.code(ll):
+                module, stmt, _pos = parse_lines(scan, header, stop)
+                _tuner_imports(module, stmt, tf)
+        elif ll.word == "class" and ll.indent == "":
+            head = scan.code(ll)
+            if not head.endswith(":") or stop == header + 1:
+                raise Fallback(f"line {ll.line}: class on one line")
+            src = text[lls[first].start:ll.end]
+            try:
+                cls_node = cst.parse_module(src + lls[header + 1].indent + "pass\n").body[0]
+            except cst.ParserSyntaxError:
+                raise Fallback(f"line {ll.line}: class header not parsed alone") from None
+            if not isinstance(cls_node, cst.ClassDef):
+                raise Fallback(f"line {ll.line}: not a class")
+            whole = text[lls[first].start:lls[stop - 1].end]
+            # as _pos: the `class` line where the class names a marker, else its first line (decorators)
+            cls_line = ll.line if any(r in whole for r in TUNER_MARKERS) else lls[first].line
+            cls = {"defaults": {}, "spread": False, "line": cls_line}
+            body_indent = lls[header + 1].indent
+            for j in range(header + 1, stop):
+                item = lls[j]
+                if item.indent != body_indent or item.word in COMPOUND or "ARG_DEFAULTS" not in scan.code(item):
+                    continue
+                if item.word in SOFT:
+                    raise Fallback(f"line {item.line}: soft keyword")
+                module, stmt, pos = parse_lines(scan, j, j + 1)
+                _tuner_defaults(module, stmt, lambda n, pos=pos: pos.get(id(n), 0), cls)
+            tf.classes[cls_node.name.value] = cls
+    for j, ll in enumerate(lls):
+        if "add_argument" not in scan.code(ll):
+            continue
+        if ll.word in COMPOUND or ll.word in SOFT:
+            raise Fallback(f"line {ll.line}: add_argument in a compound statement header")
+        module, stmt, pos = parse_lines(scan, j, j + 1)
+        v = _Calls()
+        stmt.visit(v)
+        _tuner_options(rel, module, v.calls, lambda n, pos=pos: pos.get(id(n), 0), tf, diags)
+    return tf, diags
+
+
+TUNER_MARKERS = ("add_argument", "ARG_DEFAULTS")
+
+
+def _read_tuner_module(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
     diags: list[Diagnostic] = []
     tf = TunerFile(rel, {}, [], [], None)
     module = _parse(rel, data, diags)
     if module is None:
         return tf, diags
-    module, line = _pos(module, ("add_argument", "ARG_DEFAULTS"))
+    module, line = _pos(module, TUNER_MARKERS)
     for stmt in module.body:
-        if isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                    mod = _code(module, small.module) if small.module is not None else ""
-                    names = [a.name.value for a in small.names if isinstance(a.name, cst.Name)]
-                    if mod == "aiter.jit.core":
-                        tf.config_imports += [n for n in names if n.startswith("AITER_CONFIG_")]
-                    elif mod.endswith(("_common", "_instance")) and "kernels_list" in names:
-                        tf.kernel_import = (mod, "kernels_list")
+        _tuner_imports(module, stmt, tf)
         if isinstance(stmt, cst.ClassDef):
             cls = {"defaults": {}, "spread": False, "line": line(stmt)}
             for item in stmt.body.body:
-                if isinstance(item, cst.SimpleStatementLine):
-                    for small in item.body:
-                        if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name) \
-                                and small.targets[0].target.value == "ARG_DEFAULTS" and isinstance(small.value, cst.Dict):
-                            for el in small.value.elements:
-                                if isinstance(el, cst.StarredDictElement):
-                                    cls["spread"] = True
-                                    continue
-                                k = _lit(el.key)
-                                try:
-                                    val = literal(el.value)
-                                except Unsupported:
-                                    val = _code(module, el.value)
-                                    p = _path_of(module, el.value)
-                                    if isinstance(el.value, cst.FormattedString) and p is None:
-                                        val = _code(module, el.value)
-                                if isinstance(k, str):
-                                    cls["defaults"][k] = (val, line(el))
+                _tuner_defaults(module, item, line, cls)
             tf.classes[stmt.name.value] = cls
     v = _Calls()
     module.visit(v)
-    for c in v.calls:
+    _tuner_options(rel, module, v.calls, line, tf, diags)
+    return tf, diags
+
+
+def _tuner_imports(module: cst.Module, stmt: cst.CSTNode, tf: TunerFile) -> None:
+    if isinstance(stmt, cst.SimpleStatementLine):
+        for small in stmt.body:
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                mod = _code(module, small.module) if small.module is not None else ""
+                names = [a.name.value for a in small.names if isinstance(a.name, cst.Name)]
+                if mod == "aiter.jit.core":
+                    tf.config_imports += [n for n in names if n.startswith("AITER_CONFIG_")]
+                elif mod.endswith(("_common", "_instance")) and "kernels_list" in names:
+                    tf.kernel_import = (mod, "kernels_list")
+
+
+def _tuner_defaults(module: cst.Module, item: cst.CSTNode, line, cls: dict[str, Any]) -> None:
+    """`ARG_DEFAULTS = {...}` in a class body."""
+    if isinstance(item, cst.SimpleStatementLine):
+        for small in item.body:
+            if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name) \
+                    and small.targets[0].target.value == "ARG_DEFAULTS" and isinstance(small.value, cst.Dict):
+                for el in small.value.elements:
+                    if isinstance(el, cst.StarredDictElement):
+                        cls["spread"] = True
+                        continue
+                    k = _lit(el.key)
+                    try:
+                        val = literal(el.value)
+                    except Unsupported:
+                        val = _code(module, el.value)
+                        p = _path_of(module, el.value)
+                        if isinstance(el.value, cst.FormattedString) and p is None:
+                            val = _code(module, el.value)
+                    if isinstance(k, str):
+                        cls["defaults"][k] = (val, line(el))
+
+
+def _tuner_options(rel: str, module: cst.Module, calls: list[cst.Call], line, tf: TunerFile, diags: list[Diagnostic]) -> None:
+    for c in calls:
         if _attr_name(c) != "add_argument":
             continue
         flags = [_lit(a.value) for a in c.args if a.keyword is None]
@@ -370,7 +504,6 @@ def read_tuner(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
         elif opt.action == "store_false":
             opt.default = True
         tf.options.append(opt)
-    return tf, diags
 
 
 # ---------------------------------------------------------------- stage

@@ -152,3 +152,52 @@ def test_static_name_matches_python(a, b, sched, flag, c, sep):
     ns: dict = {}
     exec(compile(src, "<generated>", "exec"), ns)  # our own generated snippet, as the oracle
     assert kf.lists[0].entries[0].name == ns["kernels_list"][0].name
+
+
+def _aiter_python_files() -> list[tuple[str, bytes]]:
+    """The fixture tree's and (where installed) the aiter wheel's kernel-list and tuner files."""
+    from ckkb.extract import aiter_tuners
+
+    out = [(p.relative_to(MINI).as_posix(), p.read_bytes()) for p in sorted(MINI.rglob("*.py"))]
+    try:
+        from ckkb import sources
+
+        root = Path(sources.aiter_tree().root)
+    except Exception:  # no wheel: the fixture tree only
+        return out
+    for rel in STAGE.files(root) + aiter_tuners.STAGE.files(root):
+        out.append((str(rel), (root / rel).read_bytes()))
+    return out
+
+
+EDGE_CASES = [
+    "@dataclass\nclass K:\n    a: int\n    b: int = 2\n\n\nx = {  # c\n    0: K(1,  # one\n         3),\n    (1): K(\n        2\n    ),\n    **extra,\n    2: [K(1)],\n}\n",
+    "@dataclass\nclass K:\n    a: int\n\n\nx = {0: K(1)} | {}\n",
+    "@dataclass\nclass K:\n    a: int\n\n\nx = {0: K('''a\n{b}'''), 'k' \\\n  'j': K(\"}\")}\n",
+    "@dataclass\nclass K:\n    a: int\n\n\nx = y = {0: K(1)}\nz = {0: K(2)}; w = 1\nif True: q = {0: K(3)}\n",
+    "@dataclass\nclass K:\n    a: int\n\n\nx = {0: K(1), 1: K(",
+]
+
+
+@pytest.mark.parametrize("src", EDGE_CASES)
+def test_statement_reader_matches_the_whole_module_reader_on_edge_cases(src):
+    from ckkb.extract.aiter_kernels import _read_module
+
+    assert read_kernel_file("csrc/ck_e/e_common.py", src.encode()) == _read_module("csrc/ck_e/e_common.py", src.encode())
+
+
+def test_statement_readers_match_the_whole_module_readers():
+    """Parsing only the statements that matter gives the facts the whole-module parse gives."""
+    from ckkb.extract import aiter_kernels, aiter_tuners
+
+    n = 0
+    for rel, data in _aiter_python_files():
+        if rel.endswith(("_common.py", "_instance.py")):
+            assert aiter_kernels.read_kernel_file(rel, data) == aiter_kernels._read_module(rel, data), rel
+            n += 1
+        if aiter_tuners.is_tuner_file(Path(rel)) or rel.endswith("utility/base_tuner.py"):
+            assert aiter_tuners.read_tuner(rel, data) == aiter_tuners._read_tuner_module(rel, data), rel
+            n += 1
+        if rel.endswith("jit/core.py"):
+            assert aiter_tuners.read_core(rel, data) == aiter_tuners._read_core_module(rel, data), rel
+    assert n
