@@ -25,6 +25,7 @@ Whether a source file is listed by its directory's CMakeLists.txt is not checked
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -192,13 +193,46 @@ _TRUE = {"1", "ON", "YES", "TRUE", "Y"}
 _VAR = re.compile(r"\$\{([^}]*)\}")
 
 
+_EXPANDED: dict[str, tuple[tuple[tuple[str, str | None], ...], str]] = {}
+
+
 def expand(text: str, env: dict[str, str]) -> str:
-    """`${VAR}` references (innermost first) -> values; undefined -> ''."""
+    """`${VAR}` references (innermost first) -> values; undefined -> ''.
+
+    Memoised per text: an expansion is a pure function of the text and of the values of the variables it
+    looked up, so the last result for a text is reused while each of those variables still has the value
+    (or absence) it had then. This saves re-substituting long values such as a file read with file(READ)."""
+    if "${" not in text:
+        return text
+    hit = _EXPANDED.get(text)
+    if hit is not None:
+        reads, out = hit
+        for k, v in reads:
+            if env.get(k) != v:
+                break
+        else:
+            return out
+    out, reads = _expand_recording(text, env)
+    if len(_EXPANDED) >= 8192:
+        _EXPANDED.clear()
+    _EXPANDED[text] = (reads, out)
+    return out
+
+
+def _expand_recording(text: str, env: dict[str, str]) -> tuple[str, tuple[tuple[str, str | None], ...]]:
+    """expand() without the memo: the result and every (variable, value or None) it looked up."""
+    reads: list[tuple[str, str | None]] = []
+
+    def look(m: re.Match[str]) -> str:
+        v = env.get(m.group(1))
+        reads.append((m.group(1), v))
+        return "" if v is None else v
+
     prev = None
     while prev != text and "${" in text:
         prev = text
-        text = _VAR.sub(lambda m: env.get(m.group(1), ""), text)
-    return text
+        text = _VAR.sub(look, text)
+    return text, tuple(reads)
 
 
 def _is_false_const(s: str) -> bool:
@@ -525,6 +559,17 @@ def parse_cmake(text: str) -> tuple[list[Any], list[Diagnostic]]:
 # ---------------------------------------------------------------- interpreter
 
 
+def filename_component(path: str, mode: str) -> str | None:
+    """get_filename_component(<var> path <mode>); None for a mode the interpreter does not know."""
+    if mode == "NAME":
+        return path.rsplit("/", 1)[-1]
+    if mode in ("DIRECTORY", "PATH"):
+        return path.rsplit("/", 1)[0] if "/" in path else ""
+    if mode == "NAME_WE":
+        return path.rsplit("/", 1)[-1].split(".", 1)[0]
+    return None
+
+
 class _Break(Exception):
     pass
 
@@ -643,15 +688,9 @@ class Interpreter:
                 self.env.pop(w[0], None)
         elif name == "get_filename_component":
             w = self.words(c.args)
-            if len(w) >= 3:
-                p = w[1]
-                mode = w[2]
-                if mode == "NAME":
-                    self.env[w[0]] = p.rsplit("/", 1)[-1]
-                elif mode in ("DIRECTORY", "PATH"):
-                    self.env[w[0]] = p.rsplit("/", 1)[0] if "/" in p else ""
-                elif mode == "NAME_WE":
-                    self.env[w[0]] = p.rsplit("/", 1)[-1].split(".", 1)[0]
+            part = filename_component(w[1], w[2]) if len(w) >= 3 else None
+            if part is not None:
+                self.env[w[0]] = part
         elif name == "list":
             self.list_cmd(c)
         elif name == "file":
@@ -708,6 +747,346 @@ class Interpreter:
             self.env[var] = ";".join(cur)
         else:
             self.env[var] = ""
+
+
+# ---------------------------------------------------------------- sources add_instance_library cannot tell apart
+#
+# Running add_instance_library once per source file and arch is most of this stage's cost, yet the function
+# looks at a source only through a few tests such as `source_name MATCHES "_xdl"`. `_SourceFlow` checks that
+# statically: which variables carry the source (or a part of it, e.g. its file name), and that nothing but
+# such tests ("probes": `var MATCHES "<constant>"`, `if(var)`) and self-removal (`list(REMOVE_ITEM ARGN
+# ${source})`) ever looks at them, in the statements reachable under one arch's variables. Then two sources
+# whose probes all agree take the same path through the body (by induction over the statements run) and get
+# the same verdict, so the function runs once per class of sources. Anything the check does not model raises
+# _Unsupported, and every source is then run on its own.
+
+Kind = tuple[str, ...]  # how a value derives from the source: () itself, ("NAME",) its file name, ...
+_OPAQUE: Kind = ("?",)  # source text mixed with other text: may be stored and passed on, never looked at
+_KEYWORDS = frozenset({"PARENT_SCOPE", "CACHE", "FORCE", "IN", "LISTS", "ITEMS", "RANGE", "REGEX", "INCLUDE",
+                       "EXCLUDE", "READ", "APPEND", "REMOVE_ITEM"})
+_UNPLAIN = re.compile(r'[;${}\\"]')
+_STRAY_DOLLAR = re.compile(r"\$(?!<)")
+_INTERPRETED = frozenset({"set", "option", "add_definitions", "add_compile_definitions", "unset",
+                          "get_filename_component", "list", "file", "add_subdirectory", "break"})
+
+
+class _Unsupported(Exception):
+    """The body uses the source in a way _SourceFlow does not model."""
+
+
+def _ref(a: Arg) -> str | None:
+    """NAME when the argument is exactly `${NAME}` (quoted or not)."""
+    m = _VAR.fullmatch(a.value)
+    return m.group(1) if m and "$" not in m.group(1) and "{" not in m.group(1) else None
+
+
+def _arg_refs(a: Arg) -> set[str]:
+    """Variables that expanding `a` reads; _Unsupported when a name could be computed at run time."""
+    names = set(_VAR.findall(a.value))
+    if any("$" in n or "{" in n for n in names) or _STRAY_DOLLAR.search(_VAR.sub("", a.value)):
+        raise _Unsupported(f"computed variable reference in {a.value!r}")
+    return names
+
+
+def _operand_refs(a: Arg, looked_up: bool) -> set[str]:
+    """Variables an operand reads; `looked_up`: its expanded text is then used as a variable name."""
+    refs = _arg_refs(a)
+    if not looked_up:
+        return refs
+    if refs:
+        raise _Unsupported(f"computed variable name {a.value!r}")
+    return {a.value}
+
+
+def _bare(a: Arg) -> bool:
+    return not a.quoted and "${" not in a.value
+
+
+def _leaf_refs(c: Cond) -> set[str]:
+    """Variables one test reads (mirrors _evaluate / _value)."""
+    if isinstance(c, Truth):
+        return _operand_refs(c.arg, not c.arg.quoted)
+    if isinstance(c, Unary):
+        return _operand_refs(c.arg, c.op == "DEFINED")
+    assert isinstance(c, Binary)
+    left = _operand_refs(c.left, _bare(c.left))
+    if c.op == "MATCHES":
+        return left | _arg_refs(c.right)
+    return left | _operand_refs(c.right, c.op == "IN_LIST" or _bare(c.right))
+
+
+def _leaves(c: Cond):
+    if isinstance(c, (And, Or)):
+        yield from _leaves(c.left)
+        yield from _leaves(c.right)
+    elif isinstance(c, Not):
+        yield from _leaves(c.expr)
+    else:
+        yield c
+
+
+def _probe_var(c: Cond) -> str | None:
+    """The variable a probe tests: `v MATCHES "<constant>"`, `"${v}" MATCHES ...` or `if(v)`."""
+    if isinstance(c, Truth) and _bare(c.arg):
+        return c.arg.value
+    if isinstance(c, Binary) and c.op == "MATCHES" and "${" not in c.right.value:
+        return c.left.value if _bare(c.left) else _ref(c.left)
+    return None
+
+
+def _derive(source: str, kind: Kind) -> str | None:
+    for mode in kind:
+        source = filename_component(source, mode)
+        if source is None:
+            return None
+    return source
+
+
+Probe = tuple[Cond, str, Kind]
+
+
+class _SourceFlow:
+    """Which variables of a function body carry its source argument `source_var`, and how (see above)."""
+
+    def __init__(self, body: list[Any], source_var: str, functions: set[str]) -> None:
+        self.functions = functions
+        self.kinds: dict[str, Kind] = {source_var: ()}
+        self.mixed: set[str] = set()  # variables that may also hold values not derived from the source
+        self.written: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for s in _walk(body):
+                if isinstance(s, Function):
+                    raise _Unsupported("function defined inside the body")
+                for var, kind in self._writes(s):
+                    changed |= self._assign(var, kind)
+
+    def _assign(self, var: str, kind: Kind | None) -> bool:
+        self.written.add(var)
+        if kind is None:
+            new_mixed = var not in self.mixed
+            self.mixed.add(var)
+            return new_mixed
+        old = self.kinds.get(var)
+        new = kind if old in (None, kind) else _OPAQUE
+        self.kinds[var] = new
+        return new != old
+
+    def _tainted(self, args: list[Arg]) -> bool:
+        return any(_arg_refs(a) & self.kinds.keys() for a in args)
+
+    def _copy(self, var: str, src: str, derive: Kind = ()) -> list[tuple[str, Kind | None]]:
+        """`var` receives the value of `src` (optionally a part of it)."""
+        kind = self.kinds[src]
+        out: list[tuple[str, Kind | None]] = [(var, _OPAQUE if kind == _OPAQUE else kind + derive)]
+        return out + [(var, None)] if src in self.mixed else out
+
+    def _writes(self, s: Any) -> list[tuple[str, Kind | None]]:
+        """(variable, kind or None for a value not from the source) for each assignment `s` can make."""
+        if isinstance(s, Foreach):
+            return self._foreach_writes(s.args)
+        if not isinstance(s, Command):
+            return []
+        if s.name in self.functions:
+            raise _Unsupported(f"call of {s.name}() inside the body")
+        a = s.args
+        if s.name not in _INTERPRETED or not a:
+            return []
+        if s.name == "file":
+            if _arg_refs(a[0]) or a[0].value == "READ":
+                raise _Unsupported("file() in the body")
+            return []
+        if s.name in ("add_definitions", "add_compile_definitions", "add_subdirectory", "break"):
+            return []
+        if _arg_refs(a[0]):
+            raise _Unsupported(f"{s.name}() with a computed first argument")
+        if s.name == "list":
+            if len(a) < 2 or _arg_refs(a[1]):
+                raise _Unsupported("list() with a computed list name")
+            self.written.add(a[1].value)
+            if a[0].value != "APPEND":
+                return [(a[1].value, None)] if a[0].value not in ("REMOVE_ITEM", "FILTER", "REMOVE_DUPLICATES") else []
+            taint = self._tainted(a[2:]) or a[1].value in self.kinds
+            return [(a[1].value, _OPAQUE if taint else None)]
+        var = a[0].value
+        if s.name == "get_filename_component":
+            if len(a) < 3 or _arg_refs(a[2]) or filename_component("x", a[2].value) is None:
+                raise _Unsupported("get_filename_component() mode not modelled")
+            src = _ref(a[1])
+            if src in self.kinds:
+                return self._copy(var, src, (a[2].value,))
+            return [(var, _OPAQUE if self._tainted(a[1:]) else None)]
+        values = [x for x in a[1:] if x.value != "PARENT_SCOPE" or x.quoted]
+        if s.name == "set" and len(values) == 1 and _ref(values[0]) in self.kinds:
+            return self._copy(var, _ref(values[0]))
+        return [(var, _OPAQUE if self._tainted(a[1:]) else None)]
+
+    def _foreach_writes(self, args: list[Arg]) -> list[tuple[str, Kind | None]]:
+        if not args or _arg_refs(args[0]):
+            raise _Unsupported("foreach() with a computed loop variable")
+        var, rest = args[0].value, args[1:]
+        if not rest or rest[0].value != "IN" or _arg_refs(rest[0]):
+            return [(var, _OPAQUE if self._tainted(rest) else None)]
+        lists: list[str] = []
+        mode, items = None, []
+        for x in rest[1:]:
+            if x.value in ("LISTS", "ITEMS") and not _arg_refs(x):
+                mode = x.value
+            elif mode == "LISTS":
+                if _arg_refs(x):
+                    raise _Unsupported("foreach(IN LISTS) with a computed list name")
+                lists.append(x.value)
+            else:
+                items.append(x)
+        tainted = [v for v in lists if v in self.kinds]
+        if len(tainted) == 1 and len(lists) == 1 and not items:
+            return self._copy(var, tainted[0])
+        return [(var, _OPAQUE if tainted or self._tainted(items) else None)]
+
+    # -- what the reachable statements look at
+
+    def probes(self, body: list[Any], env: dict[str, str]) -> tuple[Probe, ...]:
+        """Every probe reachable when the body starts with `env` (conditions on variables the body never
+        writes are decided by `env`); _Unsupported for any other look at the source."""
+        out: dict[Probe, None] = {}
+        self._check(body, env, out)
+        return tuple(out)
+
+    def _check(self, stmts: list[Any], env: dict[str, str], out: dict[Probe, None]) -> None:
+        for s in stmts:
+            if isinstance(s, If):
+                self._check_if(s, env, out)
+            elif isinstance(s, Foreach):
+                lists = [x.value for x in s.args if x.value in self.kinds]
+                if any(self.kinds[v] == _OPAQUE for v in lists) or self._inexact(s.args):
+                    raise _Unsupported("foreach() over source text it cannot model")
+                self._check(s.body, env, out)
+            elif isinstance(s, Command):
+                self._check_command(s)
+
+    def _check_if(self, s: If, env: dict[str, str], out: dict[Probe, None]) -> None:
+        for br in s.branches:
+            if br.cond is None:
+                if br.text:  # unparsable condition: never taken
+                    continue
+                self._check(br.body, env, out)  # else()
+                return
+            leaves = list(_leaves(br.cond))
+            refs = set().union(*(_leaf_refs(c) for c in leaves))
+            if not refs & (self.written | self.kinds.keys()):  # decided by the entry variables
+                if evaluate(br.cond, env):
+                    self._check(br.body, env, out)
+                    return
+                continue
+            for c in leaves:
+                self._probe(c, out)
+            self._check(br.body, env, out)
+
+    def _probe(self, c: Cond, out: dict[Probe, None]) -> None:
+        refs = _leaf_refs(c)
+        if not refs & self.kinds.keys():
+            return
+        var = _probe_var(c)
+        if var is None or refs != {var} or self.kinds[var] == _OPAQUE:
+            raise _Unsupported(f"test of the source not modelled: {condition_text(c)}")
+        out[(c, var, self.kinds[var])] = None
+
+    def _inexact(self, args: list[Arg]) -> bool:
+        """Some argument mixes source text with other text (or names an opaque variable)."""
+        for a in args:
+            refs = _arg_refs(a) & self.kinds.keys()
+            if refs and (_ref(a) is None or self.kinds[_ref(a)] == _OPAQUE):
+                return True
+        return False
+
+    def _check_command(self, c: Command) -> None:
+        if c.name not in _INTERPRETED or not c.args:
+            return
+        a = c.args
+        if c.name == "list":
+            op, lst, items = a[0].value, a[1].value, a[2:]
+            if op == "APPEND":
+                return
+            if not (lst in self.kinds or self._tainted(items)):
+                return
+            same = [_ref(x) for x in items]
+            ok = (op == "REMOVE_ITEM" and lst in self.kinds and lst not in self.mixed and self.kinds[lst] != _OPAQUE
+                  and all(v in self.kinds and v not in self.mixed and self.kinds[v] == self.kinds[lst] for v in same))
+            if not ok:
+                raise _Unsupported(f"list({op}) compares the source with other text")
+        elif c.name in ("add_definitions", "add_compile_definitions"):
+            if self._tainted(a):
+                raise _Unsupported(f"{c.name}() of source text")
+        elif self._inexact(a):
+            raise _Unsupported(f"{c.name}() mixes the source with other text")
+
+    def derived(self, source: str) -> dict[Kind, str] | None:
+        """Each value derived from `source`, or None unless every one is a single list item that is no
+        keyword (the induction above needs that)."""
+        out: dict[Kind, str] = {}
+        for kind in self.kinds.values():
+            if kind != _OPAQUE and kind not in out:
+                v = _derive(source, kind)
+                if not v or _UNPLAIN.search(v) or v in _KEYWORDS:
+                    return None
+                out[kind] = v
+        return out
+
+
+class _LibraryVerdicts:
+    """_run_library for one arch, run once per class of sources whose probes agree (see _SourceFlow)."""
+
+    def __init__(self, lib: Function, flow: _SourceFlow | None, env: dict[str, str], arch: str, rule_for,
+                 signatures: dict[tuple[Probe, ...], dict[str, tuple[bool, ...] | None]]) -> None:
+        self.lib, self.flow, self.env, self.arch, self.rule_for = lib, flow, env, arch, rule_for
+        self.by_class: dict[tuple[bool, ...], tuple[bool, BuildRuleRow | None]] = {}
+        self.signatures: dict[str, tuple[bool, ...] | None] | None = None  # source -> probe outcomes
+        entry = dict(env, ARGN="")
+        entry[_instance_param(lib)] = "device_instance"
+        if flow is None or any("${" in v or v.endswith("$") for v in entry.values()):
+            return
+        try:
+            probes = flow.probes(lib.body, entry)
+        except _Unsupported:
+            return
+        self.signatures = signatures.setdefault(probes, {})  # the same probes for most archs: computed once
+        self.tests = [(compiled(leaf), var, kind) for leaf, var, kind in probes]
+
+    def __call__(self, path: str) -> tuple[bool, BuildRuleRow | None]:
+        source = path.split("/", 1)[1] if "/" in path else path
+        key = self._signature(source)
+        if key is None:
+            return _run_library(self.lib, self.env, path, self.arch, self.rule_for)
+        if key not in self.by_class:
+            self.by_class[key] = _run_library(self.lib, self.env, path, self.arch, self.rule_for)
+        return self.by_class[key]
+
+    def _signature(self, source: str) -> tuple[bool, ...] | None:
+        if self.signatures is None or self.flow is None:
+            return None
+        if source in self.signatures:
+            return self.signatures[source]
+        derived = self.flow.derived(source)
+        sig = None if derived is None else tuple(test({var: derived[kind]}) for test, var, kind in self.tests)
+        self.signatures[source] = sig
+        return sig
+
+
+def _instance_param(lib: Function) -> str:
+    return lib.params[0] if lib.params else "INSTANCE_NAME"
+
+
+def _library_flow(lib: Function) -> _SourceFlow | None:
+    """The flow of the source through add_instance_library, if it is one _LibraryVerdicts can rely on: the
+    verdict reads ARGN (only ever the source or emptied) and INST_TARGETS (never from the source)."""
+    try:
+        flow = _SourceFlow(lib.body, "ARGN", {lib.name.lower()})
+    except _Unsupported:
+        return None
+    if flow.kinds["ARGN"] != () or "ARGN" in flow.mixed or "INST_TARGETS" in flow.kinds:
+        return None
+    return flow
 
 
 # ---------------------------------------------------------------- the stage
@@ -868,7 +1247,8 @@ def evaluate_tree(
     rules = _rule_rows(GPU_CMAKE, lib, loop, guard_vars)
     out: list[Any] = list(rules.values())
     base = Path(root) / CK_INSTANCE_DIR
-    sources = [p.relative_to(base).as_posix() for p in list_files(Path(root), CK_INSTANCE_DIR, SOURCE_SUFFIXES)]
+    prefix = len(str(base)) + 1  # str slicing: Path.relative_to costs ~50 µs a file
+    sources = [str(p)[prefix:].replace(os.sep, "/") for p in list_files(Path(root), CK_INSTANCE_DIR, SOURCE_SUFFIXES)]
     by_dir: dict[str, list[str]] = {}
     for s in sources:
         if "/" in s:
@@ -877,8 +1257,11 @@ def evaluate_tree(
     def rule_for(br: Branch | None) -> BuildRuleRow | None:
         return rules.get(br.line) if br is not None else None
 
+    flow = _library_flow(lib) if lib else None
+    signatures: dict[tuple[Probe, ...], dict[str, tuple[bool, ...] | None]] = {}
     for arch in archs:
         env = (envs or {}).get(arch) or dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
+        verdict = _LibraryVerdicts(lib, flow, env, arch, rule_for, signatures) if lib else None
         lib_cache: dict[str, tuple[bool, BuildRuleRow | None]] = {}
         for d, files in sorted(by_dir.items()):
             dir_rule: BuildRuleRow | None = None
@@ -906,7 +1289,7 @@ def evaluate_tree(
                     continue
                 name = f.rsplit("/", 1)[-1]
                 if name not in lib_cache:
-                    lib_cache[name] = _run_library(lib, env, f, arch, rule_for) if lib else (True, None)
+                    lib_cache[name] = verdict(f) if verdict else (True, None)
                 built, rule = lib_cache[name]
                 out.append(FileBuildRow(file=f"{CK_INSTANCE_DIR}/{f}", arch=arch, built=built,
                                         rule_id=rule.id if rule else None, line=rule.line if rule else None,
@@ -920,7 +1303,7 @@ def _run_library(lib: Function, env: dict[str, str], source: str, arch: str, rul
     it.functions[lib.name.lower()] = lib
     saved = it.env
     it.env = dict(saved)
-    it.env[lib.params[0] if lib.params else "INSTANCE_NAME"] = "device_instance"
+    it.env[_instance_param(lib)] = "device_instance"
     it.env["ARGN"] = source
     try:
         it.run(lib.body)

@@ -290,3 +290,64 @@ def test_missing_gpu_cmake_is_a_warning(tmp_path):
     out = _rows(root)
     assert not [r for r in out.rows if type(r).__name__ == "FileBuildRow"]
     assert out.diagnostics and "no build rules" in out.diagnostics[0].message
+
+
+# ---------------------------------------------------------------- memos: same answers as running everything
+
+
+def test_expand_memo_follows_the_variables_it_read():
+    assert cm.expand("${a}-${b}", {"a": "1", "b": "x"}) == "1-x"
+    assert cm.expand("${a}-${b}", {"a": "2", "b": "x"}) == "2-x"
+    assert cm.expand("${a}-${b}", {"a": "2"}) == "2-"
+    env = {"x": "${y}", "y": "1"}  # a value that itself expands: the inner variable counts too
+    assert cm.expand("${x}", env) == "1"
+    env["y"] = "2"
+    assert cm.expand("${x}", env) == "2"
+
+
+def _library(text: str) -> cm.Function:
+    lib = cm._library_function(cm.parse_cmake(text)[0])
+    assert lib is not None
+    return lib
+
+
+def _verdicts_agree(lib: cm.Function, sources: list[str], env: dict[str, str]) -> cm._LibraryVerdicts:
+    verdicts = cm._LibraryVerdicts(lib, cm._library_flow(lib), env, "gfx942", lambda br: br and br.line, {})
+    for s in sources:  # once per source, as evaluate_tree did before the classes
+        assert verdicts(s) == cm._run_library(lib, env, s, "gfx942", lambda br: br and br.line), s
+    return verdicts
+
+
+SOURCES = ["g/a_wmma_x.cpp", "g/b_dl_x.cpp", "g/c_xdl.cpp", "g/sub/d_dl.cpp", "g/e.cpp", "g/f_wmma_dl.cpp",
+           "g/ON", "g/x;y.cpp", "g/CACHE"]
+
+
+def test_library_classes_run_once_per_class():
+    env = dict(cm.DEFAULT_ENV, SUPPORTED_GPU_TARGETS="gfx942", GPU_TARGETS="gfx942")
+    v = _verdicts_agree(_library(LIB), SOURCES, env)
+    assert v.signatures is not None and len(v.by_class) < len(SOURCES)
+    assert v.signatures["x;y.cpp"] is None and v.signatures["CACHE"] is None  # not one plain list item: run alone
+
+
+@pytest.mark.parametrize("use", [
+    'if(source_name STREQUAL "c_xdl.cpp")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',  # not a probe
+    'list(REMOVE_ITEM ARGN c_xdl.cpp)',  # compares the source with a constant
+    'set(p "x${source_name}")\n if(p MATCHES "x_dl")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',
+    'set(v "${source_name}")\n if(v MATCHES "${SUPPORTED_GPU_TARGETS}")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',
+])
+def test_library_classes_fall_back_when_the_source_is_looked_at_otherwise(use):
+    text = LIB.replace("  endforeach()\nendfunction()", f"  {use}\n  endforeach()\nendfunction()")
+    assert use in text
+    env = dict(cm.DEFAULT_ENV, SUPPORTED_GPU_TARGETS="gfx942", GPU_TARGETS="gfx942")
+    v = _verdicts_agree(_library(text), SOURCES + ["c_xdl.cpp", "g/c_xdl.cpp"], env)
+    assert v.signatures is None
+
+
+def test_library_classes_skip_branches_the_arch_decides():
+    text = LIB.replace("  foreach(source IN LISTS ARGN)\n", (
+        "  if(DEFINED DTYPES)\n    foreach(s IN LISTS ARGN)\n      if(s STREQUAL \"${DTYPES}\")\n"
+        "        list(REMOVE_ITEM ARGN \"${s}\")\n      endif()\n    endforeach()\n  endif()\n"
+        "  foreach(source IN LISTS ARGN)\n"), 1)
+    env = dict(cm.DEFAULT_ENV, SUPPORTED_GPU_TARGETS="gfx942", GPU_TARGETS="gfx942")
+    assert _verdicts_agree(_library(text), SOURCES, env).signatures is not None  # DTYPES undefined: never run
+    assert _verdicts_agree(_library(text), SOURCES, dict(env, DTYPES="e.cpp")).signatures is None
