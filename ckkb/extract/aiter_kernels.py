@@ -185,6 +185,8 @@ def _read_statements(rel: str, data: bytes) -> KernelFile:
     return kf
 
 
+_NAME = re.compile(r"[^\W\d]\w*")
+_KEYWORD = re.compile(r"([^\W\d]\w*)[ \t]*=(?!=)[ \t]*")
 _DICT_TARGET = re.compile(r"([^\W\d]\w*)[ \t]*=[ \t]*\Z")
 
 
@@ -229,6 +231,55 @@ def _dict_statement(scan: SourceScan, ll: LogicalLine) -> tuple[str, list[tuple[
                 raise Fallback(f"line {scan.lines[first]}: {src[:40]!r} not an expression alone") from None
         return parsed[src]
 
+    def parse_value(first: int, last: int) -> Any:
+        """`NAME(arg, ..., kw=arg)`: each argument parsed alone (kernel lists repeat the same few), else the whole."""
+        while first <= last and kinds[first] in _TRIVIA:
+            first += 1
+        while last >= first and kinds[last] in _TRIVIA:
+            last -= 1
+        if first > last or kinds[first] != "t" or kinds[last] != "x" or first + 1 > last:
+            return parse(first, last)
+        o = first + 1
+        while o < last and kinds[o] in _TRIVIA:
+            o += 1
+        if kinds[o] != "o" or text[starts[o]] != "(" or not _NAME.fullmatch(text, starts[first], scan.ends[first]):
+            return parse(first, last)
+        args: list[Any] = []
+        depth = 0
+        begin = o + 1
+        for j in range(o + 1, last + 1):
+            k = kinds[j]
+            if k == "o":
+                depth += 1
+            elif k == "x" and j != last:
+                depth -= 1
+            elif k == "p" and depth == 0 and text[starts[j]] == ":":
+                return parse(first, last)
+            if (k == "p" and depth == 0 and text[starts[j]] == ",") or j == last:
+                if depth != 0 or (j == last and text[starts[j]] != ")"):
+                    return parse(first, last)
+                a = begin
+                while a < j and kinds[a] in _TRIVIA:
+                    a += 1
+                if a == j:
+                    if j != last or (args and text[starts[begin - 1]] != ","):
+                        return parse(first, last)
+                    break
+                kw = _KEYWORD.match(text, starts[a], starts[j])
+                if text.startswith("*", starts[a]):
+                    return parse(first, last)
+                if kw is not None:
+                    b = a
+                    while starts[b] < kw.end():
+                        b += 1
+                    if starts[b] != kw.end():
+                        return parse(first, last)
+                    args.append(cst.Arg(value=parse(b, j - 1), keyword=cst.Name(kw.group(1))))
+                else:
+                    args.append(cst.Arg(value=parse(a, j - 1)))
+                begin = j + 1
+        return cst.Call(func=cst.Name(text[starts[first]:scan.ends[first]]), args=args)
+
     elements: list[tuple[int, Any, Any]] = []
     depth = 0
     begin = i + 1
@@ -260,7 +311,7 @@ def _dict_statement(scan: SourceScan, ll: LogicalLine) -> tuple[str, list[tuple[
             else:
                 if "lambda" in scan.normalised(first, colon - 1):
                     raise Fallback(f"line {el_line}: lambda in a dict key")
-                elements.append((el_line, parse(first, colon - 1), parse(colon + 1, j - 1)))
+                elements.append((el_line, parse(first, colon - 1), parse_value(colon + 1, j - 1)))
             begin, colon = j + 1, -1
     return m.group(1), elements
 

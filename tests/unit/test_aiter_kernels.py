@@ -176,6 +176,7 @@ EDGE_CASES = [
     "@dataclass\nclass K:\n    a: int\n\n\nx = {0: K('''a\n{b}'''), 'k' \\\n  'j': K(\"}\")}\n",
     "@dataclass\nclass K:\n    a: int\n\n\nx = y = {0: K(1)}\nz = {0: K(2)}; w = 1\nif True: q = {0: K(3)}\n",
     "@dataclass\nclass K:\n    a: int\n\n\nx = {0: K(1), 1: K(",
+    "@dataclass\nclass K:\n    a: int\n    b: int = 0\n\n\nx = {0: K(a=(1), b = 2,), 1: K(*y), 2: K(), 3: K(1, b=[2, (3)]  # c\n), 4: K(x == 1), 5: K(f(1, 2)), 6: K(1)(2)}\n",
 ]
 
 
