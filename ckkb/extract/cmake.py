@@ -19,6 +19,8 @@ as `build_defines` rows). For this CK that means: `DTYPES` and `MIOPEN_REQ_LIBS_
 `DISABLE_DPP_KERNELS` is given. When the root CMakeLists.txt is absent (small trees), `DEFAULT_ENV`
 is used as is (DL/DPP undefined). `hip_VERSION_FLAT` is taken as a current ROCm (600300000):
 it only gates a compression flag.
+add_instance_library runs once per arch and class of sources it cannot tell apart (`_SourceFlow`), not
+once per source; the classes are proven from the parsed function, and it falls back to one run per source.
 Whether a source file is listed by its directory's CMakeLists.txt is not checked: every `.cpp`
 (and CMake `.in` template) under `gpu/` is evaluated by its file name, as CK's rules do.
 """
@@ -765,7 +767,7 @@ _OPAQUE: Kind = ("?",)  # source text mixed with other text: may be stored and p
 _KEYWORDS = frozenset({"PARENT_SCOPE", "CACHE", "FORCE", "IN", "LISTS", "ITEMS", "RANGE", "REGEX", "INCLUDE",
                        "EXCLUDE", "READ", "APPEND", "REMOVE_ITEM"})
 _UNPLAIN = re.compile(r'[;${}\\"]')
-_STRAY_DOLLAR = re.compile(r"\$(?!<)")
+_STRAY_DOLLAR = re.compile(r"\$(?:$|[{;./])")  # a `$` that a cut (list item, file name) could put before `{`
 _INTERPRETED = frozenset({"set", "option", "add_definitions", "add_compile_definitions", "unset",
                           "get_filename_component", "list", "file", "add_subdirectory", "break"})
 
@@ -783,7 +785,7 @@ def _ref(a: Arg) -> str | None:
 def _arg_refs(a: Arg) -> set[str]:
     """Variables that expanding `a` reads; _Unsupported when a name could be computed at run time."""
     names = set(_VAR.findall(a.value))
-    if any("$" in n or "{" in n for n in names) or _STRAY_DOLLAR.search(_VAR.sub("", a.value)):
+    if any("$" in n or "{" in n for n in names) or _STRAY_DOLLAR.search(_VAR.sub("{", a.value)):
         raise _Unsupported(f"computed variable reference in {a.value!r}")
     return names
 
@@ -1044,7 +1046,7 @@ class _LibraryVerdicts:
         self.signatures: dict[str, tuple[bool, ...] | None] | None = None  # source -> probe outcomes
         entry = dict(env, ARGN="")
         entry[_instance_param(lib)] = "device_instance"
-        if flow is None or any("${" in v or v.endswith("$") for v in entry.values()):
+        if flow is None or any(_STRAY_DOLLAR.search(v) for v in entry.values()):  # no `${` may form at run time
             return
         try:
             probes = flow.probes(lib.body, entry)

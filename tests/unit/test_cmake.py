@@ -351,3 +351,10 @@ def test_library_classes_skip_branches_the_arch_decides():
     env = dict(cm.DEFAULT_ENV, SUPPORTED_GPU_TARGETS="gfx942", GPU_TARGETS="gfx942")
     assert _verdicts_agree(_library(text), SOURCES, env).signatures is not None  # DTYPES undefined: never run
     assert _verdicts_agree(_library(text), SOURCES, dict(env, DTYPES="e.cpp")).signatures is None
+
+
+def test_library_classes_fall_back_when_a_reference_could_form_at_run_time():
+    env = dict(cm.DEFAULT_ENV, SUPPORTED_GPU_TARGETS="gfx942", GPU_TARGETS="gfx942", X="a$")
+    assert _verdicts_agree(_library(LIB), SOURCES, env).signatures is None
+    env["X"] = "$ENV{ROCM_PATH};/opt/rocm"  # a `$` no cut can put before `{`
+    assert _verdicts_agree(_library(LIB), SOURCES, env).signatures is not None
