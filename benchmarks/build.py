@@ -4,8 +4,10 @@
 
 In one run:
   1. reference: a bare, single-process tree-sitter parse of every .cpp/.hpp/.in file under the
-     directories the CK extractors read (instances, device-op impl headers, factory headers,
-     profiler sources), reading each file and parsing it once;
+     directories the CK extractors read (instances, device-op impl headers, the gridwise headers
+     a device op's GetTypeString() delegates to, factory headers, profiler sources and their
+     profile_*_impl.hpp headers) and the two single headers the registrations read, reading each
+     file and parsing it once;
   2. cold `ckkb build`: fresh database and cache in a temporary directory (default jobs, or --jobs);
   3. warm rebuild of the same database with no source change.
 Each build runs as a subprocess (`python -m ckkb.cli build`), so its peak memory is its own
@@ -27,16 +29,25 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ckkb import sources  # noqa: E402
-from ckkb.extract import cpp  # noqa: E402
+from ckkb.extract import (  # noqa: E402
+    cpp,  # noqa: E402
+    profiler,
+    registrations,
+    typestrings,
+)
 from ckkb.extract.files import list_files  # noqa: E402
 
-DIRS = (sources.CK_INSTANCE_DIR, sources.CK_IMPL_DIR, sources.CK_FACTORY_DIR, sources.CK_PROFILER_DIR)
+# Every directory a CK stage reads files from (each stage's own constant), and the single files.
+DIRS = (sources.CK_INSTANCE_DIR, sources.CK_IMPL_DIR, typestrings.GRID_DIR, sources.CK_FACTORY_DIR,
+        sources.CK_PROFILER_DIR, profiler.IMPL_DIR)
+FILES = (registrations.CK_HPP, registrations.DEVICE_PROP_HPP)
 SUFFIXES = (".cpp", ".hpp", ".in")
 
 
 def reference(root: Path) -> tuple[float, int, int, dict[str, int]]:
     """Seconds to read and parse every file once, in this process; files, bytes, files per dir."""
     files = {d: list_files(root, d, SUFFIXES) for d in DIRS}
+    files["(single files)"] = [root / f for f in FILES if (root / f).is_file()]
     cpp.parse(b"int x;")  # load the grammar outside the timing
     t0 = time.perf_counter()
     n = size = 0

@@ -33,16 +33,25 @@ def line(node: ts.Node) -> int:
 
 
 def walk(node: ts.Node, types: str | tuple[str, ...] | None = None) -> Iterator[ts.Node]:
-    """Depth-first pre-order over descendants (and node itself), optionally filtered by type."""
+    """Depth-first pre-order over descendants (and node itself), optionally filtered by type.
+
+    With `types`, the search runs in C (a tree-sitter query) and only the matches reach Python:
+    a Python-level visit of every node of a big CK header costs more than parsing it.
+    """
+    if types is None:
+        return _walk_all(node)
     if isinstance(types, str):
         types = (types,)
+    nodes = _find_sorted(node, types)
+    return iter(nodes) if nodes is not None else (n for n in _walk_all(node) if n.type in types)
+
+
+def _walk_all(node: ts.Node) -> Iterator[ts.Node]:
     cursor = node.walk()
     visited_children = False
     while True:
         if not visited_children:
-            n = cursor.node
-            if types is None or n.type in types:
-                yield n
+            yield cursor.node
             if cursor.goto_first_child():
                 continue
         if cursor.goto_next_sibling():
@@ -51,6 +60,26 @@ def walk(node: ts.Node, types: str | tuple[str, ...] | None = None) -> Iterator[
             visited_children = True
         else:
             return
+
+
+def _find_sorted(node: ts.Node, types: tuple[str, ...]) -> list[ts.Node] | None:
+    """Nodes of `types` under node (itself included) in pre-order: by start, then outermost first.
+    None when two matches share one extent (pre-order between them needs the tree walk)."""
+    pattern = "[" + " ".join(f"({t})" for t in types) + "] @n" if len(types) > 1 else f"({types[0]}) @n"
+    try:
+        query = _query(pattern)
+    except ts.QueryError:  # a type this grammar does not name (or ERROR/MISSING spellings): walk instead
+        return None
+    caps = ts.QueryCursor(query).captures(node).get("n", [])
+    if len(caps) < 2:
+        return caps
+    keys = [(n.start_byte, -n.end_byte) for n in caps]
+    order = sorted(range(len(caps)), key=keys.__getitem__)
+    out = [caps[i] for i in order]
+    for a, b in zip(order, order[1:], strict=False):
+        if keys[a] == keys[b]:
+            return None
+    return out
 
 
 def function_declarator(node: ts.Node) -> ts.Node | None:
@@ -63,14 +92,18 @@ def function_declarator(node: ts.Node) -> ts.Node | None:
 
 
 def error_lines(tree: ts.Tree) -> list[int]:
-    """Lines of ERROR / MISSING nodes: where tree-sitter had to recover (malformed C++)."""
-    out = []
-    if not tree.root_node.has_error:
-        return out
-    for n in walk(tree.root_node):
+    """Lines of ERROR / MISSING nodes: where tree-sitter had to recover (malformed C++).
+
+    Only subtrees whose `has_error` is set are entered (it marks every ancestor of an ERROR or
+    MISSING node), so a clean region of a big file costs nothing."""
+    out: set[int] = set()
+    stack = [tree.root_node] if tree.root_node.has_error else []
+    while stack:
+        n = stack.pop()
         if n.type == "ERROR" or n.is_missing:
-            out.append(line(n))
-    return sorted(set(out))
+            out.add(n.start_point[0] + 1)
+        stack.extend(c for c in n.children if c.has_error)
+    return sorted(out)
 
 
 def is_binary(data: bytes) -> bool:
@@ -83,6 +116,54 @@ def is_binary(data: bytes) -> bool:
     except UnicodeDecodeError as e:
         return e.start < len(head) - 4  # a multibyte char cut at the boundary is fine
     return False
+
+
+_CONDITIONALS = (b"if", b"ifdef", b"ifndef", b"elif", b"else", b"endif")
+
+
+def mask_conditionals(data: bytes) -> tuple[bytes, dict[int, tuple[str, ...]]]:
+    """Blank `#if/#ifdef/#ifndef/#elif/#else/#endif` lines (same length, so offsets and lines hold)
+    and return, per 1-based line inside a conditional, the chain of conditions guarding it.
+
+    CK puts such directives inside `std::tuple<...>` argument lists, where tree-sitter cannot
+    recover; with them blanked every branch's entries are read and each keeps its guard. The
+    text of an `#if 0` branch is blanked too: the compiler never reads it, nor does this."""
+    if b"#" not in data:
+        return data, {}
+    lines = data.split(b"\n")
+    out: list[bytes] = []
+    guards: dict[int, tuple[str, ...]] = {}
+    stack: list[list] = []  # per open #if: [conditions of its branches so far, condition of the current branch]
+    cont = False
+    for i, ln in enumerate(lines, start=1):
+        s = ln.lstrip()
+        if cont or (s.startswith(b"#") and s[1:].lstrip().split(b" ", 1)[0].split(b"(", 1)[0].rstrip(b"\r") in _CONDITIONALS):
+            if not cont:
+                rest = s[1:].lstrip()
+                word = rest.split(b" ", 1)[0].split(b"(", 1)[0].rstrip(b"\r")
+                arg = rest[len(word):].strip().rstrip(b"\\").strip().decode("utf-8", "replace")
+                arg = arg.split("//", 1)[0].strip()
+                if word in (b"if", b"ifdef", b"ifndef"):
+                    cond = {b"ifdef": f"defined({arg})", b"ifndef": f"!defined({arg})"}.get(word, arg)
+                    stack.append([[cond], cond])
+                elif word in (b"elif", b"else") and stack:
+                    conds = stack[-1][0]
+                    negs = [f"!({c})" for c in conds]
+                    stack[-1][1] = " && ".join(negs + [arg] if word == b"elif" else negs)
+                    if word == b"elif":
+                        conds.append(arg)
+                elif word == b"endif" and stack:
+                    stack.pop()
+            cont = ln.rstrip(b"\r").endswith(b"\\")
+            out.append(b" " * len(ln))
+            continue
+        if any(g[1] == "0" or g[1] == "!(1)" or g[1].startswith("!(1) &&") for g in stack):
+            out.append(b" " * len(ln))  # `#if 0` text is dead (and often not valid C++): nothing to read
+            continue
+        if stack:
+            guards[i] = tuple(g[1] for g in stack)
+        out.append(ln)
+    return b"\n".join(out), guards
 
 
 def squash(s: str) -> str:

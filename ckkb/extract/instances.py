@@ -164,52 +164,6 @@ def _mask_cmake(data: bytes) -> tuple[bytes, list[tuple[int, str]]]:
     return _CMAKE_VAR.sub(lambda m: b"_" + m.group(1) + b"_", data), found
 
 
-_CONDITIONALS = (b"if", b"ifdef", b"ifndef", b"elif", b"else", b"endif")
-
-
-def _mask_preproc(data: bytes) -> tuple[bytes, dict[int, tuple[str, ...]]]:
-    """Blank `#if/#ifdef/#ifndef/#elif/#else/#endif` lines (same length, so offsets and lines hold)
-    and return, per 1-based line inside a conditional, the chain of conditions guarding it.
-
-    CK puts such directives inside `std::tuple<...>` argument lists, where tree-sitter cannot
-    recover; with them blanked every branch's entries are read and each keeps its guard. The
-    text of an `#if 0` branch is blanked too: the compiler never reads it, nor does this."""
-    if b"#" not in data:
-        return data, {}
-    lines = data.split(b"\n")
-    out: list[bytes] = []
-    guards: dict[int, tuple[str, ...]] = {}
-    stack: list[list] = []  # per open #if: [conditions of its branches so far, condition of the current branch]
-    cont = False
-    for i, ln in enumerate(lines, start=1):
-        s = ln.lstrip()
-        if cont or (s.startswith(b"#") and s[1:].lstrip().split(b" ", 1)[0].split(b"(", 1)[0].rstrip(b"\r") in _CONDITIONALS):
-            if not cont:
-                rest = s[1:].lstrip()
-                word = rest.split(b" ", 1)[0].split(b"(", 1)[0].rstrip(b"\r")
-                arg = rest[len(word):].strip().rstrip(b"\\").strip().decode("utf-8", "replace")
-                arg = arg.split("//", 1)[0].strip()
-                if word in (b"if", b"ifdef", b"ifndef"):
-                    cond = {b"ifdef": f"defined({arg})", b"ifndef": f"!defined({arg})"}.get(word, arg)
-                    stack.append([[cond], cond])
-                elif word in (b"elif", b"else") and stack:
-                    conds = stack[-1][0]
-                    negs = [f"!({c})" for c in conds]
-                    stack[-1][1] = " && ".join(negs + [arg] if word == b"elif" else negs)
-                    if word == b"elif":
-                        conds.append(arg)
-                elif word == b"endif" and stack:
-                    stack.pop()
-            cont = ln.rstrip(b"\r").endswith(b"\\")
-            out.append(b" " * len(ln))
-            continue
-        if any(g[1] == "0" or g[1] == "!(1)" or g[1].startswith("!(1) &&") for g in stack):
-            out.append(b" " * len(ln))  # `#if 0` text is dead (and often not valid C++): nothing to read
-            continue
-        if stack:
-            guards[i] = tuple(g[1] for g in stack)
-        out.append(ln)
-    return b"\n".join(out), guards
 
 
 def _comment_block_above(node, src: bytes) -> str:
@@ -441,7 +395,7 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
     if rel.startswith(CK_FACTORY_DIR + "/") and not has_tuple and dir_of(rel) == "":
         return res  # factory headers (A2's stage) declare add functions, not aliases lists need
     src, cmake_vars = _mask_cmake(data) if rel.endswith(".in") else (data, [])
-    src, guards = _mask_preproc(src) if b"#if" in src else (src, {})
+    src, guards = cpp.mask_conditionals(src) if b"#if" in src else (src, {})
     tree = cpp.parse(src)
     found = cpp.find_many(tree.root_node, ("alias_declaration", "declaration", "type_definition", "preproc_include"))
     res.facts["aliases"] = _aliases(found, data)

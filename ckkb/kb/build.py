@@ -357,7 +357,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
     #    the next stage in order is in, combine that stage in this process while the workers go
     #    on with later stages' files. A changed mtime with the same content re-extracts but
     #    yields the same rows.
-    import sqlite_utils  # imported here: it pulls in pandas when installed, which a no-op build never needs
+    sqlite_utils = kbdb.sqlite_utils_module()  # imported here: a no-op build never needs it
 
     versions = {s.name: s.version for s in stages}
     remaining: dict[str, int] = defaultdict(int)

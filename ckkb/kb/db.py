@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from importlib import resources
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ckkb.errors import DatabaseError
@@ -13,6 +15,26 @@ from ckkb.kb.schema import SCHEMA_VERSION, TABLES, Table
 
 if TYPE_CHECKING:
     import sqlite_utils
+
+def sqlite_utils_module() -> ModuleType:
+    """sqlite_utils, imported without pandas and numpy unless something already imported them.
+
+    sqlite_utils imports both when installed (0.6 s, more than a warm build) only to convert
+    pandas/numpy values on insert; ckkb inserts plain Python values, so it never needs them.
+    """
+    if "sqlite_utils" in sys.modules:
+        return sys.modules["sqlite_utils"]
+    blocked = [m for m in ("pandas", "numpy") if m not in sys.modules]
+    for m in blocked:
+        sys.modules[m] = None  # type: ignore[assignment]  # `import m` raises ImportError
+    try:
+        import sqlite_utils
+    finally:
+        for m in blocked:
+            if sys.modules.get(m) is None:
+                del sys.modules[m]
+    return sqlite_utils
+
 
 BUILD_HINT = "build it with `ckkb build` (or pass --db PATH to an existing knowledge base)"
 
@@ -79,8 +101,7 @@ def open_db(path: str | Path, *, create: bool = False, readonly: bool = False) -
     create=True makes an empty knowledge base (all tables, no rows) when the file is missing, which
     is what ingestion into a fresh location needs.
     """
-    import sqlite_utils  # lazily: it imports pandas when installed (half a second)
-
+    sqlite_utils = sqlite_utils_module()  # lazily: a CLI that never opens a database never pays for it
     path = Path(path)
     if not path.exists():
         if not create:
