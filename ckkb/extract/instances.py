@@ -206,6 +206,17 @@ def _tuple_args(decl, src: bytes):
 
 
 def _entry_facts(node, src: bytes, line: int) -> dict:
+    inner = node.named_child(0) if node.type == "type_descriptor" and node.named_child_count == 1 else node
+    if inner.type in ("template_type", "template_function"):
+        # the common entry `Op<a, b, ...>`: each argument's expression and text from one memo
+        args = inner.child_by_field_name("arguments")
+        facts = [_arg_facts(a, src) for a in (args.named_children if args is not None else ()) if a.type != "comment"]
+        return {
+            "line": line,
+            "template": cpp.text(inner.child_by_field_name("name"), src),
+            "args": [f[1] for f in facts],
+            "exprs": tuple(f[0] for f in facts),
+        }
     e = to_expr(node, src)
     if e[0] == "tmpl":
         args_nodes = [a for a in node_args(node) if a.type != "comment"]
@@ -216,6 +227,20 @@ def _entry_facts(node, src: bytes, line: int) -> dict:
             "exprs": e[2],
         }
     return {"line": line, "template": cpp.squash(cpp.text(node, src)), "args": [], "exprs": None, "expr": e}
+
+
+_ARG_FACTS: dict[tuple[str, bytes], tuple[Expr, str]] = {}
+
+
+def _arg_facts(node, src: bytes) -> tuple[Expr, str]:
+    """(expression, text as written minus layout) of a template argument, memoised like _arg_expr."""
+    key = (node.type, src[node.start_byte : node.end_byte])
+    f = _ARG_FACTS.get(key)
+    if f is None:
+        if len(_ARG_FACTS) > 200_000:
+            _ARG_FACTS.clear()
+        f = _ARG_FACTS[key] = (_arg_expr(node, src), " ".join(key[1].decode("utf-8", "replace").split()))
+    return f
 
 
 def node_args(node):

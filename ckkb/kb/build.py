@@ -61,7 +61,8 @@ class BuildSummary:
     carried: dict[str, int] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     # stage -> {"extract_cpu": CPU seconds in workers, "combine": seconds, "combine_cpu": CPU seconds of the
-    # combine (the parent process, so not inflated by busy workers), "insert": seconds}
+    # combine (the parent process, so not inflated by busy workers), "insert": seconds, "extracted_at" and
+    # "combined_at": seconds since the build started when its last file was extracted / its rows were in}
     timings: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
@@ -389,6 +390,8 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
             if size >= 0:
                 store.append((stage_name, versions[stage_name], str(plan[stage_name]["root"]), rel, size, mtime, sha, blob))
             remaining[stage_name] -= 1
+            if remaining[stage_name] == 0:
+                timing(stage_name)["extracted_at"] = time.perf_counter() - t0
             done += 1
             if progress:
                 progress("parse", done, len(misses))
@@ -421,6 +424,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
             timing(stage.name)["insert"] += time.perf_counter() - t_insert
             for k, v in counts.items():
                 summary.tables[k] = summary.tables.get(k, 0) + v
+            timing(stage.name)["combined_at"] = time.perf_counter() - t0
             if progress:
                 progress(f"combine {stage.name}", 1, 1)
 
