@@ -19,16 +19,19 @@ registrations stages, one InstanceKeyRow per (instance, registration binding).
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
+import gc
 import operator
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import cpp
 from ckkb.extract.files import list_files
-from ckkb.fields import as_int, enum_word, normalise
+from ckkb.fields import SYNONYMS, as_int, enum_word, normalise
 from ckkb.kb.schema.names import InstanceKeyRow, NameSchemaRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
 
@@ -723,7 +726,7 @@ def _eval(expr: str, fields: dict[str, Any]) -> int | None:
             return v
         if isinstance(n, ast.BinOp) and type(n.op) in _ARITH:
             return _ARITH[type(n.op)](ev(n.left), ev(n.right))
-        raise ValueError(ast.dump(n))
+        raise ValueError(type(n).__name__)
 
     try:
         return ev(tree)
@@ -731,15 +734,23 @@ def _eval(expr: str, fields: dict[str, Any]) -> int | None:
         return None
 
 
-def _printed_cached(t: dict[str, Any], v: Any, memo: dict[tuple[int, Any], str | None] | None) -> str | None:
-    """printed_value, memoised in `memo` (keyed by token identity: valid while those tokens live)."""
-    if memo is None:
-        return printed_value(t, v)
-    try:
-        k = (id(t), v)
-        return memo[k] if k in memo else memo.setdefault(k, printed_value(t, v))
-    except TypeError:  # unhashable value (a sequence)
-        return printed_value(t, v)
+class _Printer:
+    """printed_value of one ref token, memoised by the value and its type (1, True and 1.0 are equal
+    keys in Python but print differently). Valid because printed_value is a pure function."""
+
+    def __init__(self, token: dict[str, Any]) -> None:
+        self.token = token
+        self.memo: dict[tuple[type, Any], str | None] = {}
+
+    def __call__(self, v: Any) -> str | None:
+        k = (type(v), v)
+        try:
+            return self.memo[k]
+        except KeyError:
+            p = self.memo[k] = printed_value(self.token, v)
+            return p
+        except TypeError:  # unhashable value (a sequence)
+            return printed_value(self.token, v)
 
 
 def printed_value(t: dict[str, Any], v: Any) -> str | None:
@@ -797,117 +808,251 @@ def _cond_value(cond: str, fields: dict[str, Any]) -> bool | None:
     return same if m.group(2) == "==" else not same
 
 
-def render(
-    tokens: list[Any], fields: dict[str, Any], memo: dict[tuple[int, Any], str | None] | None = None
-) -> tuple[str, str | None, list[str]]:
-    """(key, printed name or None, derived names) of one instance's fields under a schema.
+_LIT, _ALT, _REF, _DERIVED = "lit", "alt", "ref", "derived"
 
-    `memo` caches printed values per (token, value) across calls over the same schemas.
-    """
-    key: list[str] = []
-    name: list[str] | None = []
-    derived: list[str] = []
-    for t in tokens:
-        if "lit" in t:
-            key.append("".join(t["lit"].split()))
-            if name is not None:
-                name.append(t["lit"])
-        elif "alt" in t:  # '*' in the key: a printed name does not say which branch was taken
-            key.append("*")
-            c = _cond_value(t.get("cond", ""), fields)
-            if c is None:
-                name = None
-                continue
-            _k, n, d = render(t["alt"][0 if c else 1], fields, memo)
-            derived.extend(d)
-            if name is not None and n is not None:
-                name.append(n)
+
+class _Rendering:
+    """A token list prepared once to render many instances' fields (see `render`): literals with the
+    key's whitespace already removed, conditionals' branches prepared, each ref with its _Printer."""
+
+    def __init__(self, tokens: list[Any]) -> None:
+        self.steps: list[tuple[str, Any, Any, Any]] = []
+        for t in tokens:
+            if "lit" in t:
+                self.steps.append((_LIT, "".join(t["lit"].split()), t["lit"], None))
+            elif "alt" in t:
+                self.steps.append((_ALT, t.get("cond", ""), [_Rendering(a) for a in t["alt"]], None))
+            elif "ref" in t:
+                self.steps.append((_REF, t["ref"], t.get("default"), _Printer(t)))
+            else:  # a run-time value: '*' in the key; in the name only where its expression evaluates
+                expr = None if t.get("delegate") else (t.get("expr") or "")
+                self.steps.append((_DERIVED, t.get("derived") or t.get("expr") or "?", expr, None))
+
+    def __call__(self, fields: dict[str, Any]) -> tuple[str, str | None, list[str]]:
+        key: list[str] = []
+        name: list[str] | None = []
+        derived: list[str] = []
+        for kind, a, b, c in self.steps:
+            if kind is _LIT:
+                key.append(a)
+                if name is not None:
+                    name.append(b)
+            elif kind is _REF:
+                v = fields.get(a)
+                p = c(b if v is None else v)
+                key.append(UNKNOWN if p is None else p)
+                if p is None:
+                    name = None
+                elif name is not None:
+                    name.append(p)
+            elif kind is _ALT:  # '*' in the key: a printed name does not say which branch was taken
+                key.append("*")
+                cond = _cond_value(a, fields)
+                if cond is None:
+                    name = None
+                    continue
+                _k, n, d = b[0 if cond else 1](fields)
+                derived.extend(d)
+                if n is None:
+                    name = None
+                elif name is not None:
+                    name.append(n)
             else:
-                name = None
-        elif "ref" in t:
-            v = fields.get(t["ref"])
-            if v is None:
-                v = t.get("default")
-            p = _printed_cached(t, v, memo)
-            key.append(p if p is not None else UNKNOWN)
-            if name is not None and p is not None:
-                name.append(p)
-            else:
-                name = None
-        else:
-            key.append("*")
-            derived.append(t.get("derived") or t.get("expr") or "?")
-            val = _eval(t.get("expr") or "", fields) if not t.get("delegate") else None
-            if name is not None and val is not None:
-                name.append(str(val))
-            else:
-                name = None
-    return "".join(key), ("".join(name) if name is not None else None), derived
+                key.append("*")
+                derived.append(a)
+                val = _eval(b, fields) if b is not None and name is not None else None
+                if val is None:
+                    name = None
+                elif name is not None:
+                    name.append(str(val))
+        return "".join(key), ("".join(name) if name is not None else None), derived
+
+
+def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, list[str]]:
+    """(key, printed name or None, derived names) of one instance's fields under a schema."""
+    return _Rendering(tokens)(fields)
 
 
 UNKNOWN = "{unknown}"  # in a key: a value no registration binds (never matches a printed name)
 
 
-def _bind(fields: dict[str, Any], bindings: dict[str, Any], unbound: set[str]) -> dict[str, Any]:
+# The normalised columns an InstanceKeyRow stores, in two groups memoised apart: sizes (the same for
+# all registrations of an instance) and kinds (layouts and padding, often bound by the registration).
+# normalise computes a column from its SYNONYMS only (tile_k also from K0PerBlock*K1, waves from the
+# tile and wave sizes), so each group is a function of its _INPUTS; a unit test checks this.
+_SIZE_COLUMNS = ("block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n", "xdl_m", "xdl_n", "waves_m", "waves_n")
+_KIND_COLUMNS = ("a_layout", "b_layout", "c_layout", "scheduler", "pipeline", "padding")
+_VEC_FIELDS = ("ABlockTransferSrcScalarPerVector", "BBlockTransferSrcScalarPerVector")  # a_vec, b_vec
+_SIZE_INPUTS = tuple(dict.fromkeys(
+    [n for c in _SIZE_COLUMNS for n in SYNONYMS.get(c, ())] + ["K0PerBlock", "KPerBlock0", "K1", "AK1", *_VEC_FIELDS]))
+_KIND_INPUTS = tuple(dict.fromkeys(n for c in _KIND_COLUMNS for n in SYNONYMS.get(c, ())))
+_NAME = re.compile(r"\w+")
+
+
+def _typed_key(values: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """`values` as a memo key that tells 1 from True and 1.0 (equal in Python, printed differently) and a
+    list from a tuple; lists are frozen to tuples. None when a value cannot be hashed."""
+    types = tuple(map(type, values))
+    if list in types:
+        values = tuple(tuple(v) if type(v) is list else v for v in values)
+    key = (values, types)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _fields_read(tokens: list[Any]) -> list[str]:
+    """Every field name `render` may read for `tokens`: refs, and (a superset) every word of a condition
+    or of an evaluated expression. render's result is a function of these fields' values only."""
+    out: list[str] = []
+    for t in tokens:
+        if "lit" in t:
+            continue
+        if "alt" in t:
+            out += _NAME.findall(t.get("cond", ""))
+            for branch in t["alt"]:
+                out += _fields_read(branch)
+        elif "ref" in t:
+            out.append(t["ref"])
+        elif not t.get("delegate"):
+            out += _NAME.findall((t.get("expr") or "").replace("::", "_"))
+    return list(dict.fromkeys(out))
+
+
+class _FieldsMemo:
+    """`compute(fields)`, memoised by the values of the fields it reads (`inputs`).
+
+    Many instances share those values (the same tile under another data type), and an instance's
+    registrations change only the few fields they bind. So an instance's own input values are keyed
+    once (`for_instance`), and each (instance, registration) adds just the bound values among them.
+    """
+
+    def __init__(self, inputs: tuple[str, ...], compute: Callable[[dict[str, Any]], Any]) -> None:
+        self.inputs = inputs
+        self.input_set = frozenset(inputs)
+        self.compute = compute
+        self.instance_ids: dict[tuple[Any, ...], int] = {}
+        self.results: dict[tuple[Any, ...], Any] = {}
+
+    def for_instance(self, base: dict[str, Any], bindable: list[str]) -> Callable[[dict[str, Any]], Any]:
+        """compute() for the fields of one instance (`base`) as each of its registrations binds them."""
+        bound = [k for k in bindable if k in self.input_set]
+        key = _typed_key(tuple(map(base.get, self.inputs)))
+        if key is None:  # a value that cannot be hashed: nothing is memoised
+            return self.compute
+        # the same input values with other fields bound are other inputs: both make the instance's id
+        iid = self.instance_ids.setdefault((key, tuple(bound)), len(self.instance_ids))
+        if not bound:  # no registration changes an input: one result for all of them
+            result = self._result((iid, ()), base)
+            return lambda fields: result
+        return lambda fields: self._result((iid, _typed_key(tuple(map(fields.get, bound)))), fields)
+
+    def _result(self, key: tuple[Any, ...], fields: dict[str, Any]) -> Any:
+        if key[1] is None:
+            return self.compute(fields)
+        out = self.results.get(key)
+        if out is None:
+            out = self.results[key] = self.compute(fields)
+        return out
+
+
+class _KeyPlan:
+    """What instance_keys needs of one schema, worked out once rather than per instance."""
+
+    def __init__(self, schema: NameSchemaRow) -> None:
+        self.schema = schema
+        self.defaults = [(p["name"], p["default"]) for p in schema.params if p.get("default") is not None]
+        self.spec = next((t for t in _flat(schema.tokens) if t.get("conv") == "spec"), None)
+        self.render = _FieldsMemo(tuple(_fields_read(schema.tokens)), _Rendering(schema.tokens))
+        self.kinds = _FieldsMemo(_KIND_INPUTS + ((self.spec["ref"],) if self.spec else ()), self._kinds)
+
+    def base_fields(self, inst: Any) -> dict[str, Any]:
+        """The instance's fields, a parameter it leaves out (or None) set to the schema's default."""
+        fields = dict(inst.fields or {})
+        for name, default in self.defaults:
+            if fields.get(name) is None:
+                fields[name] = default
+        return fields
+
+    def _kinds(self, fields: dict[str, Any]) -> tuple[Any, ...]:
+        """_KIND_COLUMNS of an InstanceKeyRow; padding as the schema's spec token prints it, else normalised."""
+        norm = normalise(fields)
+        spec = self.spec
+        padding = printed_value(spec, fields.get(spec["ref"])) if spec else norm["padding"]
+        return (*(norm[c] for c in _KIND_COLUMNS[:-1]), padding)
+
+
+def _sizes(fields: dict[str, Any]) -> tuple[Any, ...]:
+    """_SIZE_COLUMNS and the vector widths (a_vec, b_vec) of an InstanceKeyRow."""
+    norm = normalise(fields)
+    return (*(norm[c] for c in _SIZE_COLUMNS), *(as_int(fields.get(n)) for n in _VEC_FIELDS))
+
+
+def _bindable(fields: dict[str, Any], params: set[str]) -> list[str]:
+    """Fields whose value names a list template parameter (`GemmSpec: GemmSpec`) a registration may bind."""
+    return [k for k, v in fields.items() if isinstance(v, str) and v in params] if params else []
+
+
+def _bind(base: dict[str, Any], bindable: list[str], bindings: dict[str, Any], unbound: set[str]) -> dict[str, Any]:
     """Substitute the list's template parameters (GemmSpec -> Default) by a registration's bindings;
     a parameter nothing binds becomes None (unknown), not its own name."""
-    if not unbound and not bindings:
-        return fields
-    out = {}
-    for k, v in fields.items():
-        if isinstance(v, str) and (v in bindings or v in unbound):
-            v = bindings.get(v)
-        out[k] = v
-    return out
-
-
-def _with_defaults(fields: dict[str, Any], params: list[dict[str, Any]]) -> dict[str, Any]:
-    out = dict(fields)
-    for p in params:
-        if out.get(p["name"]) is None and p.get("default") is not None:
-            out[p["name"]] = p["default"]
+    if not bindable:
+        return base
+    out = dict(base)
+    for k in bindable:
+        v = base[k]
+        if v in bindings or v in unbound:
+            out[k] = bindings.get(v)
     return out
 
 
 def instance_keys(
     schemas: list[NameSchemaRow], instances: list[Any], registrations: list[Any], lists: list[Any] = ()
 ) -> list[InstanceKeyRow]:
-    by_op = {}
+    plans: dict[str, _KeyPlan] = {}
     for s in schemas:
-        if s.status != "unsupported":
-            by_op.setdefault(s.device_op, s)
+        if s.status != "unsupported" and s.device_op not in plans:
+            plans[s.device_op] = _KeyPlan(s)
     regs_by_list: dict[Any, list[Any]] = {}
     for r in registrations:
         if getattr(r, "list_id", None) is not None:
             regs_by_list.setdefault(r.list_id, []).append(r)
     list_params = {lr.id: {p.get("name") for p in (lr.template_params or []) if p.get("name")} for lr in lists}
-    spec_tokens = {id(s): next((t for t in _flat(s.tokens) if t.get("conv") == "spec"), None) for s in by_op.values()}
-    memo: dict[tuple[int, Any], str | None] = {}  # printed values, shared by all instances of these schemas
+    # the names _bind replaces: the list's parameters, and whatever a registration of the list binds
+    bind_names = {lid: set(params) for lid, params in list_params.items()}
+    for lid, regs in regs_by_list.items():
+        bind_names.setdefault(lid, set()).update(k for r in regs for k in (getattr(r, "bindings", None) or {}))
+    sizes_memo = _FieldsMemo(_SIZE_INPUTS, _sizes)  # shared: sizes do not depend on the schema
     rows: list[InstanceKeyRow] = []
     for inst in instances:
-        s = by_op.get(inst.template)
-        if s is None:
+        plan = plans.get(inst.template)
+        if plan is None:
             continue
-        base = _with_defaults(dict(inst.fields or {}), s.params)
+        s = plan.schema
+        base = plan.base_fields(inst)
+        unbound = list_params.get(inst.list_id, set())
+        bindable = _bindable(base, bind_names.get(inst.list_id, set()))
+        render = plan.render.for_instance(base, bindable)
+        kinds = plan.kinds.for_instance(base, bindable)
+        sizes = sizes_memo.for_instance(base, bindable)
+        status = getattr(inst, "status", "active") or "active"
         for reg in regs_by_list.get(inst.list_id) or [None]:
             bindings = dict(getattr(reg, "bindings", None) or {}) if reg is not None else {}
-            fields = _bind(base, bindings, list_params.get(inst.list_id, set()))
-            key, printed, derived = render(s.tokens, fields, memo)
-            norm = normalise(fields)
-            spec_t = spec_tokens[id(s)]
+            fields = _bind(base, bindable, bindings, unbound)
+            key, printed_name, derived = render(fields)
+            a_layout, b_layout, c_layout, scheduler, pipeline, padding = kinds(fields)
+            block_size, tile_m, tile_n, tile_k, mfma_m, mfma_n, xdl_m, xdl_n, waves_m, waves_n, a_vec, b_vec = sizes(fields)
             rows.append(InstanceKeyRow(
-                id=len(rows) + 1, key=key, printed_name=printed, complete=printed is not None, derived=derived,
+                id=len(rows) + 1, key=key, printed_name=printed_name, complete=printed_name is not None, derived=list(derived),
                 op=s.op, device_op=s.device_op, schema_id=s.id, instance_id=inst.id,
                 registration_id=reg.id if reg is not None else None, bindings=bindings,
-                status=getattr(inst, "status", "active") or "active", list_name=inst.list_name, file=inst.file, line=inst.line,
-                padding=printed_value(spec_t, fields.get(spec_t["ref"])) if spec_t else norm["padding"],
-                a_layout=norm["a_layout"], b_layout=norm["b_layout"], c_layout=norm["c_layout"],
-                block_size=norm["block_size"], tile_m=norm["tile_m"], tile_n=norm["tile_n"], tile_k=norm["tile_k"],
-                mfma_m=norm["mfma_m"], mfma_n=norm["mfma_n"], xdl_m=norm["xdl_m"], xdl_n=norm["xdl_n"],
-                waves_m=norm["waves_m"], waves_n=norm["waves_n"],
-                a_vec=as_int(fields.get("ABlockTransferSrcScalarPerVector")),
-                b_vec=as_int(fields.get("BBlockTransferSrcScalarPerVector")),
-                scheduler=norm["scheduler"], pipeline=norm["pipeline"],
+                status=status, list_name=inst.list_name, file=inst.file, line=inst.line,
+                padding=padding, a_layout=a_layout, b_layout=b_layout, c_layout=c_layout,
+                block_size=block_size, tile_m=tile_m, tile_n=tile_n, tile_k=tile_k,
+                mfma_m=mfma_m, mfma_n=mfma_n, xdl_m=xdl_m, xdl_n=xdl_n, waves_m=waves_m, waves_n=waves_n,
+                a_vec=a_vec, b_vec=b_vec, scheduler=scheduler, pipeline=pipeline,
             ))
     return rows
 
@@ -922,6 +1067,19 @@ def _flat(tokens: list[Any]):
 
 
 # --------------------------------------------------------------------------- the stage
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: instance_keys allocates ~35k rows of dicts and lists (no
+    cycles), and every collection it would trigger also walks the rows of the stages built before it."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class TypeStringsStage:
@@ -965,7 +1123,8 @@ class TypeStringsStage:
             f"({counts['matched']} matched, {counts['partial']} partial with derived or conditional values, "
             f"{counts['unsupported']} unsupported)", "info", STAGE_NAME,
         ))
-        keys = instance_keys(rows, ctx.table_rows("instances"), ctx.table_rows("registrations"), ctx.table_rows("instance_lists"))
+        with _gc_paused():
+            keys = instance_keys(rows, ctx.table_rows("instances"), ctx.table_rows("registrations"), ctx.table_rows("instance_lists"))
         return StageResult(rows=[*rows, *keys], diagnostics=diags)
 
 

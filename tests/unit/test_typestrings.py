@@ -246,3 +246,54 @@ def test_build_locate_and_coverage_on_ck_mini(fixtures, tmp_db):
     n = conn.execute("select count(*) from name_schemas").fetchone()[0]
     conn.close()
     assert n == 7
+
+
+def _random_fields(rng, names):
+    pool = [None, 0, 1, 2, 4, 8, 32, 256, True, False, "1", "Row", "ColumnMajor", "GemmSpecialization::MNKPadding",
+            "Default", "v3", "BlockGemmPipelineScheduler::Intrawave", [4, 64, 1], "x::y"]
+    return {n: rng.choice(pool) for n in names if rng.random() < 0.6}
+
+
+def test_column_groups_read_only_their_inputs():
+    """instance_keys memoises each group of normalised columns by its _INPUTS: nothing else may change them."""
+    import random
+
+    from ckkb.fields import SYNONYMS, normalise
+
+    rng = random.Random(7)
+    every = sorted({n for ns in SYNONYMS.values() for n in ns} | set(ts._SIZE_INPUTS) | {"Other", "K0", "KPerBlock1"})
+    for _ in range(2000):
+        f = _random_fields(rng, every)
+        full = normalise(f)
+        for inputs, cols in ((ts._SIZE_INPUTS, ts._SIZE_COLUMNS), (ts._KIND_INPUTS, ts._KIND_COLUMNS)):
+            part = normalise({k: v for k, v in f.items() if k in inputs})
+            assert [part[c] for c in cols] == [full[c] for c in cols], (f, cols)
+
+
+def test_render_reads_only_fields_read(fixtures):
+    """instance_keys memoises render() by the values of _fields_read: nothing else may change it."""
+    import random
+
+    s, _ = schemas_of(fixtures / "ck_mini")
+    rng = random.Random(3)
+    for schema in s.values():
+        reads = ts._fields_read(schema["tokens"])
+        names = reads + [p["name"] for p in schema["params"]] + ["Other"]
+        for _ in range(200):
+            f = _random_fields(rng, names)
+            assert ts.render(schema["tokens"], f) == ts.render(schema["tokens"], {k: v for k, v in f.items() if k in reads})
+
+
+def test_instance_keys_memo_tells_values_apart():
+    """1 and True are equal dict keys but print differently; a list value (conv "at") is memoised too."""
+    from ckkb.kb.schema.names import NameSchemaRow
+
+    tokens = [{"lit": "X<"}, {"ref": "Flag", "conv": "value", "kind": "bool"}, {"lit": ","},
+              {"ref": "Lens", "conv": "at", "kind": "type", "index": 1}, {"lit": ">"}]
+    schema = NameSchemaRow(id=1, device_op="DeviceX", op="X", ops=["X"], file="x.hpp", line=1, tokens=tokens,
+                           params=[], status="matched", reasons=[])
+    insts = [InstanceRow(id=i, list_id=1, list_name="l", dir="d", file="x.hpp", line=i, ordinal=i, template="DeviceX",
+                         status="active", fields={"Flag": flag, "Lens": lens})
+             for i, (flag, lens) in enumerate([(True, [1, 2]), (1, [1, 2]), (1, (1, 2)), (False, [1, 3])], 1)]
+    keys = ts.instance_keys([schema], insts, [])
+    assert [k.printed_name for k in keys] == ["X<True,2>", "X<1,2>", "X<1,2>", "X<False,3>"]
