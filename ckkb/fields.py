@@ -76,12 +76,29 @@ def _first(fields: dict[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
+_PLANS: dict[tuple[str, ...], list[tuple[str, tuple[str, ...], bool]]] = {}
+
+
+def _plan(keys: tuple[str, ...]) -> list[tuple[str, tuple[str, ...], bool]]:
+    """Per column, the synonyms a field set has (in preference order) and whether it is an int.
+    One plan per device op's parameter names, so 13,000 instances look their names up once."""
+    plan = _PLANS.get(keys)
+    if plan is None:
+        have = set(keys)
+        plan = _PLANS[keys] = [(col, tuple(n for n in names if n in have), col in INT_COLUMNS) for col, names in SYNONYMS.items()]
+    return plan
+
+
 def normalise(fields: dict[str, Any]) -> dict[str, Any]:
     """CK-named fields -> the normalised columns (None where the op has no such knob)."""
     out: dict[str, Any] = {}
-    for colname, names in SYNONYMS.items():
-        v = _first(fields, names)
-        out[colname] = as_int(v) if colname in INT_COLUMNS else enum_word(v)
+    for colname, names, is_int in _plan(tuple(fields)):
+        v = None
+        for n in names:
+            v = fields[n]
+            if v is not None:
+                break
+        out[colname] = as_int(v) if is_int else enum_word(v)
     if out["tile_k"] is None:
         k0 = as_int(_first(fields, ("K0PerBlock", "KPerBlock0")))
         k1 = as_int(_first(fields, ("K1", "AK1")))

@@ -19,7 +19,7 @@ under `library/include/ck/library/tensor_operation_instance/gpu/**`, which hold 
 from __future__ import annotations
 
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from ckkb import fields as ckfields
@@ -669,30 +669,45 @@ class _Index:
         self.rels = set(rels)
         self.by_base: dict[str, list[str]] = {}
         for r in rels:
-            self.by_base.setdefault(PurePosixPath(r).name, []).append(r)
+            self.by_base.setdefault(_basename(r), []).append(r)
 
     def resolve(self, inc: str, from_rel: str) -> str | None:
-        here = PurePosixPath(from_rel).parent
-        cands = [str(_norm(here / inc))] + [f"{d}/{inc}" for d in INCLUDE_DIRS]
+        here = from_rel.rsplit("/", 1)[0] if "/" in from_rel else ""
+        cands = [_norm(f"{here}/{inc}" if here and not inc.startswith("/") else inc)] + [f"{d}/{inc}" for d in INCLUDE_DIRS]
         for c in cands:
             if c in self.rels:
                 return c
-        same = self.by_base.get(PurePosixPath(inc).name, [])
+        same = self.by_base.get(_basename(inc), [])
         tail = [r for r in same if r.endswith("/" + inc)]
         if len(tail) == 1:
             return tail[0]
         return None
 
 
-def _norm(p: PurePosixPath) -> PurePosixPath:
+def _parts(p: str) -> list[str]:
+    """Path components as PurePosixPath reads them: empty and `.` components dropped, a leading `/` kept."""
+    parts = [c for c in p.split("/") if c and c != "."]
+    return ["/", *parts] if p.startswith("/") else parts
+
+
+def _basename(p: str) -> str:
+    """PurePosixPath(p).name, on strings (this runs for every include of every file)."""
+    parts = _parts(p)
+    return parts[-1] if parts and parts[-1] != "/" else ""
+
+
+def _norm(p: str) -> str:
+    """Resolve `..` and `.` lexically (an include path is not a file system path)."""
     parts: list[str] = []
-    for part in p.parts:
+    for part in _parts(p):
         if part == "..":
             if parts:
                 parts.pop()
-        elif part != ".":
+        else:
             parts.append(part)
-    return PurePosixPath(*parts) if parts else PurePosixPath(".")
+    if not parts:
+        return "."
+    return "/" + "/".join(parts[1:]) if parts[0] == "/" else "/".join(parts)
 
 
 def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
@@ -717,7 +732,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
             cur = order[k]
             k += 1
             for inc in facts.get(cur, {}).get("includes", []):
-                strings.add(PurePosixPath(inc).name)
+                strings.add(_basename(inc))
                 tgt = index.resolve(inc, cur)
                 if tgt is not None and tgt not in seen:
                     seen.add(tgt)
@@ -803,7 +818,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
 def _pick_op(cands: list[DeviceOpRow], inc_names: set[str], n_args: int) -> DeviceOpRow:
     if len(cands) == 1:
         return cands[0]
-    by_inc = [c for c in cands if PurePosixPath(c.file).name in inc_names]
+    by_inc = [c for c in cands if _basename(c.file) in inc_names]
     if len(by_inc) == 1:
         return by_inc[0]
     pool = by_inc or cands
