@@ -489,8 +489,16 @@ def placeholder(t: dict[str, Any], i: int = 0) -> str:
     return f"{t['ref']}_v"
 
 
-_MACRO_LINE = re.compile(rb"^[ \t]*[A-Z][A-Z0-9_]{2,}[ \t]*$", re.M)
-_PP_IF = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$", re.M)
+# whole lines, each matched with the newline before it: a pattern that starts with a literal is found
+# by a fast scan, where `^` would be tried at every byte (see _lines)
+_MACRO_LINE = re.compile(rb"\n[ \t]*[A-Z][A-Z0-9_]{2,}[ \t]*$", re.M)
+_PP_IF = re.compile(rb"\n[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$", re.M)
+
+
+def _lines(pattern: re.Pattern[bytes], data: bytes) -> Iterator[tuple[int, int, re.Match[bytes]]]:
+    """(start, end, match) of each line of `data` that `pattern` (one of the above) matches."""
+    for m in pattern.finditer(b"\n" + data):
+        yield m.start(), m.end() - 1, m
 
 
 def _blank(buf: bytearray, start: int, end: int) -> None:
@@ -508,31 +516,31 @@ def for_parsing(data: bytes) -> bytes:
     of `#if 0` / `#if 1`, and the comparison in `enable_if<N >= 1 && N <= 3>` (made `==`).
     """
     buf = bytearray(data)
-    for m in _MACRO_LINE.finditer(data):
-        _blank(buf, m.start(), m.end())
+    for start, end, _m in _lines(_MACRO_LINE, data):
+        _blank(buf, start, end)
     stack: list[tuple[bytes, int]] = []  # (constant "0"/"1"/"", start of the region to blank)
-    for m in _PP_IF.finditer(data):
+    for line_start, line_end, m in _lines(_PP_IF, data):
         kind, rest = m.group(1), m.group(2).split(b"//")[0].strip()
         if kind == b"if":
             const = rest if rest in (b"0", b"1") else b""
-            stack.append((const, m.start()))
+            stack.append((const, line_start))
             if const:
-                _blank(buf, m.start(), m.end())
+                _blank(buf, line_start, line_end)
         elif kind in (b"ifdef", b"ifndef"):
-            stack.append((b"", m.start()))
+            stack.append((b"", line_start))
         elif kind in (b"else", b"elif") and stack:
             const, start = stack[-1]
             if const == b"0":
-                _blank(buf, start, m.end())  # the dead #if 0 branch
-                stack[-1] = (b"live", m.end())
+                _blank(buf, start, line_end)  # the dead #if 0 branch
+                stack[-1] = (b"live", line_end)
             elif const == b"1":
-                stack[-1] = (b"dead", m.start())
+                stack[-1] = (b"dead", line_start)
         elif kind == b"endif" and stack:
             const, start = stack.pop()
             if const == b"0" or const == b"dead":
-                _blank(buf, start, m.end())
+                _blank(buf, start, line_end)
             elif const in (b"1", b"live"):
-                _blank(buf, m.start(), m.end())
+                _blank(buf, line_start, line_end)
     out = bytes(buf)
     return out.replace(b">=", b"==").replace(b"<=", b"==")
 
@@ -542,7 +550,24 @@ def _is_device_op(node, src: bytes, any_class: bool = False) -> bool:
     return n is not None and node.child_by_field_name("body") is not None and (any_class or cpp.text(n, src).startswith("Device"))
 
 
-def _enclosing_op(fn, src: bytes, structs: list[Any], plists: list[Any], any_class: bool = False):
+class _Outline:
+    """The device-op classes and template parameter lists of a tree, in source order; found (by a query
+    over the whole tree) only when a GetTypeString() is not inside its class (see _enclosing_op)."""
+
+    def __init__(self, tree, src: bytes, any_class: bool) -> None:
+        self.tree, self.src, self.any_class = tree, src, any_class
+
+    @functools.cached_property
+    def structs(self) -> list[Any]:
+        nodes = cpp.walk(self.tree.root_node, ("struct_specifier", "class_specifier"))
+        return [n for n in nodes if _is_device_op(n, self.src, self.any_class)]
+
+    @functools.cached_property
+    def plists(self) -> list[Any]:
+        return list(cpp.walk(self.tree.root_node, "template_parameter_list"))
+
+
+def _enclosing_op(fn, src: bytes, outline: _Outline, any_class: bool = False):
     """The device-op class template that defines `fn`, and its template parameters.
 
     Where tree-sitter had to recover from CK's macros (`GET_NXDL_PER_WAVE_IMPL`, `#if 0` inside
@@ -554,16 +579,37 @@ def _enclosing_op(fn, src: bytes, structs: list[Any], plists: list[Any], any_cla
     while cls is not None and not (cls.type in ("struct_specifier", "class_specifier") and _is_device_op(cls, src, any_class)):
         cls = cls.parent
     if cls is None:
-        before = [s for s in structs if s.start_byte < fn.start_byte]
+        before = [s for s in outline.structs if s.start_byte < fn.start_byte]
         if not before:
             return None, []
         cls = before[-1]
     if cls.parent is not None and cls.parent.type == "template_declaration":
         return cls, template_params(cls.parent, src)
-    lists = [p for p in plists if p.end_byte <= cls.start_byte]
+    lists = [p for p in outline.plists if p.end_byte <= cls.start_byte]
     if not lists:
         return cls, []
     return cls, _params_of_list(lists[-1], src)
+
+
+_GTS = b"GetTypeString"
+
+
+def _type_string_functions(tree, parsed: bytes) -> list[Any]:
+    """Every function definition whose name ends in GetTypeString, in source (pre-)order.
+
+    Such a name is spelled out in the text, so the definitions are found from the text's occurrences
+    (the innermost function definition around each) instead of a visit of the whole tree.
+    """
+    found: dict[tuple[int, int], Any] = {}
+    at = parsed.find(_GTS)
+    while at >= 0:
+        n = tree.root_node.descendant_for_byte_range(at, at + len(_GTS))
+        while n is not None and n.type != "function_definition":
+            n = n.parent
+        if n is not None:
+            found.setdefault((n.start_byte, -n.end_byte), n)
+        at = parsed.find(_GTS, at + len(_GTS))
+    return [found[k] for k in sorted(found)]
 
 
 def extract_schemas(rel: str, data: bytes, any_class: bool = False) -> tuple[list[dict[str, Any]], list[Diagnostic]]:
@@ -574,12 +620,12 @@ def extract_schemas(rel: str, data: bytes, any_class: bool = False) -> tuple[lis
         return [], diags
     if cpp.is_binary(data):
         return [], [Diagnostic(rel, 0, "binary file skipped", "warning", STAGE_NAME)]
-    tree = cpp.parse(for_parsing(data))  # same byte offsets as data; every text is read from data
+    parsed = for_parsing(data)
+    tree = cpp.parse(parsed)  # same byte offsets as data; every text is read from data
     errs = cpp.error_lines(tree)
-    structs = [n for n in cpp.walk(tree.root_node, ("struct_specifier", "class_specifier")) if _is_device_op(n, data, any_class)]
-    plists = list(cpp.walk(tree.root_node, "template_parameter_list"))
+    outline = _Outline(tree, data, any_class)
     out = []
-    for fn in cpp.walk(tree.root_node, "function_definition"):
+    for fn in _type_string_functions(tree, parsed):
         decl = cpp.function_declarator(fn)
         if decl is None:
             continue
@@ -589,7 +635,7 @@ def extract_schemas(rel: str, data: bytes, any_class: bool = False) -> tuple[lis
         body = fn.child_by_field_name("body")
         if body is None:
             continue
-        cls, params = _enclosing_op(fn, data, structs, plists, any_class)
+        cls, params = _enclosing_op(fn, data, outline, any_class)
         if cls is None:
             continue  # a free function: not a device op's
         cname_node = cls.child_by_field_name("name")
