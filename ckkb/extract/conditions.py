@@ -8,14 +8,16 @@ ckkb.extract.availability evaluates per arch; `directive_stacks` / `preprocessor
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from functools import lru_cache
 from typing import Any
 
 import tree_sitter as ts
 
-from ckkb.extract.cpp import parse, text, walk
+from ckkb.extract.cpp import find_many, parse, text, walk
 
 DEVICE_NAME_FN = "get_device_name"
+_TEMPLATE_ARGS = re.compile(r"<.*")
 
 
 def strip_ws(s: str) -> str:
@@ -30,8 +32,53 @@ def callee(node: ts.Node, src: bytes) -> str:
     if fn.type == "template_function":
         fn = fn.child_by_field_name("name") or fn
     t = text(fn, src)
-    t = re.sub(r"<.*", "", t)
+    if "<" in t:
+        t = _TEMPLATE_ARGS.sub("", t)
     return t.rsplit("::", 1)[-1].strip()
+
+
+class NodeIndex:
+    """Nodes of several types found by one tree-sitter query over a whole tree (a query costs about
+    a tree walk however many types it matches): per type in pre-order (as cpp.walk gives them),
+    the ones under a node (its descendants: a subtree is a byte range) found by bisection."""
+
+    def __init__(self, node: ts.Node, types: tuple[str, ...]):
+        self.node = node
+        self.by_type = find_many(node, types)
+        for t, nodes in self.by_type.items():
+            if len(nodes) > 1:
+                nodes.sort(key=_preorder)
+                if _has_tie(nodes):
+                    self.by_type[t] = list(walk(node, t))  # one extent twice: the walk knows the outer
+        self.starts = {t: [n.start_byte for n in nodes] for t, nodes in self.by_type.items()}
+
+    def within(self, t: str, outer: ts.Node) -> list[ts.Node]:
+        nodes, starts = self.by_type[t], self.starts[t]
+        a, b = outer.start_byte, outer.end_byte
+        i, out = bisect_left(starts, a), []
+        while i < len(nodes) and starts[i] <= b:
+            n = nodes[i]
+            if n.end_byte <= b:
+                out.append(n)
+            i += 1
+        return out
+
+    def __getitem__(self, t: str) -> list[ts.Node]:
+        return self.by_type[t]
+
+    def merged(self, types: tuple[str, ...]) -> list[ts.Node]:
+        """Nodes of several of the types, together in pre-order."""
+        out = [n for t in types for n in self.by_type[t]]
+        out.sort(key=_preorder)
+        return list(walk(self.node, types)) if _has_tie(out) else out
+
+
+def _preorder(n: ts.Node) -> tuple[int, int]:
+    return n.start_byte, -n.end_byte
+
+
+def _has_tie(nodes: list[ts.Node]) -> bool:
+    return any(a.start_byte == b.start_byte and a.end_byte == b.end_byte for a, b in zip(nodes, nodes[1:], strict=False))
 
 
 def _string_value(node: ts.Node, src: bytes) -> str | None:
@@ -141,6 +188,9 @@ def device_effect(tree: dict[str, Any]) -> tuple[str | None, str | None]:
 
 
 _DIRECTIVE = re.compile(rb"^\s*#\s*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b(.*)$")
+# The same directive found from its `#` (a literal the regex engine searches for fast); the line's
+# text before the `#` must be blank, which directives() checks.
+_DIRECTIVE_HASH = re.compile(rb"#[^\S\n]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b")
 
 
 def directive_stacks(data: bytes) -> list[tuple[tuple[int, str, int], ...]]:
@@ -148,9 +198,44 @@ def directive_stacks(data: bytes) -> list[tuple[tuple[int, str, int], ...]]:
     (line of the directive, directive text, section index: 0 = first branch, k = after the k-th
     #elif/#else). Read from the directive lines themselves, so a construct tree-sitter cannot
     parse (an `#if` inside a template argument list) cannot make it nest code wrongly."""
+    return directives(data)[0]
+
+
+def directive_sections(data: bytes) -> dict[int, list[tuple[int, str]]]:
+    """#if line -> its branch directives [(line, text)] in order (#if, #elif..., #else)."""
+    return directives(data)[1]
+
+
+def _directive_lines(data: bytes) -> tuple[list[tuple[int, int, str, str]], int]:
+    """(first line, last line, kind, text) of every directive, in order, and the file's line count.
+    A line ending in a backslash continues on the next (a directive spans them, and a directive
+    cannot start on a continued line)."""
+    if b"\\\n" in data:  # continued lines: read line by line (rare in CK's instance sources)
+        return _directive_lines_joined(data)
+    out: list[tuple[int, int, str, str]] = []
+    nl, lineno, pos = 0, 1, 0
+    while True:
+        m = _DIRECTIVE_HASH.search(data, pos)
+        if m is None:
+            break
+        s = m.start()
+        ls = data.rfind(b"\n", 0, s) + 1
+        pos = m.end()
+        if data[ls:s].strip():
+            continue  # `#` not at the start of its line
+        lineno += data.count(b"\n", nl, ls)
+        nl = ls
+        le = data.find(b"\n", s)
+        raw = data[ls:] if le < 0 else data[ls:le]
+        pos = max(pos, ls + len(raw))
+        txt = strip_ws(raw.decode("utf-8", "replace")).split("//", 1)[0].strip()
+        out.append((lineno, lineno, m.group(1).decode(), txt))
+    return out, data.count(b"\n") + 1
+
+
+def _directive_lines_joined(data: bytes) -> tuple[list[tuple[int, int, str, str]], int]:
     lines = data.split(b"\n")
-    stack: list[list[Any]] = []  # [line, text, section, [section directives]]
-    out: list[tuple[tuple[int, str, int], ...]] = [()]
+    out: list[tuple[int, int, str, str]] = []
     i = 0
     while i < len(lines):
         raw = lines[i]
@@ -159,22 +244,37 @@ def directive_stacks(data: bytes) -> list[tuple[tuple[int, str, int], ...]]:
             i += 1
             raw = raw[:-1] + b" " + lines[i]
         m = _DIRECTIVE.match(raw)
-        snapshot = tuple((e[0], e[1], e[2]) for e in stack)
         if m:
-            kind = m.group(1).decode()
             txt = strip_ws(raw.decode("utf-8", "replace")).split("//", 1)[0].strip()
-            if kind in ("if", "ifdef", "ifndef"):
-                stack.append([n, txt, 0, [(n, txt)]])
-            elif kind.startswith("elif") or kind == "else":
-                if stack:
-                    stack[-1][2] += 1
-                    stack[-1][3].append((n, txt))
-            elif kind == "endif" and stack:
-                stack.pop()
-        for _ in range(n, i + 2):
-            out.append(snapshot if m else tuple((e[0], e[1], e[2]) for e in stack))
+            out.append((n, i + 1, m.group(1).decode(), txt))
         i += 1
-    return out
+    return out, len(lines)
+
+
+def directives(data: bytes) -> tuple[list[tuple[tuple[int, str, int], ...]], dict[int, list[tuple[int, str]]]]:
+    """(directive_stacks(data), directive_sections(data)) from one scan of the directive lines."""
+    found, nlines = _directive_lines(data)
+    stacks: list[tuple[tuple[int, str, int], ...]] = [()]
+    sections: dict[int, list[tuple[int, str]]] = {}
+    stack: list[list[Any]] = []  # [line, text, section]
+    cur: tuple[tuple[int, str, int], ...] = ()
+    for first, last, kind, txt in found:
+        # lines before the directive, and the directive's own lines: the sections open before it
+        stacks.extend([cur] * (last + 1 - len(stacks)))
+        if kind in ("if", "ifdef", "ifndef"):
+            stack.append([first, txt, 0])
+            sections[first] = [(first, txt)]
+        elif kind.startswith("elif") or kind == "else":
+            if stack:
+                stack[-1][2] += 1
+                sections[stack[-1][0]].append((first, txt))
+        elif kind == "endif" and stack:
+            stack.pop()
+        else:
+            continue
+        cur = tuple((e[0], e[1], e[2]) for e in stack)
+    stacks.extend([cur] * (nlines + 1 - len(stacks)))
+    return stacks, sections
 
 
 @lru_cache(maxsize=4096)
@@ -216,29 +316,3 @@ def preprocessor_guards(stack: tuple[tuple[int, str, int], ...], sections: dict[
 def _pp(line_no: int, txt: str, branch: str, rel: str, has_else: bool) -> dict[str, Any]:
     return {"kind": "preprocessor", "text": txt, "branch": branch, "file": rel, "line": line_no,
             "arch": None, "op": None, "expr": directive_expr(txt), "has_else": has_else}
-
-
-def directive_sections(data: bytes) -> dict[int, list[tuple[int, str]]]:
-    """#if line -> its branch directives [(line, text)] in order (#if, #elif..., #else)."""
-    out: dict[int, list[tuple[int, str]]] = {}
-    stack: list[int] = []
-    lines = data.split(b"\n")
-    i = 0
-    while i < len(lines):
-        raw, n = lines[i], i + 1
-        while raw.endswith(b"\\") and i + 1 < len(lines):
-            i += 1
-            raw = raw[:-1] + b" " + lines[i]
-        m = _DIRECTIVE.match(raw)
-        if m:
-            kind = m.group(1).decode()
-            txt = strip_ws(raw.decode("utf-8", "replace")).split("//", 1)[0].strip()
-            if kind in ("if", "ifdef", "ifndef"):
-                stack.append(n)
-                out[n] = [(n, txt)]
-            elif (kind.startswith("elif") or kind == "else") and stack:
-                out[stack[-1]].append((n, txt))
-            elif kind == "endif" and stack:
-                stack.pop()
-        i += 1
-    return out

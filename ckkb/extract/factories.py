@@ -18,13 +18,14 @@ branch).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import tree_sitter as ts
 
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.conditions import callee, directive_sections, directive_stacks, strip_ws
+from ckkb.extract.conditions import NodeIndex, callee, directives, strip_ws
 from ckkb.extract.cpp import error_lines, function_declarator, is_binary, line, parse, text, walk
 from ckkb.extract.files import list_files
 from ckkb.kb.schema.ck_registrations import FactoryRow
@@ -40,17 +41,24 @@ _DTYPE_WORDS = {
 }
 
 
+_TEMPLATE_ARGS = re.compile(r"<.*")
+_LAYOUT_NAME = re.compile(r"G?N[DHW]*[CGK]+[DHW]*[CGK]*|G?K[ZYX]*[CG]+[ZYX]*|N[A-Z]+|G[A-Z]+")
+
+
+@lru_cache(maxsize=4096)
 def _last(name: str) -> str:
-    return re.sub(r"<.*", "", name).rsplit("::", 1)[-1].strip()
+    return (_TEMPLATE_ARGS.sub("", name) if "<" in name else name).rsplit("::", 1)[-1].strip()
 
 
+@lru_cache(maxsize=4096)
 def _is_layout(v: str, param: str | None = None) -> bool:
     if param is not None:
         return "Layout" in param or param.endswith("Lay")
     w = _last(v)
-    return w in _LAYOUT_WORDS or bool(re.fullmatch(r"G?N[DHW]*[CGK]+[DHW]*[CGK]*|G?K[ZYX]*[CG]+[ZYX]*|N[A-Z]+|G[A-Z]+", w))
+    return w in _LAYOUT_WORDS or bool(_LAYOUT_NAME.fullmatch(w))
 
 
+@lru_cache(maxsize=4096)
 def _is_dtype(v: str, param: str | None = None) -> bool:
     if param is not None:
         return "DataType" in param or (param.endswith(("Type", "Type_")) and "Layout" not in param)
@@ -72,9 +80,9 @@ def _template_args(node: ts.Node, src: bytes) -> tuple[str, list[str]]:
 def _same_bindings(cond: ts.Node, src: bytes) -> dict[str, str]:
     """`is_same_v<ADataType, bhalf_t> && is_same_v<ALayout, Row>` -> {ADataType: bhalf_t, ALayout: Row}."""
     out: dict[str, str] = {}
-    for n in walk(cond, ("template_function", "qualified_identifier", "template_type")):
+    for n in walk(cond, ("template_function", "template_type")):
         name_node = n.child_by_field_name("name")
-        if name_node is None or n.type == "qualified_identifier":
+        if name_node is None:
             continue
         nm = text(name_node, src)
         if nm not in ("is_same_v", "is_same"):
@@ -86,9 +94,12 @@ def _same_bindings(cond: ts.Node, src: bytes) -> dict[str, str]:
     return out
 
 
-def _if_bindings(call: ts.Node, stop: ts.Node, src: bytes) -> dict[str, str]:
-    """Bindings of every enclosing `if constexpr` whose then-branch holds `call` (inner wins)."""
+def _if_bindings(call: ts.Node, stop: ts.Node, src: bytes, memo: dict | None = None) -> dict[str, str]:
+    """Bindings of every enclosing `if constexpr` whose then-branch holds `call` (inner wins);
+    `memo` keeps each condition's _same_bindings (the calls of one branch share their ifs)."""
     out: dict[str, str] = {}
+    if memo is None:
+        memo = {}
     child, node = call, call.parent
     while node is not None and node != stop:
         if node.type == "if_statement":
@@ -96,7 +107,11 @@ def _if_bindings(call: ts.Node, stop: ts.Node, src: bytes) -> dict[str, str]:
             cond = node.child_by_field_name("condition")
             in_else = alt is not None and alt.start_byte <= child.start_byte and child.end_byte <= alt.end_byte
             if cond is not None and not in_else:
-                for k, v in _same_bindings(cond, src).items():
+                key = (cond.start_byte, cond.end_byte)
+                sb = memo.get(key)
+                if sb is None:
+                    sb = memo[key] = _same_bindings(cond, src)
+                for k, v in sb.items():
                     out.setdefault(k, v)
         child, node = node, node.parent
     return out
@@ -118,6 +133,9 @@ def _guards(stacks, sections, ln: int) -> list[str]:
     return out
 
 
+_INDEX_TYPES = ("struct_specifier", "class_specifier", "call_expression", "declaration", "field_declaration", "template_type")
+
+
 def extract_file(rel: str, data: bytes) -> FileResult:
     res = FileResult()
     if is_binary(data):
@@ -126,11 +144,13 @@ def extract_file(rel: str, data: bytes) -> FileResult:
     if b"add_" not in data:
         return res
     tree = parse(data)
-    stacks, sections = directive_stacks(data), directive_sections(data)
+    stacks, sections = directives(data)
+    idx = NodeIndex(tree.root_node, _INDEX_TYPES)
+    memo: dict = {}
     rows: list[FactoryRow] = []
     seen_calls: set[int] = set()
     # calls inside factory specialisations
-    for spec in walk(tree.root_node, ("struct_specifier", "class_specifier")):
+    for spec in idx.merged(("struct_specifier", "class_specifier")):
         name = spec.child_by_field_name("name")
         if name is None or name.type != "template_type" or "InstanceFactory" not in text(name.child_by_field_name("name"), data):
             continue
@@ -141,12 +161,12 @@ def extract_file(rel: str, data: bytes) -> FileResult:
         body = spec.child_by_field_name("body")
         if body is None:
             continue
-        for call in walk(body, "call_expression"):
+        for call in idx.within("call_expression", body):
             fn = callee(call, data)
             if not _ADD_FN.match(fn) or fn == "add_device_operation_instances":
                 continue
             seen_calls.add(call.start_byte)
-            b = _if_bindings(call, body, data)
+            b = _if_bindings(call, body, data, memo)
             vals = [(p, b.get(p, p)) for p in iargs]
             rows.append(FactoryRow(
                 file=rel, line=line(call), function=fn, interface=_last(iface), kind="call",
@@ -154,7 +174,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
                 guards=_guards(stacks, sections, line(call)),
             ))
     # declarations: void add_x_instances(std::vector<std::unique_ptr<Iface<...>>>&);
-    for decl in walk(tree.root_node, ("declaration", "field_declaration")):
+    for decl in idx.merged(("declaration", "field_declaration")):
         fd = function_declarator(decl)
         if fd is None:
             continue
@@ -163,7 +183,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
         if not _ADD_FN.match(fname):
             continue
         iface, iargs = "", []
-        for n in walk(fd, ("template_type",)):
+        for n in idx.within("template_type", fd):
             tn = n.child_by_field_name("name")
             if tn is not None and text(tn, data) == "unique_ptr":
                 a = n.child_by_field_name("arguments")

@@ -27,11 +27,11 @@ import tree_sitter as ts
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import availability
 from ckkb.extract.conditions import (
+    NodeIndex,
     callee,
     classify,
     device_effect,
-    directive_sections,
-    directive_stacks,
+    directives,
     expr_tree,
     preprocessor_guards,
     strip_ws,
@@ -47,10 +47,18 @@ CK_HPP = "include/ck/ck.hpp"
 DEVICE_PROP_HPP = "include/ck/host_utility/device_prop.hpp"
 SUFFIXES = (".cpp", ".hpp", ".in")
 ADD_CALL = "add_device_operation_instances"
+_ADD_CALL_B = ADD_CALL.encode()
 _ADD_FN = re.compile(r"^add_\w*instances?\w*$")
 _WRAPPERS = ("filter_tuple",)
-_ADD_DEF = re.compile(rb"\bvoid\s+add_\w*instance")  # cheap pre-check for an add function definition
-_ALIAS_DECL = re.compile(rb"^[ \t]*(?:using\s+\w+\s*=|static\s+constexpr\s+auto\s+\w+\s*=)[^;{}]{0,400};", re.M)
+# cheap pre-check for an add function definition: `\bvoid\s+add_\w*instance`, searched from its
+# literal `void` (fast) with the word boundary before it checked by _first_add_def
+_ADD_DEF = re.compile(rb"void\s+add_\w*instance")
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+# one-line alias declarations `^[ \t]*(?:using\s+\w+\s*=|static\s+constexpr\s+auto\s+\w+\s*=)[^;{}]{0,400};`
+# (multiline): each alternative searched from its literal, the line start checked by _alias_decls
+_ALIAS_USING = re.compile(rb"using\s+\w+\s*=[^;{}]{0,400};")
+_ALIAS_STATIC = re.compile(rb"static\s+constexpr\s+auto\s+\w+\s*=[^;{}]{0,400};")
+_INDEX_TYPES = ("function_definition", "compound_statement", "call_expression", "alias_declaration", "declaration", "template_type")
 
 
 def gpu_dir(rel: str) -> str:
@@ -113,13 +121,13 @@ def _function_name(fn: ts.Node, src: bytes) -> str | None:
     return text(name, src).rsplit("::", 1)[-1] if name is not None else None
 
 
-def _interface(fn: ts.Node, src: bytes) -> str:
+def _interface(fn: ts.Node, src: bytes, idx: NodeIndex | None = None) -> str:
     """`std::vector<std::unique_ptr<DeviceGemmV2<...>>>& instances` -> `DeviceGemmV2<...>`."""
     decl = function_declarator(fn)
     params = decl.child_by_field_name("parameters") if decl is not None else None
     if params is None:
         return ""
-    for n in walk(params, "template_type"):
+    for n in idx.within("template_type", params) if idx is not None else walk(params, "template_type"):
         name = n.child_by_field_name("name")
         if name is not None and text(name, src) == "unique_ptr":
             args = n.child_by_field_name("arguments")
@@ -166,10 +174,12 @@ def _list_arg(call: ts.Node, src: bytes) -> tuple[str, list[str]] | None:
     return name.rsplit("::", 1)[-1], []
 
 
-def _aliases(tree: ts.Tree, src: bytes) -> dict[str, str]:
+def _aliases(tree: ts.Tree, src: bytes, idx: NodeIndex | None = None) -> dict[str, str]:
     """File-level `using X = Y;` and `static constexpr auto X = Y;` (both give X's value)."""
     out: dict[str, str] = {}
-    for n in walk(tree.root_node, ("alias_declaration", "declaration")):
+    if idx is None:
+        idx = NodeIndex(tree.root_node, ("alias_declaration", "declaration"))
+    for n in idx.merged(("alias_declaration", "declaration")):
         if n.type == "alias_declaration":
             name = n.child_by_field_name("name")
             ty = n.child_by_field_name("type")
@@ -196,7 +206,7 @@ def _includes(tree: ts.Tree, src: bytes) -> list[str]:
     return out
 
 
-def _function_units(tree: ts.Tree, src: bytes):
+def _function_units(tree: ts.Tree, src: bytes, idx: NodeIndex):
     """(name, line, interface, body) of every add function definition.
 
     tree-sitter sometimes reads a long `std::vector<std::unique_ptr<Op<..., ck::Tuple<Row>, ...>>>&`
@@ -205,14 +215,14 @@ def _function_units(tree: ts.Tree, src: bytes):
     function name is the identifier in the declaration.
     """
     seen: set[int] = set()
-    for fn in walk(tree.root_node, "function_definition"):
+    for fn in idx["function_definition"]:
         name = _function_name(fn, src)
         body = fn.child_by_field_name("body")
         if not name or not _ADD_FN.match(name) or name == ADD_CALL or body is None:
             continue
         seen.add(body.start_byte)
-        yield name, line(fn), _interface(fn, src), body
-    for blk in walk(tree.root_node, "compound_statement"):
+        yield name, line(fn), _interface(fn, src, idx), body
+    for blk in idx["compound_statement"]:
         parent = blk.parent
         if blk.start_byte in seen or parent is None or parent.type not in ("declaration_list", "translation_unit", "preproc_if", "preproc_ifdef", "preproc_else"):
             continue
@@ -229,16 +239,18 @@ def _function_units(tree: ts.Tree, src: bytes):
         yield name, line(prev), m.group(1) if m else "", blk
 
 
-def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileResult, pp):
+def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileResult, pp, idx=None):
     """Add functions in `tree` (parsed from `data`, which starts at file line line_offset + 1);
-    `pp` is the whole file's (directive_stacks, directive_sections)."""
+    `pp` is the whole file's (directive_stacks, directive_sections); `idx` the tree's NodeIndex of _INDEX_TYPES."""
     stacks, sections = pp
+    if idx is None:
+        idx = NodeIndex(tree.root_node, _INDEX_TYPES)
     funcs: list[dict[str, Any]] = []
     covered: list[tuple[int, int]] = []
-    for name, fn_line, iface, body in _function_units(tree, data):
+    for name, fn_line, iface, body in _function_units(tree, data, idx):
         covered.append((body.start_byte, body.end_byte))
         calls = []
-        for call in walk(body, "call_expression"):
+        for call in idx.within("call_expression", body):
             if callee(call, data) != ADD_CALL:
                 continue
             la = _list_arg(call, data)
@@ -261,14 +273,63 @@ def _guards(call: ts.Node, data: bytes, rel: str, line_offset: int, stacks, sect
     return sorted(guards, key=lambda g: g["line"])
 
 
-_INCLUDE = re.compile(rb'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+# `^\s*#\s*include\s*[<"]([^>"]+)[>"]` (multiline), searched from its `#`; _includes_of checks that
+# only blanks stand before it on its line
+_INCLUDE = re.compile(rb'#\s*include\s*[<"]([^>"]+)[>"]')
+
+
+def _includes_of(data: bytes) -> list[str]:
+    out = []
+    pos = 0
+    while (m := _INCLUDE.search(data, pos)) is not None:
+        s = m.start()
+        if data[data.rfind(b"\n", 0, s) + 1 : s].strip():
+            pos = s + 1  # not at the start of a line: a later match may begin inside this one
+            continue
+        out.append(m.group(1).decode("utf-8", "replace"))
+        pos = m.end()
+    return out
+
+
+def _first_add_def(data: bytes) -> int:
+    """Offset of the first `void` + blanks + `add_...instance` that starts a word, -1 when none."""
+    pos = 0
+    while (m := _ADD_DEF.search(data, pos)) is not None:
+        s = m.start()
+        if s == 0 or data[s - 1] not in _WORD_BYTES:
+            return s
+        pos = s + 1
+    return -1
+
+
+def _alias_decls(data: bytes) -> list[bytes]:
+    """The one-line alias declarations, each from the start of its line, in order."""
+    cands = []
+    for rx in (_ALIAS_USING, _ALIAS_STATIC):
+        pos = 0
+        while (m := rx.search(data, pos)) is not None:
+            cands.append(m)
+            pos = m.start() + 1
+    cands.sort(key=lambda m: m.start())
+    out = []
+    pos = 0
+    for m in cands:
+        s = m.start()
+        if s < pos:
+            continue  # inside the declaration taken before
+        ls = data.rfind(b"\n", 0, s) + 1
+        if data[ls:s].strip(b" \t"):
+            continue
+        out.append(data[ls : m.end()])
+        pos = m.end()
+    return out
 
 
 def _line_aliases(data: bytes) -> dict[str, str]:
     """`using X = Y;` / `static constexpr auto X = Y;` declarations (no braces), parsed by tree-sitter."""
     if b"using" not in data and b"constexpr" not in data:
         return {}
-    decls = b"\n".join(m.group(0) for m in _ALIAS_DECL.finditer(data))
+    decls = b"\n".join(_alias_decls(data))
     return _aliases(parse(decls), decls) if decls else {}
 
 
@@ -277,25 +338,26 @@ def extract_file(rel: str, data: bytes) -> FileResult:
     if is_binary(data):
         res.diagnostics.append(Diagnostic(rel, 0, "binary data, not C++: skipped", "warning", "ck.registrations"))
         return res
-    includes = [m.decode("utf-8", "replace") for m in _INCLUDE.findall(data)]
-    first = _ADD_DEF.search(data)
-    if ADD_CALL.encode() not in data and not first:
+    includes = _includes_of(data)
+    first = _first_add_def(data)
+    if first < 0 and _ADD_CALL_B not in data:
         # no registration here: only the file's one-line aliases matter (for bindings), so parse
         # just those declarations instead of the (often large) instance lists around them
         res.facts = {"functions": [], "aliases": _line_aliases(data), "includes": includes}
         return res
     # Parse from the first add function on: what comes before is instance lists and aliases
     # (read by the instances stage and by _line_aliases); #if sections come from the whole file.
-    off = data.rfind(b"\n", 0, first.start()) + 1 if first else 0
+    off = data.rfind(b"\n", 0, first) + 1 if first >= 0 else 0
     base = data.count(b"\n", 0, off)
     body_data = data[off:]
-    pp = (directive_stacks(data), directive_sections(data))
+    pp = directives(data)
     tree = parse(body_data)
-    funcs, covered = _collect(tree, body_data, rel, base, res, pp)
+    idx = NodeIndex(tree.root_node, _INDEX_TYPES)
+    funcs, covered = _collect(tree, body_data, rel, base, res, pp, idx)
     # A construct tree-sitter cannot read above a function (e.g. an `#if` inside a tuple that
     # starts with a comma) can swallow the definition into an ERROR node. Re-read such a function
     # from the start of its own line.
-    stray = [c for c in walk(tree.root_node, "call_expression")
+    stray = [c for c in idx["call_expression"]
              if callee(c, body_data) == ADD_CALL and not any(a <= c.start_byte < b for a, b in covered)]
     if stray:
         known = {f["name"] for f in funcs}
@@ -330,7 +392,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
             f["span"] = (1, 1 << 30)  # damaged: every parse error in the file may matter
             f["calls"].append({"line": line(c) + base, "list": la[0], "args": la[1],
                                "guards": _guards(c, body_data, rel, base, *pp)})
-    if funcs or ADD_CALL.encode() in data:
+    if funcs or _ADD_CALL_B in data:
         # Errors inside an add function's body may hide calls; a misread parameter list does not.
         spans = [sp for sp in (f.pop("span") for f in funcs) if sp]
         src_lines = data.split(b"\n")
@@ -343,7 +405,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
                 rel, errs[0], f"malformed C++ (tree-sitter recovered at line(s) {', '.join(map(str, errs[:5]))}); "
                 "registrations near these lines may be incomplete", "warning", "ck.registrations"))
     aliases = _line_aliases(data)
-    aliases.update(_aliases(tree, body_data))
+    aliases.update(_aliases(tree, body_data, idx))
     res.facts = {"functions": funcs, "aliases": aliases, "includes": includes}
     return res
 

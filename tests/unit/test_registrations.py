@@ -127,6 +127,24 @@ void add_device_y_instances(std::vector<std::unique_ptr<DeviceGemm<Row, Row, Row
     assert stacks[12] == ()
 
 
+_DIRECTIVE_LINES = [b"#if A", b"  #  ifdef B // c", b"#else", b"#endif", b"#elif C", b"x = 1;", b"", b"\t#endif\r",
+                    b"# include <x>", b"a # if", b"#ifndef Q", b"#elifdef Z", b"#define X #if", b"##if", b"#iff",
+                    b"\v#if v", b"#else // x", b"  y", b"\xc3\xa9 #if"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_DIRECTIVE_LINES), max_size=14), st.booleans())
+def test_directive_scan_from_the_hash_reads_like_the_line_reader(lines, trailing_newline):
+    # directives() finds directives from their `#` (fast); the line-by-line reader (kept for files
+    # with continued lines) is the reference
+    from ckkb.extract import conditions as cd
+
+    data = b"\n".join(lines) + (b"\n" if trailing_newline else b"")
+    assert cd._directive_lines(data) == cd._directive_lines_joined(data)
+    stacks, _ = cd.directives(data)
+    assert len(stacks) == data.count(b"\n") + 2
+
+
 def test_misread_parameter_list_and_filter_tuple_wrapper():
     src = """
 void add_device_z_instances(
