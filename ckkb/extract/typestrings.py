@@ -854,63 +854,91 @@ def _cond_value(cond: str, fields: dict[str, Any]) -> bool | None:
     return same if m.group(2) == "==" else not same
 
 
-_LIT, _ALT, _REF, _DERIVED = "lit", "alt", "ref", "derived"
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+class _Run:
+    """A run of tokens without conditionals as two format strings, key and name, with a slot per
+    value (refs first, then run-time values): rendering it is one pass over its refs rather than an
+    interpretation of every token."""
+
+    def __init__(self, tokens: list[Any]) -> None:
+        self.refs: list[tuple[str, Any, _Printer]] = []  # (field, default, printer)
+        self.exprs: list[str | None] = []  # per run-time value: the expression to evaluate (None: never)
+        self.derived: list[str] = []
+        n_refs = sum(1 for t in tokens if "lit" not in t and "ref" in t)
+        key: list[str] = []
+        name: list[str] = []
+        for t in tokens:
+            if "lit" in t:
+                key.append(_escape("".join(t["lit"].split())))
+                name.append(_escape(t["lit"]))
+            elif "ref" in t:
+                key.append(f"{{{len(self.refs)}}}")
+                name.append(f"{{{len(self.refs)}}}")
+                self.refs.append((t["ref"], t.get("default"), _Printer(t)))
+            else:  # a run-time value: '*' in the key; in the name only where its expression evaluates
+                key.append("*")
+                name.append(f"{{{n_refs + len(self.exprs)}}}")
+                self.exprs.append(None if t.get("delegate") else (t.get("expr") or ""))
+                self.derived.append(t.get("derived") or t.get("expr") or "?")
+        self.key_format = "".join(key)
+        self.name_format = "".join(name)
+
+    def __call__(self, fields: dict[str, Any]) -> tuple[str, str | None, list[str]]:
+        get = fields.get
+        printed = [printer(default if (v := get(field)) is None else v) for field, default, printer in self.refs]
+        if None in printed:
+            return self.key_format.format(*[UNKNOWN if p is None else p for p in printed]), None, list(self.derived)
+        key = self.key_format.format(*printed)
+        values = [_eval(e, fields) if e is not None else None for e in self.exprs]
+        if None in values:
+            return key, None, list(self.derived)
+        return key, self.name_format.format(*printed, *map(str, values)), list(self.derived)
 
 
 class _Rendering:
-    """A token list prepared once to render many instances' fields (see `render`): literals with the
-    key's whitespace already removed, conditionals' branches prepared, each ref with its _Printer."""
+    """A token list prepared once to render many instances' fields (see `render`): runs without
+    conditionals (_Run) and, between them, conditionals with their branches prepared."""
 
     def __init__(self, tokens: list[Any]) -> None:
-        self.steps: list[tuple[str, Any, Any, Any]] = []
+        self.steps: list[_Run | tuple[str, list[_Rendering]]] = []
+        run: list[Any] = []
         for t in tokens:
-            if "lit" in t:
-                self.steps.append((_LIT, "".join(t["lit"].split()), t["lit"], None))
-            elif "alt" in t:
-                self.steps.append((_ALT, t.get("cond", ""), [_Rendering(a) for a in t["alt"]], None))
-            elif "ref" in t:
-                self.steps.append((_REF, t["ref"], t.get("default"), _Printer(t)))
-            else:  # a run-time value: '*' in the key; in the name only where its expression evaluates
-                expr = None if t.get("delegate") else (t.get("expr") or "")
-                self.steps.append((_DERIVED, t.get("derived") or t.get("expr") or "?", expr, None))
+            if "alt" in t and "lit" not in t:
+                if run:
+                    self.steps.append(_Run(run))
+                    run = []
+                self.steps.append((t.get("cond", ""), [_Rendering(a) for a in t["alt"]]))
+            else:
+                run.append(t)
+        if run or not self.steps:
+            self.steps.append(_Run(run))
 
     def __call__(self, fields: dict[str, Any]) -> tuple[str, str | None, list[str]]:
+        if len(self.steps) == 1 and type(self.steps[0]) is _Run:
+            return self.steps[0](fields)
         key: list[str] = []
         name: list[str] | None = []
         derived: list[str] = []
-        for kind, a, b, c in self.steps:
-            if kind is _LIT:
-                key.append(a)
-                if name is not None:
-                    name.append(b)
-            elif kind is _REF:
-                v = fields.get(a)
-                p = c(b if v is None else v)
-                key.append(UNKNOWN if p is None else p)
-                if p is None:
-                    name = None
-                elif name is not None:
-                    name.append(p)
-            elif kind is _ALT:  # '*' in the key: a printed name does not say which branch was taken
+        for step in self.steps:
+            if type(step) is _Run:
+                k, n, d = step(fields)
+                key.append(k)
+            else:  # '*' in the key: a printed name does not say which branch was taken
                 key.append("*")
-                cond = _cond_value(a, fields)
-                if cond is None:
+                cond, branches = step
+                c = _cond_value(cond, fields)
+                if c is None:
                     name = None
                     continue
-                _k, n, d = b[0 if cond else 1](fields)
-                derived.extend(d)
-                if n is None:
-                    name = None
-                elif name is not None:
-                    name.append(n)
-            else:
-                key.append("*")
-                derived.append(a)
-                val = _eval(b, fields) if b is not None and name is not None else None
-                if val is None:
-                    name = None
-                elif name is not None:
-                    name.append(str(val))
+                _k, n, d = branches[0 if c else 1](fields)
+            derived.extend(d)
+            if n is None:
+                name = None
+            elif name is not None:
+                name.append(n)
         return "".join(key), ("".join(name) if name is not None else None), derived
 
 
@@ -935,18 +963,13 @@ _KIND_INPUTS = tuple(dict.fromkeys(n for c in _KIND_COLUMNS for n in SYNONYMS.ge
 _NAME = re.compile(r"\w+")
 
 
-def _typed_key(values: tuple[Any, ...]) -> tuple[Any, ...] | None:
+def _typed_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
     """`values` as a memo key that tells 1 from True and 1.0 (equal in Python, printed differently) and a
-    list from a tuple; lists are frozen to tuples. None when a value cannot be hashed."""
+    list from a tuple; lists are frozen to tuples. Hashing it raises TypeError if a value is unhashable."""
     types = tuple(map(type, values))
     if list in types:
         values = tuple(tuple(v) if type(v) is list else v for v in values)
-    key = (values, types)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return values, types
 
 
 def _fields_read(tokens: list[Any]) -> list[str]:
@@ -984,21 +1007,21 @@ class _FieldsMemo:
 
     def for_instance(self, base: dict[str, Any], bindable: list[str]) -> Callable[[dict[str, Any]], Any]:
         """compute() for the fields of one instance (`base`) as each of its registrations binds them."""
-        bound = [k for k in bindable if k in self.input_set]
-        key = _typed_key(tuple(map(base.get, self.inputs)))
-        if key is None:  # a value that cannot be hashed: nothing is memoised
+        bound = tuple(k for k in bindable if k in self.input_set) if bindable else ()
+        try:  # the same input values with other fields bound are other inputs: both make the instance's id
+            iid = self.instance_ids.setdefault((_typed_key(tuple(map(base.get, self.inputs))), bound), len(self.instance_ids))
+        except TypeError:  # a value that cannot be hashed: nothing is memoised
             return self.compute
-        # the same input values with other fields bound are other inputs: both make the instance's id
-        iid = self.instance_ids.setdefault((key, tuple(bound)), len(self.instance_ids))
         if not bound:  # no registration changes an input: one result for all of them
             result = self._result((iid, ()), base)
             return lambda fields: result
         return lambda fields: self._result((iid, _typed_key(tuple(map(fields.get, bound)))), fields)
 
     def _result(self, key: tuple[Any, ...], fields: dict[str, Any]) -> Any:
-        if key[1] is None:
+        try:
+            out = self.results.get(key)
+        except TypeError:  # a bound value that cannot be hashed
             return self.compute(fields)
-        out = self.results.get(key)
         if out is None:
             out = self.results[key] = self.compute(fields)
         return out

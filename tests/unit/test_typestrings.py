@@ -297,3 +297,11 @@ def test_instance_keys_memo_tells_values_apart():
              for i, (flag, lens) in enumerate([(True, [1, 2]), (1, [1, 2]), (1, (1, 2)), (False, [1, 3])], 1)]
     keys = ts.instance_keys([schema], insts, [])
     assert [k.printed_name for k in keys] == ["X<True,2>", "X<1,2>", "X<1,2>", "X<False,3>"]
+
+
+def test_render_keeps_braces_and_unknowns():
+    toks = [{"lit": "Op{ "}, {"ref": "N", "conv": "value", "kind": "int"}, {"lit": " }"},
+            {"derived": "Stages", "expr": "N * 2"}, {"derived": "Other", "expr": "Pipe::X", "delegate": True}]
+    assert ts.render(toks[:4], {"N": 4}) == ("Op{4}*", "Op{ 4 }8", ["Stages"])
+    assert ts.render(toks, {"N": 4}) == ("Op{4}**", None, ["Stages", "Other"])
+    assert ts.render(toks[:3], {}) == ("Op{{unknown}}", None, [])
