@@ -55,15 +55,22 @@ class Stage(Protocol):
 
 # Module paths whose attribute STAGE (one Stage) or STAGES (a list) defines stages, in build order. A module that is not written yet
 # (or fails to import) is reported, not silently skipped.
+#
+# The order is the order files are extracted in and stages are combined in (a stage's combine may
+# read the rows of any stage before it: instances need templates' device ops; registrations need
+# instance lists and cmake's build rules; typestrings and the aiter audit need instances and
+# registrations). Stages whose combine is heavy come first, so the parent combines them while the
+# workers still extract; stages nothing depends on and whose combine only collects rows (factories,
+# profiler) come last, so the build does not end with one core combining and the other idle.
 STAGE_MODULES: tuple[str, ...] = (
     "ckkb.extract.templates",
     "ckkb.extract.instances",
     "ckkb.extract.cmake",
-    "ckkb.extract.factories",
     "ckkb.extract.registrations",
     "ckkb.extract.typestrings",
-    "ckkb.extract.profiler",
     "ckkb.extract.aiter",
+    "ckkb.extract.factories",
+    "ckkb.extract.profiler",
 )
 
 _cache: dict[str, Stage] = {}
