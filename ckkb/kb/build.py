@@ -162,19 +162,19 @@ def _row_values(rows: list[Any], cols: list[str], json_cols: set[str], source_id
     get = operator.attrgetter(*fields) if len(fields) > 1 else (lambda r, _f=fields[0]: (getattr(r, _f),))
     json_pos = [i for i, c in enumerate(fields) if c in json_cols]
     add_source = len(fields) < len(cols)
+    source_pos = fields.index("source_id") if not add_source and "source_id" in cols else -1
+    to_json = kbdb.to_json
     out = []
     for r in rows:
         vals = list(get(r))
         for i in json_pos:
             v = vals[i]
             if v is not None and not isinstance(v, str):
-                vals[i] = json.dumps(v, default=str)
+                vals[i] = to_json(v)
         if add_source:
             vals.append(source_id)
-        elif "source_id" in cols:
-            i = fields.index("source_id")
-            if vals[i] is None:
-                vals[i] = source_id
+        elif source_pos >= 0 and vals[source_pos] is None:
+            vals[source_pos] = source_id
         out.append(vals)
     return out
 
