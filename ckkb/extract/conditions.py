@@ -14,7 +14,7 @@ from typing import Any
 
 import tree_sitter as ts
 
-from ckkb.extract.cpp import find_many, parse, text, walk
+from ckkb.extract.cpp import language, parse, text, walk
 
 DEVICE_NAME_FN = "get_device_name"
 _TEMPLATE_ARGS = re.compile(r"<.*")
@@ -44,13 +44,25 @@ class NodeIndex:
 
     def __init__(self, node: ts.Node, types: tuple[str, ...]):
         self.node = node
-        self.by_type = find_many(node, types)
-        for t, nodes in self.by_type.items():
+        caps = ts.QueryCursor(_type_query(types)).captures(node)
+        self.by_type: dict[str, list[ts.Node]] = {}
+        self.starts: dict[str, list[int]] = {}
+        for t in types:
+            nodes = caps.get(t, [])
+            keys = [(n.start_byte, -n.end_byte) for n in nodes]
             if len(nodes) > 1:
-                nodes.sort(key=_preorder)
-                if _has_tie(nodes):
-                    self.by_type[t] = list(walk(node, t))  # one extent twice: the walk knows the outer
-        self.starts = {t: [n.start_byte for n in nodes] for t, nodes in self.by_type.items()}
+                if len(set(keys)) < len(keys):  # one extent twice: the walk knows which is outer
+                    nodes = list(walk(node, t))
+                    keys = [(n.start_byte, -n.end_byte) for n in nodes]
+                else:
+                    order = sorted(range(len(nodes)), key=keys.__getitem__)
+                    nodes = [nodes[i] for i in order]
+                    keys = [keys[i] for i in order]
+            self.by_type[t] = nodes
+            self.starts[t] = [k[0] for k in keys]
+
+    def __getitem__(self, t: str) -> list[ts.Node]:
+        return self.by_type[t]
 
     def within(self, t: str, outer: ts.Node) -> list[ts.Node]:
         nodes, starts = self.by_type[t], self.starts[t]
@@ -63,22 +75,21 @@ class NodeIndex:
             i += 1
         return out
 
-    def __getitem__(self, t: str) -> list[ts.Node]:
-        return self.by_type[t]
-
     def merged(self, types: tuple[str, ...]) -> list[ts.Node]:
         """Nodes of several of the types, together in pre-order."""
         out = [n for t in types for n in self.by_type[t]]
-        out.sort(key=_preorder)
-        return list(walk(self.node, types)) if _has_tie(out) else out
+        if len(types) < 2 or len(out) < 2:
+            return out
+        keys = [(n.start_byte, -n.end_byte) for n in out]
+        if len(set(keys)) < len(keys):
+            return list(walk(self.node, types))
+        return [out[i] for i in sorted(range(len(out)), key=keys.__getitem__)]
 
 
-def _preorder(n: ts.Node) -> tuple[int, int]:
-    return n.start_byte, -n.end_byte
-
-
-def _has_tie(nodes: list[ts.Node]) -> bool:
-    return any(a.start_byte == b.start_byte and a.end_byte == b.end_byte for a, b in zip(nodes, nodes[1:], strict=False))
+@lru_cache(maxsize=16)
+def _type_query(types: tuple[str, ...]) -> ts.Query:
+    """One pattern per type, each captured under its type's name."""
+    return ts.Query(language(), " ".join(f"({t}) @{t}" for t in types))
 
 
 def _string_value(node: ts.Node, src: bytes) -> str | None:

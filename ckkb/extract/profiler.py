@@ -27,6 +27,7 @@ from typing import Any
 
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import cpp
+from ckkb.extract.conditions import NodeIndex
 from ckkb.extract.files import list_files
 from ckkb.kb.schema.profiler import ProfilerArgRow, ProfilerOpRow, ProfilerQuirkRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
@@ -35,6 +36,15 @@ SRC_DIR = "profiler/src"
 IMPL_DIR = "profiler/include"
 REGISTER = "REGISTER_PROFILER_OPERATION"
 FACTORY = "DeviceOperationInstanceFactory"
+# what one query over an op source finds (one query costs about a tree walk, however many types)
+_SRC_TYPES = ("preproc_def", "expression_statement", "enum_specifier", "if_statement", "call_expression", "preproc_include",
+              "assignment_expression")
+_IMPL_TYPES = ("alias_declaration", "template_type")
+
+
+def _nodes(root, node_type: str, idx: NodeIndex | None) -> list:
+    """Nodes of one type under root, in pre-order: from the index when there is one."""
+    return idx[node_type] if idx is not None else list(cpp.walk(root, node_type))
 
 
 # ----------------------------------------------------------------------------- literals
@@ -43,19 +53,13 @@ FACTORY = "DeviceOperationInstanceFactory"
 _ESC = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "?": "?"}
 
 
+_ESCAPE = re.compile(r"\\(.)", re.S)
+
+
 def _unescape(body: str) -> str:
-    out = []
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if c == "\\" and i + 1 < len(body):
-            n = body[i + 1]
-            out.append(_ESC.get(n, n))
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
+    if "\\" not in body:
+        return body
+    return _ESCAPE.sub(lambda m: _ESC.get(m[1], m[1]), body)
 
 
 def _literal(node, src: bytes, macros: dict[str, str]) -> str | None:
@@ -88,9 +92,9 @@ def _literal(node, src: bytes, macros: dict[str, str]) -> str | None:
     return None
 
 
-def _macros(root, src: bytes) -> dict[str, str]:
+def _macros(root, src: bytes, idx: NodeIndex | None = None) -> dict[str, str]:
     out: dict[str, str] = {}
-    for d in cpp.walk(root, "preproc_def"):
+    for d in _nodes(root, "preproc_def", idx):
         name = d.child_by_field_name("name")
         value = d.child_by_field_name("value")
         if name is None or value is None:
@@ -147,9 +151,9 @@ def _print_text(stmt, src: bytes, macros: dict[str, str]) -> str | None:
 _LEGEND_START = re.compile(r"(^|\n)\s*(arg\d+|--\w)")
 
 
-def _usage(root, src: bytes, macros: dict[str, str]) -> tuple[str, int | None]:
+def _usage(root, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None) -> tuple[str, int | None]:
     """The usage text: every print statement of the block holding the first legend print."""
-    for stmt in cpp.walk(root, "expression_statement"):
+    for stmt in _nodes(root, "expression_statement", idx):
         t = _print_text(stmt, src, macros)
         if t is None or not _LEGEND_START.search(t):
             continue
@@ -259,9 +263,9 @@ def _default(text: str) -> str | None:
 # ----------------------------------------------------------------------------- enums, argc, quirks
 
 
-def _enums(root, src: bytes) -> dict[str, list[str]]:
+def _enums(root, src: bytes, idx: NodeIndex | None = None) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for n in cpp.walk(root, "enum_specifier"):
+    for n in _nodes(root, "enum_specifier", idx):
         name = n.child_by_field_name("name")
         body = n.child_by_field_name("body")
         if name is None or body is None:
@@ -285,8 +289,8 @@ def _enums(root, src: bytes) -> dict[str, list[str]]:
     return out
 
 
-def _argc_allowed(root, src: bytes) -> list[int]:
-    for n in cpp.walk(root, "if_statement"):
+def _argc_allowed(root, src: bytes, idx: NodeIndex | None = None) -> list[int]:
+    for n in _nodes(root, "if_statement", idx):
         cond = n.child_by_field_name("condition")
         if cond is None:
             continue
@@ -307,11 +311,11 @@ def _argc_allowed(root, src: bytes) -> list[int]:
 _ARGV = re.compile(r"argv\s*\[\s*(\d+)\s*\]")
 
 
-def _assignments(node, src: bytes) -> dict[str, int]:
+def _assignments(node, src: bytes, idx: NodeIndex | None = None) -> dict[str, int]:
     out: dict[str, int] = {}
     if node is None:
         return out
-    for a in cpp.walk(node, "assignment_expression"):
+    for a in idx.within("assignment_expression", node) if idx is not None else cpp.walk(node, "assignment_expression"):
         left = a.child_by_field_name("left")
         right = a.child_by_field_name("right")
         if left is None or right is None or left.type != "identifier":
@@ -342,15 +346,15 @@ def _tests(cond, src: bytes) -> list[dict[str, Any]]:
     return tests
 
 
-def _quirks(root, src: bytes, names: dict[int, str]) -> list[dict[str, Any]]:
+def _quirks(root, src: bytes, names: dict[int, str], idx: NodeIndex | None = None) -> list[dict[str, Any]]:
     out = []
-    for n in cpp.walk(root, "if_statement"):
+    for n in _nodes(root, "if_statement", idx):
         alt = n.child_by_field_name("alternative")
         cons = n.child_by_field_name("consequence")
         cond = n.child_by_field_name("condition")
         if alt is None or cons is None or cond is None:
             continue
-        then, other = _assignments(cons, src), _assignments(alt, src)
+        then, other = _assignments(cons, src, idx), _assignments(alt, src, idx)
         common = [v for v in then if v in other and then[v] != other[v]]
         if len(common) < 2:
             continue
@@ -389,9 +393,9 @@ def _quirks(root, src: bytes, names: dict[int, str]) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- registrations
 
 
-def _registrations(root, src: bytes, macros: dict[str, str]) -> list[dict[str, Any]]:
+def _registrations(root, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None) -> list[dict[str, Any]]:
     out = []
-    for c in cpp.walk(root, "call_expression"):
+    for c in _nodes(root, "call_expression", idx):
         fn = c.child_by_field_name("function")
         if fn is None or cpp.text(fn, src) != REGISTER:
             continue
@@ -405,9 +409,9 @@ def _registrations(root, src: bytes, macros: dict[str, str]) -> list[dict[str, A
     return out
 
 
-def _includes(root, src: bytes) -> list[str]:
+def _includes(root, src: bytes, idx: NodeIndex | None = None) -> list[str]:
     out = []
-    for inc in cpp.walk(root, "preproc_include"):
+    for inc in _nodes(root, "preproc_include", idx):
         p = inc.child_by_field_name("path")
         if p is None:
             continue
@@ -417,15 +421,15 @@ def _includes(root, src: bytes) -> list[str]:
     return out
 
 
-def _interfaces(root, src: bytes) -> list[str]:
+def _interfaces(root, src: bytes, idx: NodeIndex | None = None) -> list[str]:
     aliases: dict[str, str] = {}
-    for a in cpp.walk(root, "alias_declaration"):
+    for a in _nodes(root, "alias_declaration", idx):
         name = a.child_by_field_name("name")
         typ = a.child_by_field_name("type")
         if name is not None and typ is not None:
             aliases.setdefault(cpp.text(name, src), cpp.text(typ, src))
     out: list[str] = []
-    for t in cpp.walk(root, "template_type"):
+    for t in _nodes(root, "template_type", idx):
         name = t.child_by_field_name("name")
         if name is None or cpp.text(name, src).split("::")[-1] != FACTORY:
             continue
@@ -456,33 +460,34 @@ class ProfilerStage:
             if FACTORY.encode() not in data:
                 return FileResult()
             tree = cpp.parse(data)
-            return FileResult(facts={"interfaces": _interfaces(tree.root_node, data)})
+            return FileResult(facts={"interfaces": _interfaces(tree.root_node, data, NodeIndex(tree.root_node, _IMPL_TYPES))})
         if REGISTER.encode() not in data:
             return FileResult()
         if cpp.is_binary(data):
             return FileResult(diagnostics=[Diagnostic(rel, 0, "binary file, not C++", "warning", self.name)])
         tree = cpp.parse(data)
         root_node = tree.root_node
+        idx = NodeIndex(root_node, _SRC_TYPES)
         diags = []
-        macros = _macros(root_node, data)
-        regs = _registrations(root_node, data, macros)
+        macros = _macros(root_node, data, idx)
+        regs = _registrations(root_node, data, macros, idx)
         if not regs:
             if re.search(rb"^\s*" + REGISTER.encode() + rb"\s*\(", data, re.M):
                 diags.append(Diagnostic(rel, 0, f"{REGISTER}(...) found but not readable (malformed C++?)", "warning", self.name))
             return FileResult(diagnostics=diags)
-        usage, usage_line = _usage(root_node, data, macros)
+        usage, usage_line = _usage(root_node, data, macros, idx)
         legend = parse_legend(usage)
-        enums = _enums(root_node, data)
-        argc = _argc_allowed(root_node, data)
+        enums = _enums(root_node, data, idx)
+        argc = _argc_allowed(root_node, data, idx)
         names = {e["position"]: e["name"] for e in legend if e["position"] is not None}
-        quirks = _quirks(root_node, data, names)
+        quirks = _quirks(root_node, data, names, idx)
         if usage_line is not None:
             # tree-sitter recovery inside the usage block means the legend may be incomplete (recovery
             # elsewhere in CK's template-heavy code is common and harmless for this stage)
             span = range(usage_line, usage_line + usage.count("\n") + 3)
             bad = sorted({
-                cpp.line(n) for n in cpp.walk(root_node)
-                if (n.type == "ERROR" or n.is_missing) and cpp.line(n) in span
+                cpp.line(n) for n in _error_nodes(root_node)
+                if cpp.line(n) in span
                 and not (n.parent is not None and n.parent.type == "concatenated_string")  # "a" MACRO "b": resolved above
             })
             for ln in bad[:3]:
@@ -497,7 +502,7 @@ class ProfilerStage:
                 "enums": enums,
                 "argc": argc,
                 "quirks": quirks,
-                "includes": _includes(root_node, data),
+                "includes": _includes(root_node, data, idx),
             },
         )
 
@@ -550,6 +555,19 @@ class ProfilerStage:
                 for q in f["quirks"]:
                     rows.append(ProfilerQuirkRow(op=name, kind=q["kind"], condition=q["condition"], summary=q["summary"], details=q["details"], file=rel, line=q["line"]))
         return StageResult(rows=rows, diagnostics=diags)
+
+
+def _error_nodes(root) -> list:
+    """ERROR and MISSING nodes under root. Only subtrees whose `has_error` is set are entered (it
+    marks every ancestor of an ERROR or MISSING node, and those nodes themselves)."""
+    out = []
+    stack = [root] if root.has_error else []
+    while stack:
+        n = stack.pop()
+        if n.type == "ERROR" or n.is_missing:
+            out.append(n)
+        stack.extend(c for c in n.children if c.has_error)
+    return out
 
 
 def _match_enum(entry: dict[str, Any], enums: dict[str, list[str]]) -> dict[str, str]:

@@ -395,10 +395,10 @@ def extract_file(rel: str, data: bytes) -> FileResult:
     if funcs or _ADD_CALL_B in data:
         # Errors inside an add function's body may hide calls; a misread parameter list does not.
         spans = [sp for sp in (f.pop("span") for f in funcs) if sp]
-        src_lines = data.split(b"\n")
         errs = [e + base for e in error_lines(tree)]
         errs = [e for e in errs if not funcs or any(a <= e <= b for a, b in spans)]
-        if funcs:  # a lone closing brace: tree-sitter nested an #if wrongly, the directive scan did not
+        if funcs and errs:  # a lone closing brace: tree-sitter nested an #if wrongly, the directive scan did not
+            src_lines = data.split(b"\n")
             errs = [e for e in errs if e > len(src_lines) or src_lines[e - 1].strip() not in (b"}", b"};")]
         if errs:
             res.diagnostics.append(Diagnostic(

@@ -27,6 +27,23 @@ NAME = "ck.templates"
 _NESTED = ("field_declaration_list", "compound_statement")
 
 
+def _outer_param_lists(root) -> list:
+    """Template parameter lists not nested in a class or function body, in pre-order (= source
+    order). A cursor walk that does not enter those bodies visits a small part of a device-op
+    header, where a query (or a full walk) has to cover all of it."""
+    out = []
+    cur = root.walk()
+    while True:
+        t = cur.node.type
+        if t == "template_parameter_list":
+            out.append(cur.node)
+        if t not in _NESTED and cur.goto_first_child():
+            continue
+        while not cur.goto_next_sibling():
+            if not cur.goto_parent():
+                return out
+
+
 def _head(plist, src: bytes) -> dict | None:
     """The class declared right after a template parameter list: name, base, body, specialisation."""
     nxt = plist.next_sibling
@@ -164,11 +181,10 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
         return res
     tree = cpp.parse(data)
     found: dict[str, tuple[int, DeviceOpRow]] = {}  # name -> (rank, row); lower rank wins
-    for plist in cpp.find(tree.root_node, "template_parameter_list"):
+    # (member templates - Argument, Invoker, ... - sit in class bodies: not device ops)
+    for plist in _outer_param_lists(tree.root_node):
         if plist.parent is None or plist.parent.type == "template_template_parameter_declaration":
             continue
-        if cpp.is_nested_in(plist, _NESTED):
-            continue  # a member template (Argument, Invoker, ...), not a device op
         head = _head(plist, data)
         if head is None:
             continue

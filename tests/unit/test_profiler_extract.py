@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ckkb import sources
+from ckkb.extract import profiler as pe
 from ckkb.extract.profiler import STAGE, parse_codes, parse_legend
 from ckkb.kb.build import build
 
@@ -129,3 +130,21 @@ _label = st.text(alphabet=st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789 
 def test_code_table_roundtrip(labels, sep, eq):
     text = "data type (" + sep.join(f"{i}{eq}{lab}" for i, lab in enumerate(labels)) + ")"
     assert parse_codes(text.replace("\n", " ")) == {str(i): " ".join(lab.split()) for i, lab in enumerate(labels)}
+
+
+def _unescape_chars(body: str) -> str:
+    out, i = [], 0
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body):
+            out.append(pe._ESC.get(body[i + 1], body[i + 1]))
+            i += 2
+            continue
+        out.append(body[i])
+        i += 1
+    return "".join(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='ab\\n"t0\n?x', max_size=12))
+def test_unescape_reads_escapes_like_a_char_by_char_scan(body):
+    assert pe._unescape(body) == _unescape_chars(body)
