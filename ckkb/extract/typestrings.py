@@ -780,23 +780,17 @@ def _eval(expr: str, fields: dict[str, Any]) -> int | None:
         return None
 
 
-class _Printer:
-    """printed_value of one ref token, memoised by the value and its type (1, True and 1.0 are equal
-    keys in Python but print differently). Valid because printed_value is a pure function."""
+class _Printed(dict):
+    """printed_value of one ref token by (type of the value, value), each computed on first use: the
+    type tells 1, True and 1.0 apart (equal keys, printed differently). Valid as printed_value is pure."""
 
     def __init__(self, token: dict[str, Any]) -> None:
+        super().__init__()
         self.token = token
-        self.memo: dict[tuple[type, Any], str | None] = {}
 
-    def __call__(self, v: Any) -> str | None:
-        k = (type(v), v)
-        try:
-            return self.memo[k]
-        except KeyError:
-            p = self.memo[k] = printed_value(self.token, v)
-            return p
-        except TypeError:  # unhashable value (a sequence)
-            return printed_value(self.token, v)
+    def __missing__(self, key: tuple[type, Any]) -> str | None:
+        p = self[key] = printed_value(self.token, key[1])
+        return p
 
 
 def printed_value(t: dict[str, Any], v: Any) -> str | None:
@@ -864,7 +858,8 @@ class _Run:
     interpretation of every token."""
 
     def __init__(self, tokens: list[Any]) -> None:
-        self.refs: list[tuple[str, Any, _Printer]] = []  # (field, default, printer)
+        self.refs: list[tuple[str, Any]] = []  # (field, default)
+        self.printed: list[_Printed] = []  # per ref
         self.exprs: list[str | None] = []  # per run-time value: the expression to evaluate (None: never)
         self.derived: list[str] = []
         n_refs = sum(1 for t in tokens if "lit" not in t and "ref" in t)
@@ -877,7 +872,8 @@ class _Run:
             elif "ref" in t:
                 key.append(f"{{{len(self.refs)}}}")
                 name.append(f"{{{len(self.refs)}}}")
-                self.refs.append((t["ref"], t.get("default"), _Printer(t)))
+                self.refs.append((t["ref"], t.get("default")))
+                self.printed.append(_Printed(t))
             else:  # a run-time value: '*' in the key; in the name only where its expression evaluates
                 key.append("*")
                 name.append(f"{{{n_refs + len(self.exprs)}}}")
@@ -888,7 +884,11 @@ class _Run:
 
     def __call__(self, fields: dict[str, Any]) -> tuple[str, str | None, list[str]]:
         get = fields.get
-        printed = [printer(default if (v := get(field)) is None else v) for field, default, printer in self.refs]
+        values = [default if (v := get(field)) is None else v for field, default in self.refs]
+        try:
+            printed = [memo[type(v), v] for memo, v in zip(self.printed, values, strict=True)]
+        except TypeError:  # an unhashable value (a sequence): not memoised
+            printed = [printed_value(memo.token, v) for memo, v in zip(self.printed, values, strict=True)]
         if None in printed:
             return self.key_format.format(*[UNKNOWN if p is None else p for p in printed]), None, list(self.derived)
         key = self.key_format.format(*printed)
