@@ -33,6 +33,10 @@ from ckkb.kb.stages import BuildContext, FileResult, StageResult
 from ckkb.sources import CK_FACTORY_DIR
 
 _ADD_FN = re.compile(r"^add_\w*instances?\w*$")
+ADD_CALL = "add_device_operation_instances"  # the registration helper every add function calls: not a factory
+# A name that can be a factory row (a declared or called add function other than the helper). A file
+# without one (an instance header that only calls the helper) has nothing to read: it is not parsed.
+_FACTORY_NAME = re.compile(rb"\badd_(?!device_operation_instances?\b)\w*instance")
 _LAYOUT_WORDS = {"Row", "Col", "RowMajor", "ColumnMajor"}
 _DTYPE_WORDS = {
     "F16", "BF16", "F32", "F64", "F8", "BF8", "I8", "I32", "I4", "F4", "F6", "BF6", "half_t", "bhalf_t",
@@ -141,7 +145,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
     if is_binary(data):
         res.diagnostics.append(Diagnostic(rel, 0, "binary data, not C++: skipped", "warning", "ck.factories"))
         return res
-    if b"add_" not in data:
+    if b"add_" not in data or not _FACTORY_NAME.search(data):
         return res
     tree = parse(data)
     stacks, sections = directives(data)
@@ -163,7 +167,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
             continue
         for call in idx.within("call_expression", body):
             fn = callee(call, data)
-            if not _ADD_FN.match(fn) or fn == "add_device_operation_instances":
+            if not _ADD_FN.match(fn) or fn == ADD_CALL:
                 continue
             seen_calls.add(call.start_byte)
             b = _if_bindings(call, body, data, memo)
@@ -180,7 +184,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
             continue
         nm = fd.child_by_field_name("declarator")
         fname = _last(text(nm, data)) if nm is not None else ""
-        if not _ADD_FN.match(fname):
+        if not _ADD_FN.match(fname) or fname == ADD_CALL:
             continue
         iface, iargs = "", []
         for n in idx.within("template_type", fd):

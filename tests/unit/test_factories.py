@@ -65,3 +65,18 @@ def test_binary_and_malformed_headers_are_reported():
     assert res.diagnostics and "binary" in res.diagnostics[0].message and not res.rows
     res = fa.extract_file("bad.hpp", b"struct DeviceOperationInstanceFactory< { add_x_instances(\n")
     assert res.diagnostics and res.diagnostics[0].line == 1 and "malformed" in res.diagnostics[0].message
+
+
+def test_instance_header_without_factory_names_is_not_read():
+    # an instance header: lists (an #if inside the tuple trips an unmasked parse) and only the
+    # registration helper's name; no factory function, so no rows and no "malformed" warning
+    src = (
+        b"template <int N>\nusing my_instances = std::tuple<\n#if defined CK_ENABLE_FP8\n"
+        b"  DeviceOp<N, 1>\n#endif\n>;\n"
+        b"void f(V& v) { add_device_operation_instances(v, my_instances<2>{}); }\n"
+    )
+    res = fa.extract_file("gpu/sub/x_instance.hpp", src)
+    assert res.rows == [] and res.diagnostics == []
+    # the same file declaring a factory function is read (and its damage reported)
+    res = fa.extract_file("gpu/sub/x_instance.hpp", src + b"void add_my_f16_instances(std::vector<std::unique_ptr<I<F16>>>& v);\n")
+    assert [r.function for r in res.rows] == ["add_my_f16_instances"]
