@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 SERIAL_BELOW = 64  # fewer cache misses than this are extracted in-process
+WORKER_NICENESS = 10
 
 
 @dataclass
@@ -94,10 +95,19 @@ def _extract_one(stage_name: str, root: str, rel: str) -> Extracted:
 
 
 def _worker_init() -> None:
-    """No cyclic garbage collection in a worker: extraction makes millions of small acyclic objects
-    (facts, expression tuples) that reference counting frees, and the collector's passes over them
-    cost ~15% of the extraction CPU. Workers live for one build."""
+    """Set a worker up for one build.
+
+    - No cyclic garbage collection: extraction makes millions of small acyclic objects (facts,
+      expression tuples) that reference counting frees; the collector's passes cost ~15% of it.
+    - A lower priority than the parent: the parent's combines are the build's critical path (each
+      waits for the one before it), a worker's next file can wait a moment. Without it the parent
+      got a third of a core and finished its combines 1-1.5 s after the workers' last file.
+    """
     gc.disable()
+    try:
+        os.nice(WORKER_NICENESS)
+    except OSError:  # not permitted here: same priority, same result
+        pass
 
 
 def _extract_chunk(tasks: list[tuple[str, str, str]]) -> list[Extracted]:
