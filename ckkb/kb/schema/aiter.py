@@ -19,7 +19,7 @@ from ckkb.kb.schema.base import col, table
     pk="id",
     indexes=(("op",), ("file",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AiterKernelListRow:
     id: int = col("list id")
     op: str = col("kernel directory without the ck_ prefix, e.g. gemm_a8w8")
@@ -39,7 +39,7 @@ class AiterKernelListRow:
     "composes (evaluated statically), plus normalised CK columns for joining with CK instances.",
     indexes=(("op", "kernel_id"), ("list_id",), ("name",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AiterKernelRow:
     list_id: int = col("aiter_kernel_lists.id")
     op: str = col("kernel directory without the ck_ prefix")
@@ -68,7 +68,7 @@ class AiterKernelRow:
     "action, default, read statically.",
     indexes=(("tuner",), ("option",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AiterTunerOptionRow:
     tuner: str = col("tuner: base (base_tuner.py) or the *_tune.py file stem")
     op: str | None = col("kernel directory of a per-op tuner (without ck_)", None)
@@ -89,7 +89,7 @@ class AiterTunerOptionRow:
     "path, the model_configs files merged in by default, and the merge rule of that aiter version.",
     pk="op",
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AiterRuntimeConfigRow:
     op: str = col("op family: the env var suffix, lower case (e.g. gemm_a8w8_blockscale)")
     env_var: str = col("variable the runtime reads, e.g. AITER_CONFIG_GEMM_A8W8 (never the _FILE name)")
@@ -116,7 +116,7 @@ class AiterRuntimeConfigRow:
     "Every tuned / untuned config CSV read (aiter/configs, aiter/configs/model_configs), with its columns and op.",
     pk="id",
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AiterConfigFileRow:
     id: int = col("file id")
     file: str = col("file, repo-style")
@@ -132,7 +132,7 @@ class AiterConfigFileRow:
     "One row per data line of a config CSV: key columns typed, every other column in `values`.",
     indexes=(("op",), ("file",), ("M", "N", "K"), ("cu_num",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AiterConfigRowRow:
     file_id: int = col("aiter_config_files.id")
     file: str = col("file, repo-style")
@@ -166,7 +166,7 @@ class AiterConfigRowRow:
     "(rules that need ingested measurements run in `ckkb audit --db`).",
     indexes=(("rule",), ("severity",), ("file",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AiterAuditFindingRow:
     rule: str = col("rule id, e.g. kernel-name-stale")
     severity: str = col("error | warning | note")

@@ -20,7 +20,7 @@ from ckkb.kb.schema.base import col, table
     pk="id",
     indexes=(("name",),),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class DeviceOpRow:
     id: int = col("device-op id", 0)
     name: str = col("class template name, e.g. DeviceGemm_Xdl_CShuffleV3")
@@ -41,7 +41,7 @@ class DeviceOpRow:
     indexes=(("name",), ("dir",)),
     fts=("name", "file"),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class InstanceListRow:
     id: int = col("list id")
     name: str = col("alias name, e.g. device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances_part2")
@@ -69,7 +69,7 @@ class InstanceListRow:
     indexes=(("list_id",), ("template",), ("dir",), ("tile_m", "tile_n", "tile_k")),
     fts=("template", "list_name", "file"),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class InstanceRow:
     id: int = col("instance id")
     list_id: int = col("instance_lists.id")

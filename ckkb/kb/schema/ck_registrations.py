@@ -13,7 +13,7 @@ from ckkb.kb.schema.base import col, table
 
 
 @table("add_functions", "Every `add_*_instances` function definition under gpu/.", pk="id", indexes=(("name",), ("dir",)), fts=("name", "file"))
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AddFunctionRow:
     id: int = col("function id")
     name: str = col("function name")
@@ -30,7 +30,7 @@ class AddFunctionRow:
     pk="id",
     indexes=(("function",), ("list_name",), ("list_id",), ("dir",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class RegistrationRow:
     id: int = col("registration id")
     function: str = col("enclosing add function")
@@ -58,7 +58,7 @@ class RegistrationRow:
     pk="id",
     indexes=(("kind",), ("dir",), ("arch",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class GateRow:
     id: int = col("gate id")
     kind: str = col("device_name | capability | preprocessor | other")
@@ -78,7 +78,7 @@ class GateRow:
     "that removes it (build, preprocessor, registration, capability) with file and line.",
     indexes=(("registration_id", "arch"), ("arch",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AvailabilityRow:
     registration_id: int = col("registrations.id")
     arch: str = col("architecture")
@@ -95,7 +95,7 @@ class AvailabilityRow:
     "device-op interface, data types and layouts, under which preprocessor guards.",
     indexes=(("function",), ("file",), ("interface",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class FactoryRow:
     file: str = col("factory header, relative to the CK root")
     line: int = col("line of the declaration or call")
@@ -109,7 +109,7 @@ class FactoryRow:
 
 
 @table("build_rules", "CMake rules in gpu/CMakeLists.txt that drop sources or targets by arch and file-name pattern.", pk="id")
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class BuildRuleRow:
     id: int = col("rule id")
     file: str = col("CMakeLists.txt path, relative to the CK root")
@@ -125,7 +125,7 @@ class BuildRuleRow:
     "Per (instance source file, arch): whether CMake compiles it for that arch, and the rule that decides.",
     indexes=(("file",), ("arch",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class FileBuildRow:
     file: str = col("source file, relative to the CK root")
     arch: str = col("architecture")
@@ -141,7 +141,7 @@ class FileBuildRow:
     "CMakeLists.txt (evaluated per arch) and the unconditional #defines of include/ck/ck.hpp.",
     indexes=(("arch",), ("name",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class BuildDefineRow:
     arch: str = col("architecture")
     name: str = col("macro name")

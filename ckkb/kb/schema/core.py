@@ -8,7 +8,7 @@ from ckkb.kb.schema.base import INGESTED, col, table
 
 
 @table("sources", "Source trees and files a build or an ingestion read: the provenance every row points to.", pk="id", provenance=False)
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class SourceRow:
     id: int = col("source id")
     kind: str = col("ck | aiter | log | bundle")
@@ -18,14 +18,14 @@ class SourceRow:
 
 
 @table("build_info", "Facts about the build that produced this file (schema version, ckkb version, timing).", pk="key", provenance=False)
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class BuildInfoRow:
     key: str = col("fact name")
     value: str = col("fact value")
 
 
 @table("diagnostics", "Everything an extractor could not read, with file and line: nothing is dropped silently.", indexes=(("stage",), ("file",)))
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class DiagnosticRow:
     stage: str = col("extractor that reported it")
     file: str = col("file, relative to its source tree")
@@ -35,7 +35,7 @@ class DiagnosticRow:
 
 
 @table("ingest_files", "Every log, bundle or CSV ingested, by content hash, so re-ingesting adds nothing.", pk="sha256", kind=INGESTED, provenance=False)
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class IngestFileRow:
     sha256: str = col("sha256 of the file's bytes")
     path: str = col("path as given to `ckkb ingest`")

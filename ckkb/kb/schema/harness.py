@@ -21,7 +21,7 @@ from ckkb.kb.schema.base import INGESTED, col, table
     kind=INGESTED,
     indexes=(("M", "N", "K"), ("arch",), ("regime",)),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class HarnessResultRow:
     run_id: str = col("id of the harness run (bundle creation time and host); rows of one run share it")
     device: str = col("device name as the runtime reports it, e.g. `NVIDIA H200`")
@@ -58,7 +58,7 @@ class HarnessResultRow:
     "same operations timed by `triton.testing.do_bench` in the same run, as a cross-check.",
     kind=INGESTED,
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class HarnessCeilingRow:
     run_id: str = col("id of the harness run; matches harness_results.run_id")
     device: str = col("device name")

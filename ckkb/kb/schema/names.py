@@ -21,7 +21,7 @@ from ckkb.kb.schema.base import col, table
     indexes=(("device_op",), ("status",)),
     fts=("device_op", "op"),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class NameSchemaRow:
     id: int = col("schema id")
     device_op: str = col("C++ class template that defines GetTypeString(), e.g. DeviceGemm_Xdl_CShuffleV3")
@@ -50,7 +50,7 @@ class NameSchemaRow:
     indexes=(("key",), ("instance_id",), ("registration_id",), ("op",)),
     fts=("printed_name", "key", "list_name"),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class InstanceKeyRow:
     id: int = col("row id")
     key: str = col("printed name without whitespace, run-time (derived) values as '*'")

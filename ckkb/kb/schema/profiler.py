@@ -20,7 +20,7 @@ from ckkb.kb.schema.base import INGESTED, col, table
     pk="name",
     fts=("name", "description"),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ProfilerOpRow:
     name: str = col("op name as typed after `ckProfiler`, e.g. gemm_universal")
     description: str = col("description registered with it, e.g. 'Universal GEMM'")
@@ -48,7 +48,7 @@ class ProfilerOpRow:
     "with the code table inside the text, plus --options of ops that take flags.",
     indexes=(("op", "position"),),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ProfilerArgRow:
     op: str = col("profiler_ops.name")
     position: int | None = col("argv position as the legend numbers it (arg1 = the op name); NULL for --options", None)
@@ -68,7 +68,7 @@ class ProfilerArgRow:
     "swapping M and N (with their strides) when N % 8 != 0 and M % 8 == 0.",
     indexes=(("op",),),
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ProfilerQuirkRow:
     op: str = col("profiler_ops.name")
     kind: str = col("swap_args (two argv positions exchanged under a condition)")
@@ -87,7 +87,7 @@ class ProfilerQuirkRow:
     indexes=(("op", "dtype", "layout", "M", "N", "K"), ("arch",), ("sha256",)),
     kind=INGESTED,
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class RaceRow:
     id: int = col("race id")
     op: str | None = col("ckProfiler op, e.g. gemm (from the command or the log)", None)
@@ -138,7 +138,7 @@ class RaceRow:
     indexes=(("race_id",),),
     kind=INGESTED,
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class RaceResultRow:
     id: int = col("result id")
     race_id: int = col("races.id")
@@ -161,7 +161,7 @@ class RaceResultRow:
     pk="name",
     kind=INGESTED,
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class RaceNameRow:
     name: str = col("instance string as printed (race_results.name)")
     op_template: str | None = col("device-op name the string starts with", None)
@@ -177,7 +177,7 @@ class RaceNameRow:
     indexes=(("sha256",),),
     kind=INGESTED,
 )
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class IngestErrorRow:
     id: int = col("error id")
     file: str = col("file as given to ckkb ingest")
