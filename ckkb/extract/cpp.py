@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -19,8 +20,21 @@ def parser() -> ts.Parser:
     return ts.Parser(language())
 
 
+_last_parse: list[tuple[bytes, ts.Tree]] = []  # at most one (bytes, tree): see parse()
+
+
 def parse(data: bytes) -> ts.Tree:
-    return parser().parse(data)
+    """Parse C++ bytes. The last big parse is remembered: the build extracts a file for all its
+    stages in a row, and stages that parse the same bytes (templates and typestrings both parse
+    for_parsing() of a device-op header) share one parse. Trees are never edited, so sharing is safe."""
+    if _last_parse:
+        last, tree = _last_parse[0]
+        if last is data or last == data:
+            return tree
+    tree = parser().parse(data)
+    if len(data) >= 4096:  # a snippet is cheaper to parse again than to keep
+        _last_parse[:] = [(data, tree)]
+    return tree
 
 
 def text(node: ts.Node, src: bytes) -> str:
@@ -164,6 +178,63 @@ def mask_conditionals(data: bytes) -> tuple[bytes, dict[int, tuple[str, ...]]]:
             guards[i] = tuple(g[1] for g in stack)
         out.append(ln)
     return b"\n".join(out), guards
+
+
+# whole lines, each matched with the newline before it: a pattern that starts with a literal is found
+# by a fast scan, where `^` would be tried at every byte (see _lines)
+_MACRO_LINE = re.compile(rb"\n[ \t]*[A-Z][A-Z0-9_]{2,}[ \t]*$", re.M)
+_PP_IF = re.compile(rb"\n[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$", re.M)
+
+
+def _lines(pattern: re.Pattern[bytes], data: bytes) -> Iterator[tuple[int, int, re.Match[bytes]]]:
+    """(start, end, match) of each line of `data` that `pattern` (one of the above) matches."""
+    for m in pattern.finditer(b"\n" + data):
+        yield m.start(), m.end() - 1, m
+
+
+def _blank(buf: bytearray, start: int, end: int) -> None:
+    for i in range(start, end):
+        if buf[i] not in (10, 13):
+            buf[i] = 32
+
+
+def for_parsing(data: bytes) -> bytes:
+    """A copy of a device-op header that tree-sitter reads without losing the class structure, byte
+    offsets kept (the templates and typestrings stages both parse it: one parse serves both).
+
+    Not an extraction (no value is read from it): CK headers use constructs a C++ grammar without a
+    preprocessor cannot follow, so they are blanked out: a line that is only a macro invocation
+    (GET_NXDL_PER_WAVE_IMPL, REGISTER_EXTRA_PRINTING_METHODS), the dead branch and the directives
+    of `#if 0` / `#if 1`, and the comparison in `enable_if<N >= 1 && N <= 3>` (made `==`).
+    """
+    buf = bytearray(data)
+    for start, end, _m in _lines(_MACRO_LINE, data):
+        _blank(buf, start, end)
+    stack: list[tuple[bytes, int]] = []  # (constant "0"/"1"/"", start of the region to blank)
+    for line_start, line_end, m in _lines(_PP_IF, data):
+        kind, rest = m.group(1), m.group(2).split(b"//")[0].strip()
+        if kind == b"if":
+            const = rest if rest in (b"0", b"1") else b""
+            stack.append((const, line_start))
+            if const:
+                _blank(buf, line_start, line_end)
+        elif kind in (b"ifdef", b"ifndef"):
+            stack.append((b"", line_start))
+        elif kind in (b"else", b"elif") and stack:
+            const, start = stack[-1]
+            if const == b"0":
+                _blank(buf, start, line_end)  # the dead #if 0 branch
+                stack[-1] = (b"live", line_end)
+            elif const == b"1":
+                stack[-1] = (b"dead", line_start)
+        elif kind == b"endif" and stack:
+            const, start = stack.pop()
+            if const == b"0" or const == b"dead":
+                _blank(buf, start, line_end)
+            elif const in (b"1", b"live"):
+                _blank(buf, line_start, line_end)
+    out = bytes(buf)
+    return out.replace(b">=", b"==").replace(b"<=", b"==")
 
 
 def squash(s: str) -> str:

@@ -172,15 +172,9 @@ def _param_from_chunk(chunk: list, src: bytes) -> dict:
     return {"name": cpp.squash(text), "kind": "unknown", "type": None, "default": None}
 
 
-def extract(root: Path, rel: str, data: bytes) -> FileResult:
-    res = FileResult()
-    if cpp.is_binary(data):
-        res.diagnostics.append(Diagnostic(rel, 0, "binary file, not C++: skipped", "warning", NAME))
-        return res
-    if b"template" not in data or b"Device" not in data:
-        return res
-    tree = cpp.parse(data)
-    found: dict[str, tuple[int, DeviceOpRow]] = {}  # name -> (rank, row); lower rank wins
+def _found_in_tree(tree, rel: str, data: bytes, diags: list[Diagnostic]) -> dict[str, tuple[int, DeviceOpRow]]:
+    """Device-op class templates declared at namespace level in `tree`: name -> (rank, row); lower rank wins."""
+    found: dict[str, tuple[int, DeviceOpRow]] = {}
     # (member templates - Argument, Invoker, ... - sit in class bodies: not device ops)
     for plist in _outer_param_lists(tree.root_node):
         if plist.parent is None or plist.parent.type == "template_template_parameter_declaration":
@@ -196,14 +190,33 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
         bad = [p for p in params if p["kind"] == "unknown"]
         if bad or plist.has_error:
             err = next((n for n in cpp.walk(plist) if n.type == "ERROR" or n.is_missing), plist)
-            res.diagnostics.append(
-                Diagnostic(rel, cpp.line(err), f"template parameters of {head['name']} only partly readable", "warning", NAME)
-            )
+            diags.append(Diagnostic(rel, cpp.line(err), f"template parameters of {head['name']} only partly readable", "warning", NAME))
         # primary definition (0) beats forward declaration (1) beats partial specialisation (2)
         rank = 2 if head["specialised"] else (0 if head["has_body"] else 1)
         row = DeviceOpRow(name=head["name"], file=rel, line=line, params=params, base=head["base"], base_args=head["base_args"])
         if head["name"] not in found or rank < found[head["name"]][0]:
             found[head["name"]] = (rank, row)
+    return found
+
+
+def extract(root: Path, rel: str, data: bytes) -> FileResult:
+    res = FileResult()
+    if cpp.is_binary(data):
+        res.diagnostics.append(Diagnostic(rel, 0, "binary file, not C++: skipped", "warning", NAME))
+        return res
+    if b"template" not in data or b"Device" not in data:
+        return res
+    # The view typestrings parses too (macro lines and dead #if branches blanked): in a build, one
+    # parse serves both stages. Where that view loses every class (tree-sitter recovers differently),
+    # the header is read as written.
+    diags: list[Diagnostic] = []
+    tree = cpp.parse(cpp.for_parsing(data))
+    found = _found_in_tree(tree, rel, data, diags)
+    if not found:
+        diags = []
+        tree = cpp.parse(data)
+        found = _found_in_tree(tree, rel, data, diags)
+    res.diagnostics.extend(diags)
     if not found and tree.root_node.has_error and (b"struct Device" in data or b"class Device" in data):
         for row in _from_tokens(tree, data, rel, res.diagnostics):
             found.setdefault(row.name, (0, row))

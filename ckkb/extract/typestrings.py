@@ -30,6 +30,7 @@ from typing import Any
 
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import cpp
+from ckkb.extract.cpp import for_parsing
 from ckkb.extract.files import list_files
 from ckkb.fields import SYNONYMS, as_int, enum_word, normalise
 from ckkb.kb.schema.names import InstanceKeyRow, NameSchemaRow
@@ -487,62 +488,6 @@ def placeholder(t: dict[str, Any], i: int = 0) -> str:
     if kind == "int" or conv == "at":
         return str([1, 2, 4, 8, 16, 32, 64, 128, 256][i % 9])
     return f"{t['ref']}_v"
-
-
-# whole lines, each matched with the newline before it: a pattern that starts with a literal is found
-# by a fast scan, where `^` would be tried at every byte (see _lines)
-_MACRO_LINE = re.compile(rb"\n[ \t]*[A-Z][A-Z0-9_]{2,}[ \t]*$", re.M)
-_PP_IF = re.compile(rb"\n[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$", re.M)
-
-
-def _lines(pattern: re.Pattern[bytes], data: bytes) -> Iterator[tuple[int, int, re.Match[bytes]]]:
-    """(start, end, match) of each line of `data` that `pattern` (one of the above) matches."""
-    for m in pattern.finditer(b"\n" + data):
-        yield m.start(), m.end() - 1, m
-
-
-def _blank(buf: bytearray, start: int, end: int) -> None:
-    for i in range(start, end):
-        if buf[i] not in (10, 13):
-            buf[i] = 32
-
-
-def for_parsing(data: bytes) -> bytes:
-    """A copy of `data` that tree-sitter reads without losing the class structure, byte offsets kept.
-
-    Not an extraction (no value is read from it): CK headers use constructs a C++ grammar without a
-    preprocessor cannot follow, so they are blanked out: a line that is only a macro invocation
-    (GET_NXDL_PER_WAVE_IMPL, REGISTER_EXTRA_PRINTING_METHODS), the dead branch and the directives
-    of `#if 0` / `#if 1`, and the comparison in `enable_if<N >= 1 && N <= 3>` (made `==`).
-    """
-    buf = bytearray(data)
-    for start, end, _m in _lines(_MACRO_LINE, data):
-        _blank(buf, start, end)
-    stack: list[tuple[bytes, int]] = []  # (constant "0"/"1"/"", start of the region to blank)
-    for line_start, line_end, m in _lines(_PP_IF, data):
-        kind, rest = m.group(1), m.group(2).split(b"//")[0].strip()
-        if kind == b"if":
-            const = rest if rest in (b"0", b"1") else b""
-            stack.append((const, line_start))
-            if const:
-                _blank(buf, line_start, line_end)
-        elif kind in (b"ifdef", b"ifndef"):
-            stack.append((b"", line_start))
-        elif kind in (b"else", b"elif") and stack:
-            const, start = stack[-1]
-            if const == b"0":
-                _blank(buf, start, line_end)  # the dead #if 0 branch
-                stack[-1] = (b"live", line_end)
-            elif const == b"1":
-                stack[-1] = (b"dead", line_start)
-        elif kind == b"endif" and stack:
-            const, start = stack.pop()
-            if const == b"0" or const == b"dead":
-                _blank(buf, start, line_end)
-            elif const in (b"1", b"live"):
-                _blank(buf, line_start, line_end)
-    out = bytes(buf)
-    return out.replace(b">=", b"==").replace(b"<=", b"==")
 
 
 def _is_device_op(node, src: bytes, any_class: bool = False) -> bool:
@@ -1153,6 +1098,7 @@ def _gc_paused() -> Iterator[None]:
 
 class TypeStringsStage:
     name = STAGE_NAME
+    extract_with = "ck.templates"  # both parse cpp.for_parsing() of a device-op header: one parse
     version = "5"
     tree = "ck"
 

@@ -74,24 +74,33 @@ class BuildSummary:
 Extracted = tuple[str, str, int, int, str, bytes, float, float]  # stage, rel, size, mtime, sha256, pickled FileResult, CPU s, done at
 
 
-def _extract_one(stage_name: str, root: str, rel: str) -> Extracted:
-    """Read, hash and extract one file. Never raises: failures become diagnostics."""
+def _extract_file(root: str, rel: str, stage_names: tuple[str, ...]) -> list[Extracted]:
+    """Read and hash one file once and extract it for every stage that reads it, in a row (stages
+    that parse the same bytes then share one parse: ckkb.extract.cpp.parse remembers the last).
+    Never raises: failures become diagnostics."""
     t0 = time.process_time()
-    stage = get_stage(stage_name)
     path = Path(root) / rel
     try:
         st = path.stat()
         data = path.read_bytes()
     except OSError as e:
-        res = FileResult(diagnostics=[Diagnostic(rel, 0, f"cannot read: {e.strerror or e}", "error", stage_name)])
-        return stage_name, rel, -1, -1, "", pickle.dumps(res), time.process_time() - t0, time.perf_counter()
+        out = []
+        for stage_name in stage_names:
+            res = FileResult(diagnostics=[Diagnostic(rel, 0, f"cannot read: {e.strerror or e}", "error", stage_name)])
+            out.append((stage_name, rel, -1, -1, "", pickle.dumps(res), time.process_time() - t0, time.perf_counter()))
+        return out
     sha = hashlib.sha256(data).hexdigest()
-    try:
-        res = stage.extract(Path(root), rel, data)
-    except Exception as e:  # an extractor bug must not lose the rest of the tree
-        res = FileResult(diagnostics=[Diagnostic(rel, 0, f"extractor failed: {type(e).__name__}: {e}", "error", stage_name)])
-    blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
-    return stage_name, rel, st.st_size, st.st_mtime_ns, sha, blob, time.process_time() - t0, time.perf_counter()
+    out = []
+    for stage_name in stage_names:
+        try:
+            res = get_stage(stage_name).extract(Path(root), rel, data)
+        except Exception as e:  # an extractor bug must not lose the rest of the tree
+            res = FileResult(diagnostics=[Diagnostic(rel, 0, f"extractor failed: {type(e).__name__}: {e}", "error", stage_name)])
+        blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+        t1 = time.process_time()
+        out.append((stage_name, rel, st.st_size, st.st_mtime_ns, sha, blob, t1 - t0, time.perf_counter()))
+        t0 = t1
+    return out
 
 
 def _worker_init() -> None:
@@ -110,8 +119,28 @@ def _worker_init() -> None:
         pass
 
 
-def _extract_chunk(tasks: list[tuple[str, str, str]]) -> list[Extracted]:
-    return [_extract_one(*t) for t in tasks]
+FileTask = tuple[str, str, tuple[str, ...]]  # root, rel, the stages that read it (in build order)
+
+
+def _extract_chunk(tasks: list[FileTask]) -> list[Extracted]:
+    return [r for t in tasks for r in _extract_file(*t)]
+
+
+def _file_tasks(misses: list[tuple[str, str, str]]) -> list[FileTask]:
+    """One task per (stage, file) in build order, except that a stage naming an earlier stage in
+    `extract_with` (they parse the same bytes of a file) joins that stage's task for the file: one
+    worker then reads, hashes and parses the file once for both."""
+    tasks: list[tuple[str, str, list[str]]] = []
+    where: dict[tuple[str, str, str], int] = {}  # (stage, root, rel) -> index in tasks
+    for stage_name, root, rel in misses:
+        host = getattr(get_stage(stage_name), "extract_with", None)
+        i = where.get((host, root, rel)) if host else None
+        if i is None:
+            where[(stage_name, root, rel)] = len(tasks)
+            tasks.append((root, rel, [stage_name]))
+        else:
+            tasks[i][2].append(stage_name)
+    return [(root, rel, tuple(names)) for root, rel, names in tasks]
 
 
 # ---------------------------------------------------------------- cache
@@ -464,16 +493,18 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
         t_phase = time.perf_counter()
         combine_ready()
         n_jobs = jobs or settings.jobs()
+        tasks = _file_tasks(misses)
         if n_jobs > 1 and len(misses) >= SERIAL_BELOW:
-            chunks = [misses[i : i + 16] for i in range(0, len(misses), 16)]
+            chunks = [tasks[i : i + 16] for i in range(0, len(tasks), 16)]
             with ProcessPoolExecutor(max_workers=n_jobs, initializer=_worker_init) as pool:
                 for out in pool.map(_extract_chunk, chunks):
                     for result in out:
                         absorb(result)
                     combine_ready()
         else:
-            for task in misses:
-                absorb(_extract_one(*task))
+            for task in tasks:
+                for result in _extract_file(*task):
+                    absorb(result)
                 combine_ready()
         combine_ready()
         phases["extract+combine"] = time.perf_counter() - t_phase

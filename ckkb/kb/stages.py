@@ -45,6 +45,8 @@ class Stage(Protocol):
     name: str  # unique, e.g. "ck.instances"
     version: str  # bump to invalidate cached per-file results
     tree: str  # "ck" | "aiter"
+    # Optional `extract_with`: the name of an earlier stage that parses the same bytes of the files
+    # both read; the build extracts such a file for both stages in one worker task (one parse).
 
     def files(self, root: Path) -> list[Path]: ...
 

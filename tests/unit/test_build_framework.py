@@ -119,3 +119,32 @@ def test_open_db_errors(tmp_path):
         kbdb.open_db(other)
     created = kbdb.open_db(tmp_path / "new" / "kb.db", create=True)
     assert "instances" in created.table_names()
+
+
+class JoiningStage(CountingStage):
+    """Reads the same files as CountingStage, in the same worker task (extract_with)."""
+
+    name = "test.joining"
+    extract_with = "test.counting"
+    seen: list[str] = []
+
+    def extract(self, root, rel, data):
+        type(self).seen.append(rel)
+        return FileResult(facts={"size": len(data) * 10})
+
+
+def test_a_stage_extracted_with_another_shares_its_file_tasks(tree, tmp_db):
+    from ckkb.kb.build import _file_tasks
+    from ckkb.kb.stages import register_stage
+
+    register_stage(CountingStage())
+    register_stage(JoiningStage())
+    misses = [("test.counting", "/r", "a"), ("test.counting", "/r", "b"), ("test.joining", "/r", "b"), ("test.joining", "/r", "c")]
+    # b is read once for both stages, in the counting stage's place; c (only the joining stage's) keeps its own
+    assert _file_tasks(misses) == [("/r", "a", ("test.counting",)), ("/r", "b", ("test.counting", "test.joining")), ("/r", "c", ("test.joining",))]
+    JoiningStage.seen = []
+    build(tmp_db, {"ck": tree}, stages=[CountingStage(), JoiningStage()], jobs=1)
+    msgs = sorted(sqlite_utils.Database(tmp_db).execute("select stage, message from diagnostics").fetchall())
+    assert msgs == [("test.counting", "0"), ("test.counting", "1"), ("test.counting", "2"),
+                    ("test.joining", "0"), ("test.joining", "10"), ("test.joining", "20")]
+    assert sorted(JoiningStage.seen) == ["f0.txt", "f1.txt", "f2.txt"]

@@ -78,3 +78,21 @@ def test_walk_of_an_unknown_type_falls_back_to_the_full_walk():
     tree = cpp.parse(b"int x = 1;")
     assert list(cpp.walk(tree.root_node, "no_such_node_type")) == []
     assert [n.type for n in cpp.walk(tree.root_node, ("ERROR",))] == []
+
+
+def test_equal_bytes_share_the_last_parse():
+    src = b"using L = std::tuple<Op<1, 2>>;\n" * 300  # big enough to be remembered
+    tree = cpp.parse(src)
+    assert cpp.parse(bytes(bytearray(src))) is tree  # equal bytes, another object: the same tree
+    other = cpp.parse(src + b"int x;\n")
+    assert other is not tree and other.root_node.end_byte == len(src) + 7
+    small = b"int y;"
+    assert cpp.parse(small) is not cpp.parse(small)  # snippets are not kept
+
+
+def test_for_parsing_keeps_offsets_and_blanks_dead_code():
+    src = b"struct DeviceX {\n  MACRO_LINE\n#if 0\n  junk ( \n#endif\n  bool f() { return a >= b; }\n};\n"
+    out = cpp.for_parsing(src)
+    assert len(out) == len(src) and out.count(b"\n") == src.count(b"\n")
+    assert b"MACRO_LINE" not in out and b"junk" not in out and b">=" not in out
+    assert not cpp.parse(out).root_node.has_error
