@@ -499,6 +499,7 @@ def is_kernel_file(path: Path) -> bool:
 
 class KernelsStage:
     name = STAGE_NAME
+    worker_group = "libcst"  # read in one worker: libcst is imported once per build
     version = "3"
     tree = "aiter"
 

@@ -544,6 +544,7 @@ def tuner_name(rel: str) -> str:
 
 class TunersStage:
     name = STAGE_NAME
+    worker_group = "libcst"  # read in one worker: libcst is imported once per build
     version = "3"
     tree = "aiter"
 

@@ -47,6 +47,8 @@ class Stage(Protocol):
     tree: str  # "ck" | "aiter"
     # Optional `extract_with`: the name of an earlier stage that parses the same bytes of the files
     # both read; the build extracts such a file for both stages in one worker task (one parse).
+    # Optional `worker_group`: consecutive files of stages with the same group go to one worker (for
+    # a costly per-process setup such as an import).
 
     def files(self, root: Path) -> list[Path]: ...
 

@@ -148,3 +148,21 @@ def test_a_stage_extracted_with_another_shares_its_file_tasks(tree, tmp_db):
     assert msgs == [("test.counting", "0"), ("test.counting", "1"), ("test.counting", "2"),
                     ("test.joining", "0"), ("test.joining", "10"), ("test.joining", "20")]
     assert sorted(JoiningStage.seen) == ["f0.txt", "f1.txt", "f2.txt"]
+
+
+def test_chunks_keep_a_worker_group_together():
+    from ckkb.kb.build import CHUNK, _chunks
+    from ckkb.kb.stages import register_stage
+
+    class Grouped(CountingStage):
+        name = "test.grouped"
+        worker_group = "heavy-import"
+
+    register_stage(CountingStage())
+    register_stage(Grouped())
+    tasks = [("/r", f"a{i}", ("test.counting",)) for i in range(CHUNK + 3)]
+    tasks += [("/r", f"g{i}", ("test.grouped",)) for i in range(CHUNK + 5)]
+    tasks += [("/r", "z", ("test.counting",))]
+    chunks = _chunks(tasks)
+    assert [len(c) for c in chunks] == [CHUNK, 3, CHUNK + 5, 1]
+    assert [t for c in chunks for t in c] == tasks  # order kept
