@@ -339,6 +339,27 @@ def _list_entries(args, src: bytes, rel: str, diags: list[Diagnostic]) -> list[d
     return entries
 
 
+_DECL_TYPES = ("alias_declaration", "declaration", "type_definition", "preproc_include")
+
+
+def _declarations(root) -> dict[str, list]:
+    """The file's declarations of _DECL_TYPES in source order, from a cursor walk that does not enter
+    template argument lists: those hold most of an instance file's nodes (every entry's arguments)
+    and no declaration, so a query over the whole tree (or a full walk) spends most of its time there."""
+    out: dict[str, list] = {t: [] for t in _DECL_TYPES}
+    cur = root.walk()
+    while True:
+        node = cur.node
+        t = node.type
+        if t in out:
+            out[t].append(node)
+        if t != "template_argument_list" and cur.goto_first_child():
+            continue
+        while not cur.goto_next_sibling():
+            if not cur.goto_parent():
+                return out
+
+
 def _aliases(found: dict[str, list], src: bytes) -> dict[str, dict]:
     """Namespace-level aliases and constants of one file: name -> {"params": [...]?, "expr": Expr, "line"}.
 
@@ -422,7 +443,7 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
     src, cmake_vars = _mask_cmake(data) if rel.endswith(".in") else (data, [])
     src, guards = cpp.mask_conditionals(src) if b"#if" in src else (src, {})
     tree = cpp.parse(src)
-    found = cpp.find_many(tree.root_node, ("alias_declaration", "declaration", "type_definition", "preproc_include"))
+    found = _declarations(tree.root_node)
     res.facts["aliases"] = _aliases(found, data)
     res.facts["includes"] = _includes(found, data)
     lists = []
