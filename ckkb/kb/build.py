@@ -498,6 +498,9 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
             t_insert = time.perf_counter()
             timing(stage.name)["combine_cpu"] += time.process_time() - cpu_combine
             counts = insert_rows(db, res.rows, sources[stage.tree].id)
+            # index what this stage wrote now, while the workers still extract (a later stage that
+            # writes the same table inserts into an indexed table: slower, same rows), not at the end
+            kbdb.create_indexes(db, counts)
             timing(stage.name)["combine"] += t_insert - t_combine
             timing(stage.name)["insert"] += time.perf_counter() - t_insert
             for k, v in counts.items():

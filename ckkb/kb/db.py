@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
@@ -49,8 +50,12 @@ def create_tables(db: sqlite_utils.Database) -> None:
     set_info(db, "schema_version", str(SCHEMA_VERSION))
 
 
-def create_indexes(db: sqlite_utils.Database) -> None:
+def create_indexes(db: sqlite_utils.Database, tables: Iterable[str] | None = None) -> None:
+    """Every declared index (of `tables` only, when given); existing ones are kept."""
+    wanted = None if tables is None else set(tables)
     for t in TABLES.values():
+        if wanted is not None and t.name not in wanted:
+            continue
         for cols in t.indexes:
             db[t.name].create_index(list(cols), if_not_exists=True)
 
