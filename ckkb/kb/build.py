@@ -407,12 +407,15 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
         cache.prune(stage, root_str, set(rels))
         for rel in rels:
             entry = cached.get(rel)
+            if entry is None:  # never extracted (a cold build): the worker reads and stats it
+                misses.append((stage.name, root_str, rel))
+                continue
             try:
                 st = os.stat(os.path.join(root_str, rel))
             except OSError:
                 misses.append((stage.name, root_str, rel))
                 continue
-            if entry and entry[0] == st.st_size and entry[1] == st.st_mtime_ns:
+            if entry[0] == st.st_size and entry[1] == st.st_mtime_ns:
                 hit_rels[stage.name].add(rel)
                 fp_parts.append((stage.name, stage.version, rel, entry[2]))
             else:
@@ -471,7 +474,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
                 store.append((stage_name, versions[stage_name], str(plan[stage_name]["root"]), rel, size, mtime, sha, blob))
             remaining[stage_name] -= 1
             done += 1
-            if progress:
+            if progress and (done % 16 == 0 or done == len(misses)):  # a redraw per file costs more than the file
                 progress("parse", done, len(misses))
 
         def combine_stage(stage: Stage) -> None:
