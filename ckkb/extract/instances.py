@@ -659,26 +659,34 @@ def arity(params: list[dict]) -> tuple[int, bool]:
     return sum(1 for p in params if p["kind"] != "pack" and p.get("default") is None), any(p["kind"] == "pack" for p in params)
 
 
-def map_fields(params: list[dict], values: list[Any], shape: tuple[int, bool] | None = None) -> tuple[dict[str, Any], list[str], bool]:
+Plan = tuple[int, bool, tuple[tuple[str, bool, Any], ...]]  # required args, has a pack, (name, is pack, default) per param
+
+
+def plan_of(params: list[dict]) -> Plan:
+    """What map_fields needs of a parameter list, read once per device op instead of once per entry."""
+    required, has_pack = arity(params)
+    return required, has_pack, tuple((p["name"] or f"_{k}", p["kind"] == "pack", p.get("default")) for k, p in enumerate(params))
+
+
+def map_fields(params: list[dict], values: list[Any], plan: Plan | None = None) -> tuple[dict[str, Any], list[str], bool]:
     """Positional values -> {param name: value}; defaults fill the rest. Returns (fields, defaulted, arity_ok)."""
     fields: dict[str, Any] = {}
     defaulted: list[str] = []
-    required, has_pack = shape or arity(params)
+    required, has_pack, slots = plan or plan_of(params)
     n = len(values)
-    ok = required <= n and (has_pack or n <= len(params))
+    ok = required <= n and (has_pack or n <= len(slots))
     # trailing defaulted parameters before a pack are rare; map positionally
     i = 0
-    for k, p in enumerate(params):
-        name = p["name"] or f"_{k}"
-        if p["kind"] == "pack":
+    for name, is_pack, default in slots:
+        if is_pack:
             fields[name] = values[i:]
             i = n
             continue
         if i < n:
             fields[name] = values[i]
             i += 1
-        elif p.get("default") is not None:
-            fields[name] = _default_value(p["default"], fields)
+        elif default is not None:
+            fields[name] = _default_value(default, fields)
             defaulted.append(name)
     return fields, defaulted, ok
 
@@ -736,7 +744,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
     ops: dict[str, list[DeviceOpRow]] = {}
     for op in ctx.table_rows("device_ops"):
         ops.setdefault(op.name, []).append(op)
-    shapes = {id(op): arity(op.params) for cands in ops.values() for op in cands}
+    shapes = {id(op): plan_of(op.params) for cands in ops.values() for op in cands}
     facts = {rel: fr.facts for rel, fr in results.items() if fr.facts}
     index = _Index(sorted(facts))
     list_names = {lst["name"] for f in facts.values() for lst in f.get("lists", [])}
