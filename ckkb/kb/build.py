@@ -504,6 +504,11 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
             # index what this stage wrote now, while the workers still extract (a later stage that
             # writes the same table inserts into an indexed table: slower, same rows), not at the end
             kbdb.create_indexes(db, counts)
+            # full-text indexes too, for a table no earlier stage wrote; written again: redone at the end
+            fts_now = {t for t in counts if TABLES[t].fts}
+            fts_stale.update(fts_now & fts_fresh)
+            kbdb.create_fts(db, fts_now - fts_fresh)
+            fts_fresh.update(fts_now)
             timing(stage.name)["combine"] += t_insert - t_combine
             timing(stage.name)["insert"] += time.perf_counter() - t_insert
             for k, v in counts.items():
@@ -513,6 +518,8 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
                 progress(f"combine {stage.name}", 1, 1)
 
         pending = list(stages)
+        fts_fresh: set[str] = set()  # tables whose full-text index was built right after their stage
+        fts_stale: set[str] = set()  # ... and then written again by a later stage
 
         def combine_ready() -> None:
             while pending and remaining[pending[0].name] == 0:
@@ -546,7 +553,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
         t_phase = time.perf_counter()
         if has_old:
             summary.carried = _carry_ingested(db, db_path)
-        kbdb.finish_schema(db)
+        kbdb.finish_schema(db, fts_fresh=fts_fresh - fts_stale)
         kbdb.set_info(db, "fingerprint", _fingerprint(fp_parts + tree_parts))
         kbdb.set_info(db, "ckkb_version", ckkb.__version__)
         kbdb.set_info(db, "built_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

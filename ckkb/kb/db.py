@@ -60,11 +60,17 @@ def create_indexes(db: sqlite_utils.Database, tables: Iterable[str] | None = Non
             db[t.name].create_index(list(cols), if_not_exists=True)
 
 
-def create_fts(db: sqlite_utils.Database) -> None:
+def create_fts(db: sqlite_utils.Database, tables: Iterable[str] | None = None, fresh: Iterable[str] = ()) -> None:
+    """Full-text indexes of every table that declares one (of `tables` only, when given), built
+    from the rows now in the table; those named in `fresh` are known to be up to date already."""
+    wanted = None if tables is None else set(tables)
+    skip = set(fresh)
     for t in TABLES.values():
-        if t.fts and not db[t.name].detect_fts():
+        if not t.fts or t.name in skip or (wanted is not None and t.name not in wanted):
+            continue
+        if not db[t.name].detect_fts():
             db[t.name].enable_fts(list(t.fts), create_triggers=False)
-        elif t.fts:
+        else:
             db[t.name].rebuild_fts()
 
 
@@ -83,9 +89,9 @@ def create_views(db: sqlite_utils.Database) -> None:
         db.executescript(sql)
 
 
-def finish_schema(db: sqlite_utils.Database) -> None:
+def finish_schema(db: sqlite_utils.Database, fts_fresh: Iterable[str] = ()) -> None:
     create_indexes(db)
-    create_fts(db)
+    create_fts(db, fresh=fts_fresh)
     create_views(db)
 
 

@@ -166,3 +166,33 @@ def test_chunks_keep_a_worker_group_together():
     chunks = _chunks(tasks)
     assert [len(c) for c in chunks] == [CHUNK, 3, CHUNK + 5, 1]
     assert [t for c in chunks for t in c] == tasks  # order kept
+
+
+class ListStage(CountingStage):
+    """Writes instance_lists rows (a table with a full-text index), one per file."""
+
+    name = "test.lists_a"
+    first_id = 1
+
+    def combine(self, root, results, ctx):
+        from ckkb.kb.schema.ck_instances import InstanceListRow
+
+        return StageResult(rows=[
+            InstanceListRow(id=self.first_id + k, name=f"{self.name}_{rel}", dir="d", file=rel, line=1, template_params=[],
+                            comment=f"written by {self.name.replace('.', ' ')}")
+            for k, rel in enumerate(sorted(results))
+        ])
+
+
+class LaterListStage(ListStage):
+    name = "test.lists_b"
+    first_id = 100
+
+
+def test_full_text_index_covers_rows_a_later_stage_adds(tree, tmp_db):
+    # the first stage's full-text index is built right after its rows; the second writes the same
+    # table, so the index is rebuilt at the end and finds both stages' rows
+    build(tmp_db, {"ck": tree}, stages=[ListStage(), LaterListStage()], jobs=1)
+    db = sqlite_utils.Database(tmp_db)
+    hits = lambda word: db.execute("select count(*) from instance_lists_fts where instance_lists_fts match ?", [word]).fetchone()[0]  # noqa: E731
+    assert (hits("lists_a"), hits("lists_b"), hits("txt")) == (3, 3, 6)  # name and file are indexed
