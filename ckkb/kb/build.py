@@ -143,23 +143,44 @@ def _file_tasks(misses: list[tuple[str, str, str]]) -> list[FileTask]:
     return [(root, rel, tuple(names)) for root, rel, names in tasks]
 
 
-CHUNK = 16  # files per worker task: few enough round trips, small enough to balance the two workers
+CHUNK_BYTES = 256 * 1024  # input bytes per worker task: few round trips, small enough to balance two workers
+CHUNK_FILES = 32
+
+
+def _size(root: str, rel: str) -> int:
+    try:
+        return os.stat(os.path.join(root, rel)).st_size
+    except OSError:
+        return 0
 
 
 def _chunks(tasks: list[FileTask]) -> list[list[FileTask]]:
-    """Tasks in order, CHUNK at a time, except that consecutive tasks of stages with the same
-    `worker_group` go to one worker together: that group's per-process setup (importing libcst for
-    the aiter readers, ~0.25 s) is then paid once, not once per worker."""
+    """Worker tasks: each stage's files biggest first (so a stage's last chunks are small and both
+    workers finish it together: the parent waits for its last file before combining it), cut into
+    chunks of about CHUNK_BYTES; consecutive tasks of stages with the same `worker_group` go to one
+    worker together, so that group's per-process setup (importing libcst for the aiter readers,
+    ~0.25 s) is paid once, not once per worker."""
+    blocks: list[list[tuple[int, FileTask]]] = []  # consecutive tasks led by one stage
+    for t in tasks:
+        if not blocks or blocks[-1][0][1][2][0] != t[2][0]:
+            blocks.append([])
+        blocks[-1].append((_size(t[0], t[1]), t))
     out: list[list[FileTask]] = []
     cur: list[FileTask] = []
+    cur_bytes = 0
     cur_group = None
-    for t in tasks:
-        group = getattr(get_stage(t[2][0]), "worker_group", None)
-        if cur and (group != cur_group or (group is None and len(cur) >= CHUNK)):
-            out.append(cur)
-            cur = []
-        cur.append(t)
-        cur_group = group
+    for block in blocks:
+        group = getattr(get_stage(block[0][1][2][0]), "worker_group", None)
+        if group is None:
+            block.sort(key=lambda st: -st[0])  # stable: equal sizes keep their order
+        for size, t in block:
+            full = group is None and (cur_bytes >= CHUNK_BYTES or len(cur) >= CHUNK_FILES)
+            if cur and (group != cur_group or full):
+                out.append(cur)
+                cur, cur_bytes = [], 0
+            cur.append(t)
+            cur_bytes += size
+            cur_group = group
     if cur:
         out.append(cur)
     return out

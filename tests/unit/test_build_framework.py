@@ -150,8 +150,8 @@ def test_a_stage_extracted_with_another_shares_its_file_tasks(tree, tmp_db):
     assert sorted(JoiningStage.seen) == ["f0.txt", "f1.txt", "f2.txt"]
 
 
-def test_chunks_keep_a_worker_group_together():
-    from ckkb.kb.build import CHUNK, _chunks
+def test_chunks_put_big_files_first_and_keep_a_worker_group_together(tmp_path):
+    from ckkb.kb.build import CHUNK_BYTES, _chunks
     from ckkb.kb.stages import register_stage
 
     class Grouped(CountingStage):
@@ -160,12 +160,17 @@ def test_chunks_keep_a_worker_group_together():
 
     register_stage(CountingStage())
     register_stage(Grouped())
-    tasks = [("/r", f"a{i}", ("test.counting",)) for i in range(CHUNK + 3)]
-    tasks += [("/r", f"g{i}", ("test.grouped",)) for i in range(CHUNK + 5)]
-    tasks += [("/r", "z", ("test.counting",))]
-    chunks = _chunks(tasks)
-    assert [len(c) for c in chunks] == [CHUNK, 3, CHUNK + 5, 1]
-    assert [t for c in chunks for t in c] == tasks  # order kept
+    sizes = {"a0": 10, "a1": CHUNK_BYTES, "a2": 500, "a3": CHUNK_BYTES // 2, "g0": 5, "g1": CHUNK_BYTES * 3, "z": 1}
+    for name, n in sizes.items():
+        (tmp_path / name).write_bytes(b"x" * n)
+    root = str(tmp_path)
+    tasks = [(root, f"a{i}", ("test.counting",)) for i in range(4)]
+    tasks += [(root, f"g{i}", ("test.grouped",)) for i in range(2)]
+    tasks += [(root, "z", ("test.counting",))]
+    chunks = [[t[1] for t in c] for c in _chunks(tasks)]
+    # a stage's files biggest first, a chunk closed once it holds CHUNK_BYTES; the group in one
+    # chunk in its own order, however big; the last stage after it
+    assert chunks == [["a1"], ["a3", "a2", "a0"], ["g0", "g1"], ["z"]]
 
 
 class ListStage(CountingStage):
