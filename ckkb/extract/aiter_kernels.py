@@ -20,12 +20,12 @@ from ckkb.extract.aiter_pyeval import (
     _TRIVIA,
     COMPOUND,
     SOFT,
-    Evaluator,
     Fallback,
     LogicalLine,
     SourceScan,
     StatementLines,
     Unsupported,
+    compile_expr,
     literal,
     parse_lines,
 )
@@ -63,6 +63,7 @@ class KernelClass:
     name_expr: cst.BaseExpression | None = None  # not pickled (see KernelFile)
     name_line: int = 0
     name_problem: str | None = None
+    name_fn: Any = None  # name_expr compiled (aiter_pyeval.compile_expr), made on first use
 
 
 @dataclass
@@ -142,10 +143,18 @@ def _read_statements(rel: str, data: bytes) -> KernelFile:
     scan = SourceScan(text)
     diags: list[Diagnostic] = []
     kf = KernelFile(rel=rel, op=op_of(rel), classes=[], lists=[], diagnostics=diags)
-    known: dict[int, int] = {}
+    known: dict[int, int] = {}  # lines the scanner gives (class and `def name` lines)
+    positions: list[Any] = []  # each class's node lines, resolved only when a diagnostic needs one
 
     def line(node: cst.CSTNode) -> int:
-        return known.get(id(node), 0)
+        k = id(node)
+        if k in known:
+            return known[k]
+        for pos in positions:
+            ln = pos.get(k, None)
+            if ln is not None:
+                return ln
+        return 0
 
     def report_at(ln: int, msg: str, severity: str = "warning") -> None:
         diags.append(Diagnostic(rel, ln, msg, severity, STAGE_NAME))
@@ -160,12 +169,18 @@ def _read_statements(rel: str, data: bytes) -> KernelFile:
         if not isinstance(stmt, cst.ClassDef):
             raise Fallback(f"line {lls[header].line}: not a class")
         if _is_dataclass(stmt):
-            known.update(pos)
+            positions.append(pos)
+            _class_lines(scan, header, stop, stmt, known)
             kc = _read_class(stmt, line, lambda node, msg: report_at(line(node), msg))
             classes[kc.name] = kc
     kf.classes = list(classes)
 
     reported: set[tuple[int, str]] = set()
+    if len(_EXPRS) > _EXPRS_MAX:
+        _EXPRS.clear()
+        _LITERALS.clear()  # keyed by the ids of those nodes
+    parsed = _EXPRS
+    lit = _literals(_LITERALS)
     for first, header, stop in groups:
         ll = lls[header]
         if first != header or stop != header + 1 or ll.word in COMPOUND or not classes:
@@ -175,26 +190,56 @@ def _read_statements(rel: str, data: bytes) -> KernelFile:
             continue  # names no kernel class: no entry can be a kernel call
         if ll.word in SOFT:
             raise Fallback(f"line {ll.line}: soft keyword")
-        shape = _dict_statement(scan, ll)
+        shape = _dict_statement(scan, ll, parsed)
         if shape is None:
             raise Fallback(f"line {ll.line}: names a kernel class but is not `name = {{...}}`")
         target, elements = shape
-        _read_dict(target, ll.line, elements, classes, line, report_at, reported, kf)
+        _read_dict(target, ll.line, elements, classes, line, report_at, reported, kf, lit)
     for kc in classes.values():
-        kc.name_expr = None  # keep KernelFile picklable
+        kc.name_expr = kc.name_fn = None  # keep KernelFile picklable
     return kf
 
 
+# Expression texts of kernel dicts -> their libcst node, across the files a process reads (kernel lists of
+# all ops repeat the same argument texts), and each node's literal value by id (the nodes stay alive here).
+_EXPRS: dict[str, Any] = {}
+_LITERALS: dict[int, Any] = {}
+_EXPRS_MAX = 50_000
+
+
+def _class_lines(scan: SourceScan, header: int, stop: int, stmt: cst.ClassDef, known: dict[int, int]) -> None:
+    """The lines _read_class always asks for, from the scanner: the class (its `class` keyword, where
+    PositionProvider starts a ClassDef) and each `def name` of its body (a FunctionDef starts at `def`)."""
+    lls = scan.logical
+    known[id(stmt)] = lls[header].line
+    if header + 1 >= stop or not isinstance(stmt.body, cst.IndentedBlock):
+        return
+    indent = lls[header + 1].indent
+    defs = []
+    for j in range(header + 1, stop):
+        ll = lls[j]
+        if ll.indent == indent and ll.word in ("def", "async"):
+            m = _DEF_NAME.match(scan.code(ll))
+            if m is not None and m.group(1) == "name":
+                defs.append(ll.line)
+    items = [item for item in stmt.body.body if isinstance(item, cst.FunctionDef) and item.name.value == "name"]
+    if len(items) == len(defs):  # else: resolved from the positions
+        for item, ln in zip(items, defs, strict=True):
+            known[id(item)] = ln
+
+
+_DEF_NAME = re.compile(r"(?:async[ \t]+)?def[ \t]+([^\W\d]\w*)")
 _NAME = re.compile(r"[^\W\d]\w*")
 _KEYWORD = re.compile(r"([^\W\d]\w*)[ \t]*=(?!=)[ \t]*")
 _DICT_TARGET = re.compile(r"([^\W\d]\w*)[ \t]*=[ \t]*\Z")
 
 
-def _dict_statement(scan: SourceScan, ll: LogicalLine) -> tuple[str, list[tuple[int, Any, Any]]] | None:
+def _dict_statement(scan: SourceScan, ll: LogicalLine, parsed: dict[str, Any]) -> tuple[str, list[tuple[int, Any, Any]]] | None:
     """`NAME = {k: v, ...}` alone on its logical line -> (NAME, [(entry line, key node, value node)]).
 
     Keys and values are parsed one by one with libcst from their tokens (comments and line breaks as
-    one space; the same text twice is parsed once). A `**x` entry has key None and value None.
+    one space; a text already in `parsed` is not parsed again). A `**x` entry has key
+    None and value None.
     """
     kinds, starts, text = scan.kinds, scan.starts, scan.text
     i = ll.first
@@ -220,7 +265,6 @@ def _dict_statement(scan: SourceScan, ll: LogicalLine) -> tuple[str, list[tuple[
                 break
     if close != ll.last or text[starts[close]] != "}":
         return None  # something follows the dict (an operator, a call) or it is not closed by `}`
-    parsed: dict[str, Any] = {}
 
     def parse(first: int, last: int) -> Any:
         src = scan.normalised(first, last)
@@ -228,7 +272,7 @@ def _dict_statement(scan: SourceScan, ll: LogicalLine) -> tuple[str, list[tuple[
             try:
                 parsed[src] = cst.parse_expression(src)
             except cst.ParserSyntaxError:
-                raise Fallback(f"line {scan.lines[first]}: {src[:40]!r} not an expression alone") from None
+                raise Fallback(f"line {scan.line_of(first)}: {src[:40]!r} not an expression alone") from None
         return parsed[src]
 
     def parse_value(first: int, last: int) -> Any:
@@ -274,11 +318,11 @@ def _dict_statement(scan: SourceScan, ll: LogicalLine) -> tuple[str, list[tuple[
                         b += 1
                     if starts[b] != kw.end():
                         return parse(first, last)
-                    args.append(cst.Arg(value=parse(b, j - 1), keyword=cst.Name(kw.group(1))))
+                    args.append(_Arg(parse(b, j - 1), _Ident(kw.group(1))))
                 else:
-                    args.append(cst.Arg(value=parse(a, j - 1)))
+                    args.append(_Arg(parse(a, j - 1), None))
                 begin = j + 1
-        return cst.Call(func=cst.Name(text[starts[first]:scan.ends[first]]), args=args)
+        return _SplitCall(_Ident(text[starts[first]:scan.ends[first]]), args)
 
     elements: list[tuple[int, Any, Any]] = []
     depth = 0
@@ -303,7 +347,7 @@ def _dict_statement(scan: SourceScan, ll: LogicalLine) -> tuple[str, list[tuple[
                 if colon >= 0 or (j != close and ch == ","):
                     return None
                 break
-            el_line = scan.lines[first]
+            el_line = scan.line_of(first)
             if text.startswith("**", starts[first]):
                 elements.append((el_line, None, None))
             elif colon < 0:
@@ -346,6 +390,7 @@ def _read_module(rel: str, data: bytes) -> KernelFile:
     kf.classes = list(classes)
 
     reported: set[tuple[int, str]] = set()
+    lit = _literals()
     for stmt in module.body:
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
@@ -360,13 +405,36 @@ def _read_module(rel: str, data: bytes) -> KernelFile:
                 continue  # not a kernel dict (e.g. a dict of lists by dtype)
             lines.locate_elements(stmt, small, d)
             elements = [(line(el), el.key, el.value) if isinstance(el, cst.DictElement) else (line(el), None, None) for el in d.elements]
-            _read_dict(target.value, line(small), elements, classes, line, report_at, reported, kf)
+            _read_dict(target.value, line(small), elements, classes, line, report_at, reported, kf, lit)
     for kc in classes.values():
-        kc.name_expr = None  # keep KernelFile picklable
+        kc.name_expr = kc.name_fn = None  # keep KernelFile picklable
     return kf
 
 
+@dataclass(frozen=True, slots=True)
+class _Ident:
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Arg:
+    """What _bind reads of a cst.Arg."""
+    value: Any  # a libcst expression
+    keyword: _Ident | None
+    star: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _SplitCall:
+    """`NAME(args)` split by the scanner, each argument parsed with libcst: what _bind reads of a cst.Call
+    (building libcst nodes for it costs their validation, once per entry)."""
+    func: _Ident
+    args: list[_Arg]
+
+
 def _is_kernel_call(value: Any, classes: dict[str, KernelClass]) -> bool:
+    if isinstance(value, _SplitCall):
+        return value.func.value in classes
     return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes
 
 
@@ -396,8 +464,10 @@ def _read_class(stmt: cst.ClassDef, line, report) -> KernelClass:
 
 
 def _read_dict(target: str, stmt_line: int, elements: list[tuple[int, Any, Any]], classes: dict[str, KernelClass],
-               line, report_at, reported: set[tuple[int, str]], kf: KernelFile) -> None:
-    """One module-level dict literal: (entry line, key node, value node) per entry (None, None: `**x`)."""
+               line, report_at, reported: set[tuple[int, str]], kf: KernelFile, lit=literal) -> None:
+    """One module-level dict literal: (entry line, key node, value node) per entry (None, None: `**x`).
+
+    `lit` is `literal` or a cached one (_literals)."""
     if not any(key is not None and _is_kernel_call(value, classes) for _, key, value in elements):
         return  # not a kernel dict (e.g. a dict of lists by dtype)
     kl = None
@@ -413,19 +483,21 @@ def _read_dict(target: str, stmt_line: int, elements: list[tuple[int, Any, Any]]
         if kl is None:
             kl = KernelList(target, stmt_line, kc.name, list(kc.fields))
         try:
-            key = literal(key_node)
+            key = lit(key_node)
         except Unsupported as u:
             # lines are known for the entry (its key) and the class bodies only
             report_at(el_line if u.node is key_node else line(u.node), f"{target}: key not a literal ({u.what}); entry skipped")
             continue
-        values, problem = _bind(kc, value)
+        values, problem = _bind(kc, value, lit)
         if problem:
             report_at(el_line, f"{target}[{key!r}]: {problem}; entry skipped", "error")
             continue
         name = None
         if kc.name_expr is not None:
             try:
-                name = Evaluator({}, values, kc.name).eval(kc.name_expr)
+                if kc.name_fn is None:
+                    kc.name_fn = compile_expr(kc.name_expr, kc.name)
+                name = kc.name_fn({}, values)
                 if not isinstance(name, str):
                     raise Unsupported(kc.name_expr, f"name evaluates to {type(name).__name__}, not str")
             except Unsupported as u:
@@ -455,14 +527,14 @@ def _read_dict(target: str, stmt_line: int, elements: list[tuple[int, Any, Any]]
     kf.lists.append(kl)
 
 
-def _bind(kc: KernelClass, call: cst.Call) -> tuple[dict[str, Any], str | None]:
+def _bind(kc: KernelClass, call: cst.Call, lit=literal) -> tuple[dict[str, Any], str | None]:
     values: dict[str, Any] = {}
     pos = 0
     for a in call.args:
         if a.star:
             return values, "starred arguments are not evaluated statically"
         try:
-            v = literal(a.value)
+            v = lit(a.value)
         except Unsupported as u:
             return values, f"argument is not a literal ({u.what})"
         if a.keyword is not None:
@@ -479,6 +551,50 @@ def _bind(kc: KernelClass, call: cst.Call) -> tuple[dict[str, Any], str | None]:
             else:
                 return values, f"field {f} has no value and no default"
     return values, None
+
+
+def _literals(cache: dict[int, Any] | None = None):
+    """`literal`, remembering each node's value by id in `cache` (the nodes must stay alive as long as
+    it; kernel lists repeat the same argument texts, parsed once into the same node). Values are
+    returned as fresh lists and dicts, as `literal` gives them; a node that does not evaluate is
+    evaluated again."""
+    if cache is None:
+        cache = {}
+
+    def lit(node: cst.BaseExpression) -> Any:
+        k = id(node)
+        if k in cache:
+            return _fresh(cache[k])
+        v = literal(node)
+        if _plain(v):
+            cache[k] = v
+            return _fresh(v)
+        return v
+    return lit
+
+
+_SCALARS = (int, float, str, bool, type(None))
+
+
+def _plain(v: Any) -> bool:
+    if type(v) in _SCALARS:
+        return True
+    if type(v) in (list, tuple):
+        return all(_plain(x) for x in v)
+    if type(v) is dict:
+        return all(_plain(k) and _plain(x) for k, x in v.items())
+    return False
+
+
+def _fresh(v: Any) -> Any:
+    t = type(v)
+    if t is list:
+        return [_fresh(x) for x in v]
+    if t is tuple:
+        return tuple([_fresh(x) for x in v])
+    if t is dict:
+        return {k: _fresh(x) for k, x in v.items()}
+    return v
 
 
 def normalised(values: dict[str, Any]) -> dict[str, Any]:

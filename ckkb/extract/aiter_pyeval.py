@@ -8,8 +8,11 @@ which carries the node so the caller can report the file and line.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ckkb.extract.lazy import lazy_module
@@ -30,6 +33,7 @@ class _Lambda:
     params: list[str]
     body: cst.BaseExpression
     env: dict[str, Any]
+    compiled: Any = field(default=None, repr=False, compare=False)  # set by compile_expr
 
 
 _MISSING = object()
@@ -254,6 +258,219 @@ class Evaluator:
         return self._comprehension(node, node.elt)
 
 
+def compile_expr(node: cst.BaseExpression, class_name: str = "") -> Callable[[dict[str, Any], dict[str, Any] | None], Any]:
+    """`node` as a function f(env, fields) that gives what Evaluator(env, fields, class_name).eval(node) gives.
+
+    The same values and the same Unsupported (same node, same message, raised at the same point), with
+    the dispatch on node types done once instead of at every evaluation: a kernel class's `name`
+    property is evaluated once per kernel entry. Node types not compiled here are evaluated by Evaluator.
+    """
+    return _Compiler(class_name).c(node)
+
+
+def _raiser(node: cst.CSTNode, what: str) -> Callable[[dict[str, Any], dict[str, Any] | None], Any]:
+    def f(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
+        raise Unsupported(node, what)
+    return f
+
+
+_NAME_CONSTANTS = {"True": True, "False": False, "None": None}
+_STR_METHODS = ("lower", "upper", "strip", "lstrip", "rstrip", "replace", "capitalize", "title")
+
+
+class _Compiler:
+    """Mirrors Evaluator method by method (keep the two in step)."""
+
+    def __init__(self, class_name: str) -> None:
+        self.class_name = class_name
+
+    def c(self, node: cst.CSTNode) -> Callable[[dict[str, Any], dict[str, Any] | None], Any]:
+        method = getattr(self, "_" + type(node).__name__, None)
+        return self._interpret(node) if method is None else method(node)
+
+    def _interpret(self, node: cst.CSTNode) -> Callable[[dict[str, Any], dict[str, Any] | None], Any]:
+        class_name = self.class_name
+
+        def f(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
+            return Evaluator(env, fields, class_name).eval(node)
+        return f
+
+    def _const(self, node: cst.CSTNode) -> Callable[[dict[str, Any], dict[str, Any] | None], Any]:
+        try:
+            v = Evaluator({}, None).eval(node)
+        except Exception:  # raised again, at evaluation, by Evaluator
+            return self._interpret(node)
+        return lambda env, fields: v
+
+    _Integer = _Float = _SimpleString = _const
+
+    def _ConcatenatedString(self, node: cst.ConcatenatedString) -> Any:
+        left, right = self.c(node.left), self.c(node.right)
+        return lambda env, fields: left(env, fields) + right(env, fields)
+
+    def _FormattedString(self, node: cst.FormattedString) -> Any:
+        parts: list[tuple[int, Any, Any]] = []
+        for part in node.parts:
+            if isinstance(part, cst.FormattedStringText):
+                parts.append((0, part.value, None))
+            elif part.format_spec:
+                parts.append((1, part, None))
+            else:
+                parts.append((2, part, self.c(part.expression)))
+
+        def f(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
+            out = []
+            for kind, part, fn in parts:
+                if kind == 0:
+                    out.append(part)
+                    continue
+                if kind == 1:
+                    raise Unsupported(part, "unsupported f-string format spec")
+                value = fn(env, fields)
+                if part.conversion in (None, "s"):
+                    out.append(str(value))
+                elif part.conversion == "r":
+                    out.append(repr(value))
+                else:
+                    raise Unsupported(part, f"unsupported f-string conversion !{part.conversion}")
+            return "".join(out)
+        return f
+
+    def _Name(self, node: cst.Name) -> Any:
+        name = node.value
+        builtins = Evaluator._BUILTINS
+
+        def f(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
+            if name in env:
+                return env[name]
+            if name in builtins:
+                return builtins[name]
+            if name in _NAME_CONSTANTS:
+                return _NAME_CONSTANTS[name]
+            raise Unsupported(node, f"name {name!r} is not known statically")
+        return f
+
+    def _List(self, node: cst.List) -> Any:
+        if any(isinstance(e, cst.StarredElement) for e in node.elements):
+            return _raiser(node, "unsupported starred element")
+        items = [self.c(e.value) for e in node.elements]
+        return lambda env, fields: [i(env, fields) for i in items]
+
+    def _Tuple(self, node: cst.Tuple) -> Any:
+        if any(isinstance(e, cst.StarredElement) for e in node.elements):
+            return _raiser(node, "unsupported starred element")
+        items = [self.c(e.value) for e in node.elements]
+        return lambda env, fields: tuple(i(env, fields) for i in items)
+
+    def _BinaryOperation(self, node: cst.BinaryOperation) -> Any:
+        left, right = self.c(node.left), self.c(node.right)
+        op = type(node.operator).__name__
+
+        def f(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
+            a, b = left(env, fields), right(env, fields)
+            try:
+                if op == "Add":
+                    return a + b
+                if op == "Multiply":
+                    return a * b
+                if op == "Subtract":
+                    return a - b
+                if op == "FloorDivide":
+                    return a // b
+                if op == "Modulo" and not isinstance(a, str):
+                    return a % b
+            except TypeError as e:
+                raise Unsupported(node, f"cannot evaluate {op}: {e}") from None
+            raise Unsupported(node, f"unsupported operator {op}")
+        return f
+
+    def _IfExp(self, node: cst.IfExp) -> Any:
+        test, body, orelse = self.c(node.test), self.c(node.body), self.c(node.orelse)
+        return lambda env, fields: body(env, fields) if test(env, fields) else orelse(env, fields)
+
+    def _Attribute(self, node: cst.Attribute) -> Any:
+        if not (isinstance(node.value, cst.Name) and node.value.value == "self"):
+            return _raiser(node, "unsupported attribute access")
+        name = node.attr.value
+        missing = f"self.{name} is not a field of {self.class_name or 'the dataclass'}"
+
+        def f(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
+            if fields is None:
+                raise Unsupported(node, "unsupported attribute access")
+            if name not in fields:
+                raise Unsupported(node, missing)
+            return fields[name]
+        return f
+
+    def _Lambda(self, node: cst.Lambda) -> Any:
+        params = [p.name.value for p in node.params.params]
+        if node.params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or node.params.kwonly_params:
+            return _raiser(node, "unsupported lambda parameters")
+        body = self.c(node.body)
+        return lambda env, fields: _Lambda(list(params), node.body, dict(env), body)
+
+    def _Call(self, node: cst.Call) -> Any:
+        if any(a.keyword is not None or a.star for a in node.args):
+            return _raiser(node, "unsupported keyword or starred argument")
+        func = node.func
+        class_name = self.class_name
+        args = [self.c(a.value) for a in node.args]
+        if isinstance(func, cst.Attribute):
+            recv_fn = self.c(func.value)
+            meth = func.attr.value
+            join = meth == "join" and len(args) == 1
+            str_method = meth in _STR_METHODS
+            unsupported = f"unsupported method call .{meth}()"
+
+            def method_call(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
+                recv = recv_fn(env, fields)
+                values = [a(env, fields) for a in args]
+                if isinstance(recv, str):
+                    if join:
+                        items = list(values[0])
+                        if not all(isinstance(i, str) for i in items):
+                            raise Unsupported(node, "join over values that are not strings")
+                        return recv.join(items)
+                    if str_method:
+                        return getattr(recv, meth)(*values)
+                raise Unsupported(node, unsupported)
+            return method_call
+        if isinstance(func, cst.Name):
+            name = func.value
+            is_map = name == "map" and len(node.args) == 2
+            builtins = Evaluator._BUILTINS
+
+            def name_call(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
+                if name in env:
+                    return _call_compiled(env[name], [a(env, fields) for a in args], node, fields, class_name)
+                if is_map:
+                    fn = args[0](env, fields)
+                    return [_call_compiled(fn, [x], node, fields, class_name) for x in args[1](env, fields)]
+                if name in builtins:
+                    values = [a(env, fields) for a in args]
+                    try:
+                        return builtins[name](*values)
+                    except (TypeError, ValueError) as e:
+                        raise Unsupported(node, f"{name}() failed: {e}") from None
+                raise Unsupported(node, f"call of {name}() is not evaluated statically")
+            return name_call
+        return _raiser(node, "unsupported call")
+
+
+def _call_compiled(fn: Any, args: list[Any], node: cst.CSTNode, fields: dict[str, Any] | None, class_name: str) -> Any:
+    """Evaluator._call_fn."""
+    if isinstance(fn, _Lambda):
+        if len(args) != len(fn.params):
+            raise Unsupported(node, "lambda called with the wrong number of arguments")
+        env = {**fn.env, **dict(zip(fn.params, args, strict=False))}
+        if fn.compiled is not None:
+            return fn.compiled(env, fields)
+        return Evaluator(env, fields, class_name).eval(fn.body)
+    if callable(fn):
+        return fn(*args)
+    raise Unsupported(node, "call of a value that is not a function")
+
+
 def _hashable(v: Any) -> Any:
     if isinstance(v, list):
         return tuple(_hashable(x) for x in v)
@@ -323,6 +540,7 @@ _SCAN = re.compile(
     r"|(?P<e>[\s\S])"
 )
 _TRIVIA = frozenset("cnbw")
+_NEWLINE = re.compile("\n")
 _FIRST_WORD = re.compile(r"@|[^\W\d]\w*")
 # First words of compound statements (their header is a logical line of its own); soft keywords
 # (match, case, type) may also start a simple statement, so callers treat them as ambiguous.
@@ -358,62 +576,53 @@ class SourceScan:
         if "\r" in text or "\f" in text or "\x00" in text:
             raise Fallback("line endings or form feeds")
         self.text = text
-        kinds: list[str] = []
-        starts: list[int] = []
-        ends: list[int] = []
-        lines: list[int] = []
+        ms = list(_SCAN.finditer(text))
+        kinds = [m.lastgroup for m in ms]
+        starts = [m.start() for m in ms]
+        ends = [m.end() for m in ms]
+        del ms
+        self.newlines = [m.start() for m in _NEWLINE.finditer(text)]
         logical: list[LogicalLine] = []
         depth = 0
-        ln = 1
         first = -1
-        first_line = 0
-        line_start = 0  # offset of the current physical line
-        ll_start = 0
-        for m in _SCAN.finditer(text):
-            k = m.lastgroup
-            s, e = m.span()
-            i = len(kinds)
-            kinds.append(k)
-            starts.append(s)
-            ends.append(e)
-            lines.append(ln)
+        for i, k in enumerate(kinds):
+            if k == "w" or k == "c" or k == "b":
+                continue
             if k == "n":
-                ln += 1
                 if depth == 0 and first >= 0:
-                    logical.append(self._logical(kinds, starts, first, i - 1, ll_start, e, first_line))
+                    logical.append(self._logical(kinds, starts, first, i - 1, ends[i]))
                     first = -1
-                line_start = e
                 continue
-            if k == "b":
-                ln += 1
-                line_start = e
-                continue
-            if k == "w" or k == "c":
-                continue
-            if k == "e":
-                raise Fallback(f"unexpected character {text[s]!r} at line {ln}")
-            if k == "s":
-                ln += text.count("\n", s, e)
-            elif k == "o":
+            if k == "o":
                 depth += 1
             elif k == "x":
                 depth -= 1
                 if depth < 0:
-                    raise Fallback(f"unbalanced bracket at line {ln}")
+                    raise Fallback(f"unbalanced bracket at line {text.count(chr(10), 0, starts[i]) + 1}")
+            elif k == "e":
+                raise Fallback(f"unexpected character {text[starts[i]]!r} at line {text.count(chr(10), 0, starts[i]) + 1}")
             if first < 0:
-                first, first_line, ll_start = i, lines[i], line_start
+                first = i
         if depth != 0:
             raise Fallback("unbalanced brackets at end of file")
+        self.kinds, self.starts, self.ends = kinds, starts, ends
         if first >= 0:
-            logical.append(self._logical(kinds, starts, first, len(kinds) - 1, ll_start, len(text), first_line))
-        self.kinds, self.starts, self.ends, self.lines, self.logical = kinds, starts, ends, lines, logical
+            logical.append(self._logical(kinds, starts, first, len(kinds) - 1, len(text)))
+        self.logical = logical
 
-    def _logical(self, kinds: list[str], starts: list[int], first: int, last: int, ll_start: int, end: int, line: int) -> LogicalLine:
+    def line_of(self, i: int) -> int:
+        """Line of token i (1-based): the newlines before it, in any token, plus one."""
+        return bisect.bisect_left(self.newlines, self.starts[i]) + 1
+
+    def _logical(self, kinds: list[str], starts: list[int], first: int, last: int, end: int) -> LogicalLine:
         while kinds[last] in _TRIVIA:
             last -= 1
         s = starts[first]
+        # the physical line it starts on: only whitespace, comments and continuations (no newline) lie
+        # between the NEWLINE (or backslash continuation) before it and its first token
+        ll_start = self.text.rfind("\n", 0, s) + 1
         m = _FIRST_WORD.match(self.text, s)
-        return LogicalLine(first, last, ll_start, end, line, self.text[ll_start:s], m.group() if m else "")
+        return LogicalLine(first, last, ll_start, end, bisect.bisect_left(self.newlines, s) + 1, self.text[ll_start:s], m.group() if m else "")
 
     def source(self, ll: LogicalLine) -> str:
         return self.text[ll.start:ll.end]
@@ -455,10 +664,11 @@ class SourceScan:
         return out
 
 
-def parse_lines(scan: SourceScan, first: int, stop: int) -> tuple[Any, Any, dict[int, int]]:
+def parse_lines(scan: SourceScan, first: int, stop: int) -> tuple[Any, Any, Positions]:
     """Parse logical lines first..stop-1 (one statement at any indentation) with libcst.
 
-    Returns (module, statement, {id(node): line}) with lines of the whole file. An indented statement
+    Returns (module, statement, positions): positions.get(id(node), 0) is a node's line in the whole
+    file (its start, as libcst's PositionProvider gives it), computed on first use. An indented statement
     is parsed inside `if 1:` indented exactly as in the file, so continuation lines keep the indentation
     libcst strips and codegen of its nodes is what the whole module would give.
     """
@@ -474,7 +684,83 @@ def parse_lines(scan: SourceScan, first: int, stop: int) -> tuple[Any, Any, dict
     body = module.body[0].body.body if wrapped else module.body
     if len(body) != 1:
         raise Fallback(f"lines {a.line}..{b.line} are not one statement")
-    stmt = body[0]
-    pos = cst_metadata.MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst_metadata.PositionProvider)
-    off = a.line - 1 - (1 if wrapped else 0)
-    return module, stmt, {id(node): off + rng.start.line for node, rng in pos.items()}
+    return module, body[0], Positions(module, a.line - 1 - (1 if wrapped else 0))
+
+
+class Positions:
+    """Start lines of a parsed module's nodes, plus `offset`, resolved on the first lookup (that keeps
+    the module, so the ids stay those of its nodes)."""
+
+    __slots__ = ("_lines", "module", "offset")
+
+    def __init__(self, module: cst.Module, offset: int) -> None:
+        self.module = module
+        self.offset = offset
+        self._lines: dict[int, int] | None = None
+
+    def get(self, key: int, default: Any = 0) -> Any:
+        if self._lines is None:
+            off = self.offset
+            self._lines = {k: off + v for k, v in start_lines(self.module).items()}
+        return self._lines.get(key, default)
+
+
+def start_lines(module: cst.Module) -> dict[int, int]:
+    """{id(node): line of its start} for every node of `module`, equal to PositionProvider's start lines.
+
+    One codegen pass that counts lines only (PositionProvider through MetadataWrapper also builds a
+    CodeRange per node and walks the tree a second time with a batched visitor that has nothing to do).
+    The module must have no carriage returns (SourceScan guarantees it).
+    """
+    state = _line_state()(default_indent=module.default_indent, default_newline=module.default_newline)
+    module._codegen(state)
+    return state.starts
+
+
+@functools.cache
+def _line_state() -> type:
+    """A CodegenState that records start lines the way PositionProvidingCodegenState records positions."""
+    from libcst._nodes.internal import CodegenState
+
+    class _Syntactic:
+        __slots__ = ("node", "start", "start_node", "state")
+
+        def __init__(self, state: Any, node: Any, start_node: Any) -> None:
+            self.state, self.node, self.start_node = state, node, start_node
+
+        def __enter__(self) -> None:
+            self.start = self.state.line
+
+        def __exit__(self, *exc: Any) -> None:
+            starts = self.state.starts
+            starts[id(self.node)] = starts[id(self.start_node)] if self.start_node is not None else self.start
+
+    @dataclass
+    class _LineState(CodegenState):
+        line: int = 1
+        starts: dict[int, int] = field(default_factory=dict)
+        stack: list[int] = field(default_factory=list)
+
+        def add_indent_tokens(self) -> None:
+            for t in self.indent_tokens:
+                if "\n" in t:
+                    self.line += t.count("\n")
+
+        def add_token(self, value: str) -> None:
+            if "\n" in value:
+                self.line += value.count("\n")
+
+        def pop_trailing_newline(self) -> None:
+            pass  # tokens are not kept; PositionProvider's line count does not change either
+
+        def before_codegen(self, node: Any) -> None:
+            self.stack.append(self.line)
+
+        def after_codegen(self, node: Any) -> None:
+            start = self.stack.pop()
+            self.starts.setdefault(id(node), start)
+
+        def record_syntactic_position(self, node: Any, *, start_node: Any = None, end_node: Any = None) -> Any:
+            return _Syntactic(self, node, start_node)
+
+    return _LineState

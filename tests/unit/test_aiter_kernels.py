@@ -202,3 +202,51 @@ def test_statement_readers_match_the_whole_module_readers():
         if rel.endswith("jit/core.py"):
             assert aiter_tuners.read_core(rel, data) == aiter_tuners._read_core_module(rel, data), rel
     assert n
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        '("_").join(["a", ("x").join(map(lambda x: str(x), [self.A, self.B])), self.S.lower(), f"v{self.A}"])',
+        '"p" + str(int(self.F)) if self.A > 1 else "q"',
+        '("x").join(str(self.A))',
+        'f"{self.A!r}{self.S!s}"',
+        '"{}".format(self.A)',
+        'self.MISSING',
+        'f"{self.A:>4}"',
+        'map(lambda x, y: x, [1])',
+        '[x for x in [self.A, 2] if x > 1]',
+        'other.A',
+        'str(lambda x: x)',
+        'self.A - "s"',
+    ],
+)
+def test_compiled_expressions_evaluate_as_the_evaluator_does(expr):
+    import libcst as cst
+
+    from ckkb.extract.aiter_pyeval import Evaluator, Unsupported, compile_expr
+
+    node = cst.parse_expression(expr)
+    for fields in ({"A": 16, "B": 2, "S": "Intrawave", "F": True}, None):
+        def outcome(fn):
+            try:
+                return ("ok", repr(fn()))
+            except Unsupported as u:
+                return ("unsupported", u.node is not None and id(u.node), u.what)
+        assert outcome(lambda f=fields: compile_expr(node, "K")({}, f)) == outcome(lambda f=fields: Evaluator({}, f, "K").eval(node))
+
+
+def test_start_lines_equal_position_provider():
+    import libcst as cst
+    import libcst.metadata as md
+
+    from ckkb.extract.aiter_pyeval import start_lines
+
+    for rel, data in _aiter_python_files():
+        text = data.decode("utf-8")
+        if "\r" in text:
+            continue
+        module = cst.parse_module(text)
+        pos = md.MetadataWrapper(module, unsafe_skip_copy=True).resolve(md.PositionProvider)
+        lines = start_lines(module)
+        assert {id(n): r.start.line for n, r in pos.items()} == lines, rel
