@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import functools
 import gc
 import operator
 import re
 from collections.abc import Callable, Iterator
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -935,52 +937,35 @@ def _fields_read(tokens: list[Any]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-class _FieldsMemo:
-    """`compute(fields)`, memoised by the values of the fields it reads (`inputs`).
-
-    Many instances share those values (the same tile under another data type), and an instance's
-    registrations change only the few fields they bind. So an instance's own input values are keyed
-    once (`for_instance`), and each (instance, registration) adds just the bound values among them.
-    """
-
-    def __init__(self, inputs: tuple[str, ...], compute: Callable[[dict[str, Any]], Any]) -> None:
-        self.inputs = inputs
-        self.input_set = frozenset(inputs)
-        self.compute = compute
-        self.instance_ids: dict[tuple[Any, ...], int] = {}
-        self.results: dict[tuple[Any, ...], Any] = {}
-
-    def for_instance(self, base: dict[str, Any], bindable: list[str]) -> Callable[[dict[str, Any]], Any]:
-        """compute() for the fields of one instance (`base`) as each of its registrations binds them."""
-        bound = tuple(k for k in bindable if k in self.input_set) if bindable else ()
-        try:  # the same input values with other fields bound are other inputs: both make the instance's id
-            iid = self.instance_ids.setdefault((_typed_key(tuple(map(base.get, self.inputs))), bound), len(self.instance_ids))
-        except TypeError:  # a value that cannot be hashed: nothing is memoised
-            return self.compute
-        if not bound:  # no registration changes an input: one result for all of them
-            result = self._result((iid, ()), base)
-            return lambda fields: result
-        return lambda fields: self._result((iid, _typed_key(tuple(map(fields.get, bound)))), fields)
-
-    def _result(self, key: tuple[Any, ...], fields: dict[str, Any]) -> Any:
-        try:
-            out = self.results.get(key)
-        except TypeError:  # a bound value that cannot be hashed
-            return self.compute(fields)
-        if out is None:
-            out = self.results[key] = self.compute(fields)
-        return out
-
-
 class _KeyPlan:
-    """What instance_keys needs of one schema, worked out once rather than per instance."""
+    """What instance_keys needs of one schema, worked out once rather than per instance.
+
+    A row's computed columns (key, printed name, derived names, normalised columns) are a function of
+    the values of `inputs` only: the fields render reads, and the inputs of both column groups. So
+    they are memoised in `results` by the instance's typed input values and the positions among them
+    that name a list template parameter (which a registration may bind): for an instance with none,
+    the entry is its columns, the same for every registration; else a dict by the bound values.
+    """
 
     def __init__(self, schema: NameSchemaRow) -> None:
         self.schema = schema
         self.defaults = [(p["name"], p["default"]) for p in schema.params if p.get("default") is not None]
         self.spec = next((t for t in _flat(schema.tokens) if t.get("conv") == "spec"), None)
-        self.render = _FieldsMemo(tuple(_fields_read(schema.tokens)), _Rendering(schema.tokens))
-        self.kinds = _FieldsMemo(_KIND_INPUTS + ((self.spec["ref"],) if self.spec else ()), self._kinds)
+        self.render = _Rendering(schema.tokens)
+        self.kind_inputs = _KIND_INPUTS + ((self.spec["ref"],) if self.spec else ())
+        self.render_inputs = tuple(_fields_read(schema.tokens))
+        self.inputs = tuple(dict.fromkeys((*self.render_inputs, *self.kind_inputs, *_SIZE_INPUTS)))
+        self.positions = range(len(self.inputs))
+        where = {n: i for i, n in enumerate(self.inputs)}
+        self.render_of = _getter([where[n] for n in self.render_inputs])  # the group's inputs, in its order
+        self.kinds_of = _getter([where[n] for n in self.kind_inputs])
+        self.sizes_of = _getter([where[n] for n in _SIZE_INPUTS])  # the same order in every plan: a shared memo
+        defaults = dict(self.defaults)
+        self.input_defaults = [(i, defaults[n]) for i, n in enumerate(self.inputs) if n in defaults]
+        self.schema_part = (schema.op, schema.device_op, schema.id)
+        self.results: dict[tuple[Any, ...], Any] = {}
+        self.kinds: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # _kinds by typed kind_inputs values
+        self.renders: dict[tuple[Any, ...], tuple[str, str | None, list[str]]] = {}  # render by typed render_inputs values
 
     def base_fields(self, inst: Any) -> dict[str, Any]:
         """The instance's fields, a parameter it leaves out (or None) set to the schema's default."""
@@ -990,17 +975,74 @@ class _KeyPlan:
                 fields[name] = default
         return fields
 
-    def _kinds(self, fields: dict[str, Any]) -> tuple[Any, ...]:
+    def input_values(self, inst: Any) -> tuple[Any, ...]:
+        """The values of `inputs` in base_fields(inst), without building it."""
+        vals = tuple(map((inst.fields or {}).get, self.inputs))
+        if self.input_defaults and None in vals:
+            filled = list(vals)
+            for i, default in self.input_defaults:
+                if filled[i] is None:
+                    filled[i] = default
+            vals = tuple(filled)
+        return vals
+
+    def _kinds(self, fields: dict[str, Any], norm: dict[str, Any]) -> tuple[Any, ...]:
         """_KIND_COLUMNS of an InstanceKeyRow; padding as the schema's spec token prints it, else normalised."""
-        norm = normalise(fields)
         spec = self.spec
         padding = printed_value(spec, fields.get(spec["ref"])) if spec else norm["padding"]
         return (*(norm[c] for c in _KIND_COLUMNS[:-1]), padding)
 
+    def columns(self, typed: tuple[tuple[Any, ...], tuple[Any, ...]] | None, fields_of: Callable[[], dict[str, Any]],
+                sizes_memo: dict[tuple[Any, ...], tuple[Any, ...]]) -> tuple[list[str], tuple[Any, ...]]:
+        """(derived, _ROW_COLUMNS values) of an instance's (bound) fields, `fields_of()`, whose `inputs`
+        have the values and types `typed` (None: a value cannot be hashed, nothing is memoised). Render
+        and the two column groups are memoised apart by their own inputs' values (many instances
+        share a tile; sizes do not depend on the schema); fields_of is called only on a miss."""
+        fields: dict[str, Any] | None = None
+        if typed is None:
+            rk = kk = sk = None
+            rendered = kinds = sizes = None
+        else:
+            vals, types = typed
+            rk = (self.render_of(vals), self.render_of(types))
+            kk = (self.kinds_of(vals), self.kinds_of(types))
+            sk = (self.sizes_of(vals), self.sizes_of(types))
+            rendered = self.renders.get(rk)
+            kinds = self.kinds.get(kk)
+            sizes = sizes_memo.get(sk)
+        if rendered is None:
+            fields = fields_of()
+            rendered = self.render(fields)
+            if rk is not None:
+                self.renders[rk] = rendered
+        if kinds is None or sizes is None:
+            if fields is None:
+                fields = fields_of()
+            norm = normalise(fields)
+            if kinds is None:
+                kinds = self._kinds(fields, norm)
+                if kk is not None:
+                    self.kinds[kk] = kinds
+            if sizes is None:
+                sizes = _sizes(fields, norm)
+                if sk is not None:
+                    sizes_memo[sk] = sizes
+        key, printed_name, derived = rendered
+        return derived, (key, printed_name, printed_name is not None, *kinds, *sizes)
 
-def _sizes(fields: dict[str, Any]) -> tuple[Any, ...]:
+
+def _getter(positions: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """A function picking `positions` of a tuple, as a tuple (itemgetter returns a bare item for one)."""
+    if len(positions) > 1:
+        return operator.itemgetter(*positions)
+    if positions:
+        i = positions[0]
+        return lambda values: (values[i],)
+    return lambda values: ()
+
+
+def _sizes(fields: dict[str, Any], norm: dict[str, Any]) -> tuple[Any, ...]:
     """_SIZE_COLUMNS and the vector widths (a_vec, b_vec) of an InstanceKeyRow."""
-    norm = normalise(fields)
     return (*(norm[c] for c in _SIZE_COLUMNS), *(as_int(fields.get(n)) for n in _VEC_FIELDS))
 
 
@@ -1022,6 +1064,33 @@ def _bind(base: dict[str, Any], bindable: list[str], bindings: dict[str, Any], u
     return out
 
 
+# An InstanceKeyRow's fields in the order _make_row takes them: per row, per instance, then the
+# computed columns (render's key and name, then _KIND_COLUMNS, then _SIZE_COLUMNS and a_vec, b_vec).
+_ROW_PER_ROW = ("id", "registration_id", "bindings", "derived")
+_ROW_PER_INSTANCE = ("status", "list_name", "file", "line", "instance_id", "op", "device_op", "schema_id")
+_ROW_COLUMNS = ("key", "printed_name", "complete", *_KIND_COLUMNS, *_SIZE_COLUMNS, "a_vec", "b_vec")
+_ROW_ORDER = (*_ROW_PER_ROW, *_ROW_PER_INSTANCE, *_ROW_COLUMNS)
+
+
+def _row_maker() -> Callable[..., InstanceKeyRow]:
+    """InstanceKeyRow from its values in _ROW_ORDER, positionally. The dataclass __init__ takes 33
+    keywords (its call costs three times this); this sets the same attributes on a new object. Falls
+    back to the keyword call if the row class is not a plain dataclass of exactly these fields."""
+    cls = InstanceKeyRow
+    params = getattr(cls, "__dataclass_params__", None)
+    names = [f.name for f in dataclasses.fields(cls)] if params is not None else []
+    if sorted(names) != sorted(_ROW_ORDER) or params.frozen or hasattr(cls, "__post_init__") or cls.__new__ is not object.__new__:
+        return lambda *values: cls(**dict(zip(_ROW_ORDER, values, strict=True)))
+    src = (f"def make({', '.join(_ROW_ORDER)}):\n    r = _new(_cls)\n"
+           + "".join(f"    r.{n} = {n}\n" for n in _ROW_ORDER) + "    return r\n")
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    exec(src, namespace)  # noqa: S102 - source built from the field names above
+    return namespace["make"]
+
+
+_make_row = _row_maker()
+
+
 def instance_keys(
     schemas: list[NameSchemaRow], instances: list[Any], registrations: list[Any], lists: list[Any] = ()
 ) -> list[InstanceKeyRow]:
@@ -1038,37 +1107,89 @@ def instance_keys(
     bind_names = {lid: set(params) for lid, params in list_params.items()}
     for lid, regs in regs_by_list.items():
         bind_names.setdefault(lid, set()).update(k for r in regs for k in (getattr(r, "bindings", None) or {}))
-    sizes_memo = _FieldsMemo(_SIZE_INPUTS, _sizes)  # shared: sizes do not depend on the schema
+    # per list: (registration id, its bindings) of each registration, or one (None, {}) if none
+    list_regs = {lid: [(r.id, getattr(r, "bindings", None) or {}) for r in regs] for lid, regs in regs_by_list.items()}
+    no_regs = [(None, {})]
+    signatures: dict[tuple[Any, tuple[str, ...]], list[Any]] = {}  # (list, bound parameter names) -> per registration
+    sizes_memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # shared: sizes do not depend on the schema
     rows: list[InstanceKeyRow] = []
+    append = rows.append
+    make = _make_row
     for inst in instances:
         plan = plans.get(inst.template)
         if plan is None:
             continue
-        s = plan.schema
-        base = plan.base_fields(inst)
-        unbound = list_params.get(inst.list_id, set())
-        bindable = _bindable(base, bind_names.get(inst.list_id, set()))
-        render = plan.render.for_instance(base, bindable)
-        kinds = plan.kinds.for_instance(base, bindable)
-        sizes = sizes_memo.for_instance(base, bindable)
-        status = getattr(inst, "status", "active") or "active"
-        for reg in regs_by_list.get(inst.list_id) or [None]:
-            bindings = dict(getattr(reg, "bindings", None) or {}) if reg is not None else {}
-            fields = _bind(base, bindable, bindings, unbound)
-            key, printed_name, derived = render(fields)
-            a_layout, b_layout, c_layout, scheduler, pipeline, padding = kinds(fields)
-            block_size, tile_m, tile_n, tile_k, mfma_m, mfma_n, xdl_m, xdl_n, waves_m, waves_n, a_vec, b_vec = sizes(fields)
-            rows.append(InstanceKeyRow(
-                id=len(rows) + 1, key=key, printed_name=printed_name, complete=printed_name is not None, derived=list(derived),
-                op=s.op, device_op=s.device_op, schema_id=s.id, instance_id=inst.id,
-                registration_id=reg.id if reg is not None else None, bindings=bindings,
-                status=status, list_name=inst.list_name, file=inst.file, line=inst.line,
-                padding=padding, a_layout=a_layout, b_layout=b_layout, c_layout=c_layout,
-                block_size=block_size, tile_m=tile_m, tile_n=tile_n, tile_k=tile_k,
-                mfma_m=mfma_m, mfma_n=mfma_n, xdl_m=xdl_m, xdl_n=xdl_n, waves_m=waves_m, waves_n=waves_n,
-                a_vec=a_vec, b_vec=b_vec, scheduler=scheduler, pipeline=pipeline,
-            ))
+        lid = inst.list_id
+        regs = list_regs.get(lid) or no_regs
+        names = bind_names.get(lid)
+        vals = plan.input_values(inst)
+        types = tuple(map(type, vals))
+        if list in types:
+            vals = tuple(tuple(v) if type(v) is list else v for v in vals)
+        try:  # hashing raises TypeError for a value that cannot be hashed: nothing is memoised then
+            # (a value in `names` is a str: no other hashable value equals one)
+            bound = tuple(compress(plan.positions, map(names.__contains__, vals))) if names and not names.isdisjoint(vals) else ()
+            ikey: tuple[Any, ...] | None = (vals, types, bound)
+            entry = plan.results.get(ikey)
+        except TypeError:
+            ikey, entry = None, None
+            base = plan.base_fields(inst)
+            bound = tuple(_bindable(base, names)) if names else ()
+        head = (getattr(inst, "status", "active") or "active", inst.list_name, inst.file, inst.line, inst.id, *plan.schema_part)
+        if not bound:  # no registration changes an input: the same columns for all of them
+            if entry is None:
+                entry = plan.columns((vals, types) if ikey is not None else None, functools.partial(plan.base_fields, inst), sizes_memo)
+                if ikey is not None:
+                    plan.results[ikey] = entry
+            derived, cols = entry
+            values = head + cols
+            for rid, bindings in regs:
+                append(make(len(rows) + 1, rid, dict(bindings), list(derived), *values))
+            continue
+        if entry is None:
+            entry = {}
+            if ikey is not None:
+                plan.results[ikey] = entry
+        unbound = list_params.get(lid, set())
+        if ikey is not None:
+            pnames = tuple(vals[i] for i in bound)
+            sigs = signatures.get((lid, pnames))
+            if sigs is None:
+                sigs = signatures[lid, pnames] = [_signature(pnames, bindings, unbound) for _rid, bindings in regs]
+        else:
+            sigs = [None] * len(regs)
+        for (rid, bindings), sig in zip(regs, sigs, strict=True):
+            got = entry.get(sig) if sig is not None else None
+            if got is None:
+                typed = None
+                if sig is not None:  # the inputs as this registration binds them
+                    bvals, btypes = list(vals), list(types)
+                    for i, v, t in zip(bound, *sig, strict=True):
+                        bvals[i], btypes[i] = v, t
+                    typed = (tuple(bvals), tuple(btypes))
+                got = plan.columns(typed, functools.partial(_bound_fields, plan, inst, names, bindings, unbound), sizes_memo)
+                if sig is not None:
+                    entry[sig] = got
+            derived, cols = got
+            append(make(len(rows) + 1, rid, dict(bindings), list(derived), *head, *cols))
     return rows
+
+
+def _bound_fields(plan: _KeyPlan, inst: Any, names: set[str], bindings: dict[str, Any], unbound: set[str]) -> dict[str, Any]:
+    base = plan.base_fields(inst)
+    return _bind(base, _bindable(base, names), bindings, unbound)
+
+
+def _signature(pnames: tuple[str, ...], bindings: dict[str, Any], unbound: set[str]) -> tuple[Any, ...] | None:
+    """The typed values a registration gives the list parameters `pnames` (as _bind does), a memo key;
+    None when one cannot be hashed."""
+    vals = tuple(bindings.get(p) if p in bindings or p in unbound else p for p in pnames)
+    try:
+        key = _typed_key(vals)
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _flat(tokens: list[Any]):
