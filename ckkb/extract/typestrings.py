@@ -703,28 +703,47 @@ def _parse_expr(expr: str) -> ast.Expression | None:
 
 def _eval(expr: str, fields: dict[str, Any]) -> int | None:
     """Integer arithmetic over template parameters (`AK1 * 2`); None for anything else."""
-    tree = _parse_expr(expr)
-    if tree is None:
-        return None
-
-    def ev(n):
-        if isinstance(n, ast.Expression):
-            return ev(n.body)
-        if isinstance(n, ast.Constant) and isinstance(n.value, int):
-            return n.value
-        if isinstance(n, ast.Name):
-            v = as_int(fields.get(n.id))
-            if v is None:
-                raise ValueError(n.id)
-            return v
-        if isinstance(n, ast.BinOp) and type(n.op) in _ARITH:
-            return _ARITH[type(n.op)](ev(n.left), ev(n.right))
-        raise ValueError(type(n).__name__)
-
     try:
-        return ev(tree)
+        return _compiled_expr(expr)(fields)
     except (ValueError, ZeroDivisionError):
         return None
+
+
+def _unsupported(what: str) -> Callable[[dict[str, Any]], int]:
+    def fail(fields: dict[str, Any]) -> int:
+        raise ValueError(what)
+
+    return fail
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled_expr(expr: str) -> Callable[[dict[str, Any]], int]:
+    """`expr` as a function of the fields, made once: it raises ValueError where a value is unknown or
+    the expression is not integer arithmetic, as it reaches that part (left operand first)."""
+    tree = _parse_expr(expr)
+    return _unsupported("syntax") if tree is None else _compile_node(tree)
+
+
+def _compile_node(n: ast.AST) -> Callable[[dict[str, Any]], int]:
+    if isinstance(n, ast.Expression):
+        return _compile_node(n.body)
+    if isinstance(n, ast.Constant) and isinstance(n.value, int):
+        value = n.value
+        return lambda fields: value
+    if isinstance(n, ast.Name):
+        name = n.id
+
+        def field(fields: dict[str, Any]) -> int:
+            v = as_int(fields.get(name))
+            if v is None:
+                raise ValueError(name)
+            return v
+
+        return field
+    if isinstance(n, ast.BinOp) and type(n.op) in _ARITH:
+        op, left, right = _ARITH[type(n.op)], _compile_node(n.left), _compile_node(n.right)
+        return lambda fields: op(left(fields), right(fields))
+    return _unsupported(type(n).__name__)
 
 
 class _Printed(dict):
@@ -809,6 +828,7 @@ class _Run:
         self.printed: list[_Printed] = []  # per ref
         self.exprs: list[str | None] = []  # per run-time value: the expression to evaluate (None: never)
         self.derived: list[str] = []
+        self.lookups: list[tuple[str, _Printed, tuple[type, Any]]] = []  # per ref: (field, memo, memo key of the default)
         n_refs = sum(1 for t in tokens if "lit" not in t and "ref" in t)
         key: list[str] = []
         name: list[str] = []
@@ -821,6 +841,7 @@ class _Run:
                 name.append(f"{{{len(self.refs)}}}")
                 self.refs.append((t["ref"], t.get("default")))
                 self.printed.append(_Printed(t))
+                self.lookups.append((t["ref"], self.printed[-1], (type(t.get("default")), t.get("default"))))
             else:  # a run-time value: '*' in the key; in the name only where its expression evaluates
                 key.append("*")
                 name.append(f"{{{n_refs + len(self.exprs)}}}")
@@ -831,10 +852,10 @@ class _Run:
 
     def __call__(self, fields: dict[str, Any]) -> tuple[str, str | None, list[str]]:
         get = fields.get
-        values = [default if (v := get(field)) is None else v for field, default in self.refs]
         try:
-            printed = [memo[type(v), v] for memo, v in zip(self.printed, values, strict=True)]
+            printed = [memo[dflt] if (v := get(field)) is None else memo[type(v), v] for field, memo, dflt in self.lookups]
         except TypeError:  # an unhashable value (a sequence): not memoised
+            values = [default if (v := get(field)) is None else v for field, default in self.refs]
             printed = [printed_value(memo.token, v) for memo, v in zip(self.printed, values, strict=True)]
         if None in printed:
             return self.key_format.format(*[UNKNOWN if p is None else p for p in printed]), None, list(self.derived)
