@@ -711,10 +711,22 @@ def start_lines(module: cst.Module) -> dict[int, int]:
     One codegen pass that counts lines only (PositionProvider through MetadataWrapper also builds a
     CodeRange per node and walks the tree a second time with a batched visitor that has nothing to do).
     The module must have no carriage returns (SourceScan guarantees it).
+
+    It builds on libcst's internal CodegenState (libcst 1.x); should a libcst release change that,
+    the public PositionProvider gives the same lines, slower.
     """
-    state = _line_state()(default_indent=module.default_indent, default_newline=module.default_newline)
-    module._codegen(state)
-    return state.starts
+    try:
+        state = _line_state()(default_indent=module.default_indent, default_newline=module.default_newline)
+        module._codegen(state)
+        return state.starts
+    except (ImportError, AttributeError, TypeError):
+        return _provider_start_lines(module)
+
+
+def _provider_start_lines(module: cst.Module) -> dict[int, int]:
+    """start_lines through libcst's public PositionProvider (ids are of `module`'s own nodes)."""
+    pos = cst_metadata.MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst_metadata.PositionProvider)
+    return {id(node): rng.start.line for node, rng in pos.items()}
 
 
 @functools.cache

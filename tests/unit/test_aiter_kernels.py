@@ -250,3 +250,20 @@ def test_start_lines_equal_position_provider():
         pos = md.MetadataWrapper(module, unsafe_skip_copy=True).resolve(md.PositionProvider)
         lines = start_lines(module)
         assert {id(n): r.start.line for n, r in pos.items()} == lines, rel
+
+
+def test_start_lines_fall_back_to_position_provider(monkeypatch):
+    # should libcst's internal CodegenState change, the public PositionProvider answers the same
+    import libcst as cst
+
+    from ckkb.extract import aiter_pyeval
+
+    module = cst.parse_module("x = 1\n\ndef f(a,\n      b):\n    return [a,\n            b]\n")
+    fast = aiter_pyeval.start_lines(module)
+
+    def broken() -> type:
+        raise ImportError("libcst._nodes.internal moved")
+
+    monkeypatch.setattr(aiter_pyeval, "_line_state", broken)
+    assert aiter_pyeval.start_lines(module) == fast
+    assert sorted(set(fast.values())) == [1, 2, 3, 4, 5, 6]  # the blank line 2 is a node too
