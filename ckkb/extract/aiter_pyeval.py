@@ -44,6 +44,24 @@ def literal(node: cst.BaseExpression) -> Any:
     return Evaluator({}, None).eval(node)
 
 
+def binary_op(node: cst.BinaryOperation, op: str, a: Any, b: Any) -> Any:
+    """`a op b` for the operators kernel names use (op is the libcst operator class name)."""
+    try:
+        if op == "Add":
+            return a + b
+        if op == "Multiply":
+            return a * b
+        if op == "Subtract":
+            return a - b
+        if op == "FloorDivide":
+            return a // b
+        if op == "Modulo" and not isinstance(a, str):
+            return a % b
+    except TypeError as e:
+        raise Unsupported(node, f"cannot evaluate {op}: {e}") from None
+    raise Unsupported(node, f"unsupported operator {op}")
+
+
 class Evaluator:
     """Evaluate an expression with `self.<field>` bound to `fields` and names bound to `env`."""
 
@@ -129,21 +147,7 @@ class Evaluator:
 
     def _BinaryOperation(self, node: cst.BinaryOperation) -> Any:
         a, b = self.eval(node.left), self.eval(node.right)
-        op = type(node.operator).__name__
-        try:
-            if op == "Add":
-                return a + b
-            if op == "Multiply":
-                return a * b
-            if op == "Subtract":
-                return a - b
-            if op == "FloorDivide":
-                return a // b
-            if op == "Modulo" and not isinstance(a, str):
-                return a % b
-        except TypeError as e:
-            raise Unsupported(node, f"cannot evaluate {op}: {e}") from None
-        raise Unsupported(node, f"unsupported operator {op}")
+        return binary_op(node, type(node.operator).__name__, a, b)
 
     def _BooleanOperation(self, node: cst.BooleanOperation) -> Any:
         a = self.eval(node.left)
@@ -368,20 +372,7 @@ class _Compiler:
 
         def f(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
             a, b = left(env, fields), right(env, fields)
-            try:
-                if op == "Add":
-                    return a + b
-                if op == "Multiply":
-                    return a * b
-                if op == "Subtract":
-                    return a - b
-                if op == "FloorDivide":
-                    return a // b
-                if op == "Modulo" and not isinstance(a, str):
-                    return a % b
-            except TypeError as e:
-                raise Unsupported(node, f"cannot evaluate {op}: {e}") from None
-            raise Unsupported(node, f"unsupported operator {op}")
+            return binary_op(node, op, a, b)
         return f
 
     def _IfExp(self, node: cst.IfExp) -> Any:
