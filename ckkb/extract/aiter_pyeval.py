@@ -44,6 +44,15 @@ def literal(node: cst.BaseExpression) -> Any:
     return Evaluator({}, None).eval(node)
 
 
+def converted(part: cst.FormattedStringExpression, value: Any) -> str:
+    """An f-string field's text: `{x}`/`{x!s}` str, `{x!r}` repr; other conversions are not read."""
+    if part.conversion in (None, "s"):
+        return str(value)
+    if part.conversion == "r":
+        return repr(value)
+    raise Unsupported(part, f"unsupported f-string conversion !{part.conversion}")
+
+
 def binary_op(node: cst.BinaryOperation, op: str, a: Any, b: Any) -> Any:
     """`a op b` for the operators kernel names use (op is the libcst operator class name)."""
     try:
@@ -99,13 +108,7 @@ class Evaluator:
                 continue
             if part.format_spec:
                 raise Unsupported(part, "unsupported f-string format spec")
-            value = self.eval(part.expression)
-            if part.conversion in (None, "s"):
-                out.append(str(value))
-            elif part.conversion == "r":
-                out.append(repr(value))
-            else:
-                raise Unsupported(part, f"unsupported f-string conversion !{part.conversion}")
+            out.append(converted(part, self.eval(part.expression)))
         return "".join(out)
 
     def _Name(self, node: cst.Name) -> Any:
@@ -330,13 +333,7 @@ class _Compiler:
                     continue
                 if kind == 1:
                     raise Unsupported(part, "unsupported f-string format spec")
-                value = fn(env, fields)
-                if part.conversion in (None, "s"):
-                    out.append(str(value))
-                elif part.conversion == "r":
-                    out.append(repr(value))
-                else:
-                    raise Unsupported(part, f"unsupported f-string conversion !{part.conversion}")
+                out.append(converted(part, fn(env, fields)))
             return "".join(out)
         return f
 
