@@ -122,8 +122,20 @@ def _worker_init() -> None:
 FileTask = tuple[str, str, tuple[str, ...]]  # root, rel, the stages that read it (in build order)
 
 
+_COLLECT_EVERY = 64 << 20  # input bytes a worker reads between two cyclic-GC passes
+_read_since_collect = 0
+
+
 def _extract_chunk(tasks: list[FileTask]) -> list[Extracted]:
-    return [r for t in tasks for r in _extract_file(*t)]
+    global _read_since_collect
+    out = [r for t in tasks for r in _extract_file(*t)]
+    # GC is off in workers (see _worker_init); should some input make cyclic garbage anyway, a
+    # pass per 64 MiB read bounds it (the default tree is 25 MiB: no pass there)
+    _read_since_collect += sum(max(r[2], 0) for r in out)
+    if _read_since_collect >= _COLLECT_EVERY:
+        _read_since_collect = 0
+        gc.collect()
+    return out
 
 
 def _file_tasks(misses: list[tuple[str, str, str]]) -> list[FileTask]:
