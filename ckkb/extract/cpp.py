@@ -237,6 +237,65 @@ def for_parsing(data: bytes) -> bytes:
     return out.replace(b">=", b"==").replace(b"<=", b"==")
 
 
+_TUPLE_OPEN = re.compile(rb"tuple\s*<")
+_LINE_COMMENT = re.compile(rb"//[^\n]*")
+# In a template argument list with none of these, every `>` closes a template argument list, so a
+# body with one more `>` than `<` (its own close) holds no `<` that is not an opening one.
+_NOT_ONLY_TEMPLATES = (b"(", b")", b'"', b"'", b"#", b"->", b"<=", b">=", b"<<", b">::")
+_ANGLES_AS_PARENS = bytes.maketrans(b"<>", b"()")
+# Types tree-sitter reads as keywords (primitive_type, sized_type_specifier, type_qualifier): written
+# as a call's argument they do not parse, so a body with one keeps its brackets. Cheap test first.
+_KEYWORD_HINTS = (b"int", b"float", b"double", b"char", b"bool", b"void", b"size_t", b"long", b"short", b"signed", b"const", b"volatile", b"auto", b"struct", b"typename", b"decltype")
+_TYPE_KEYWORD = re.compile(
+    rb"\b(?:u?int(?:8|16|32|64|ptr|max)?_t|int|float|double|char(?:8|16|32)?(?:_t)?|bool|void|s?size_t|ptrdiff_t|nullptr_t|max_align_t"
+    rb"|long|short|signed|unsigned|const|volatile|auto|struct|class|enum|union|typename|decltype)\b"
+)
+
+
+def tuple_lists_as_calls(data: bytes) -> bytes:
+    """A view of `data` (same length, offsets and lines kept) in which the template argument lists
+    nested in a `tuple<...>` (CK's instance lists) are parenthesised: `S<8, 32, 1>` reads `S(8, 32, 1)`.
+
+    Why: inside a template argument list `Name<...>` may be a template or a comparison, so
+    tree-sitter's GLR parser forks at every `<` of every entry (`DeviceGemm<..., S<8, 32, 1>, ...>`
+    has ten); as calls the same text parses in half the time. Only the brackets change, so an
+    entry's text, lines and argument spans are the same; readers recognise a call (or a function
+    type, when every argument is a type) whose `(` is a `<` in the real text as the template it was
+    (see `template_parts`). A body is changed only when it is nothing but template argument lists
+    (no parentheses, strings, directives, block comments, `<<`, `<=`, `>=`, `->`, `>::`, type keywords;
+    balanced; closed right before its `;`), so no `<` in it can be a comparison. Comments in it change too: they stay comments."""
+    parts: list[bytes] = []
+    pos = 0
+    for m in _TUPLE_OPEN.finditer(data):
+        start = m.end()
+        at = m.start()
+        if start < pos or (at and (data[at - 1 : at].isalnum() or data[at - 1] == 95)):
+            continue  # inside the previous body, or `my_tuple<`
+        line_start = data.rfind(b"\n", 0, at) + 1
+        if b"//" in data[line_start:at] or b"/*" in data[line_start:at]:
+            continue  # commented out (a block comment that began on an earlier line is not seen:
+            #           its body then has no `;` right after the close, or reads as a comment anyway)
+        end = data.find(b";", start)
+        if end < 0:
+            continue
+        body = data[start:end]
+        close = body.rfind(b">")
+        if close < 0 or b"/*" in body or b"*/" in body or body[close + 1 :].strip() or b"//" in body[body.rfind(b"\n", 0, close) + 1 : close]:
+            continue  # not closed right before the `;` (or the last `>` is in a comment)
+        code = _LINE_COMMENT.sub(b"", body) if b"//" in body else body
+        if code.count(b"<") + 1 != code.count(b">") or any(t in code for t in _NOT_ONLY_TEMPLATES):
+            continue
+        if any(t in code for t in _KEYWORD_HINTS) and _TYPE_KEYWORD.search(code):
+            continue
+        parts.append(data[pos:start])
+        parts.append(body[:close].translate(_ANGLES_AS_PARENS))
+        pos = start + close
+    if not parts:
+        return data
+    parts.append(data[pos:])
+    return b"".join(parts)
+
+
 def squash(s: str) -> str:
     """Collapse whitespace runs to one space (argument text 'as written', minus layout)."""
     return " ".join(s.split())
