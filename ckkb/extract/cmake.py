@@ -35,9 +35,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import LarkError
-
 from ckkb.archs import ARCHS
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.cpp import is_binary
@@ -108,42 +105,47 @@ class Or:
 Cond = Truth | Unary | Binary | Not | And | Or
 
 
-class _ToAst(Transformer):
-    def quoted(self, items):
-        return Arg(str(items[0])[1:-1], True)
-
-    def unquoted(self, items):
-        return Arg(str(items[0]), False)
-
-    @v_args(inline=True)
-    def truth(self, a):
-        return Truth(a)
-
-    @v_args(inline=True)
-    def unary(self, op: Token, a):
-        return Unary(str(op), a)
-
-    @v_args(inline=True)
-    def binary(self, a, op: Token, b):
-        return Binary(str(op), a, b)
-
-    @v_args(inline=True)
-    def not_(self, e):
-        return Not(e)
-
-    @v_args(inline=True)
-    def and_(self, a, b):
-        return And(a, b)
-
-    @v_args(inline=True)
-    def or_(self, a, b):
-        return Or(a, b)
-
-
 @lru_cache(maxsize=1)
-def condition_parser() -> Lark:
+def _condition_reader() -> tuple[Any, Any, type[Exception]]:
+    """(Lark parser of grammars/cmake_condition.lark, parse tree -> AST transformer, Lark's error
+    class). Lark is imported here, on first use: `ckkb build` starts its workers sooner without it."""
+    from lark import Lark, Token, Transformer, v_args
+    from lark.exceptions import LarkError
+
+    class ToAst(Transformer):
+        def quoted(self, items):
+            return Arg(str(items[0])[1:-1], True)
+
+        def unquoted(self, items):
+            return Arg(str(items[0]), False)
+
+        @v_args(inline=True)
+        def truth(self, a):
+            return Truth(a)
+
+        @v_args(inline=True)
+        def unary(self, op: Token, a):
+            return Unary(str(op), a)
+
+        @v_args(inline=True)
+        def binary(self, a, op: Token, b):
+            return Binary(str(op), a, b)
+
+        @v_args(inline=True)
+        def not_(self, e):
+            return Not(e)
+
+        @v_args(inline=True)
+        def and_(self, a, b):
+            return And(a, b)
+
+        @v_args(inline=True)
+        def or_(self, a, b):
+            return Or(a, b)
+
     grammar = resources.files("ckkb.grammars").joinpath("cmake_condition.lark").read_text()
-    return Lark(grammar, parser="lalr", propagate_positions=True, cache=True, maybe_placeholders=False)
+    parser = Lark(grammar, parser="lalr", propagate_positions=True, cache=True, maybe_placeholders=False)
+    return parser, ToAst(), LarkError
 
 
 class ConditionError(ValueError):
@@ -157,14 +159,15 @@ def parse_condition(text: str) -> Cond:
     """CMake if() condition text -> AST. Raises ConditionError (with line/column inside `text`)."""
     if not text.strip():
         raise ConditionError("empty condition")
+    parser, to_ast, lark_error = _condition_reader()
     try:
-        tree = condition_parser().parse(text)
-    except LarkError as e:
+        tree = parser.parse(text)
+    except lark_error as e:
         line = getattr(e, "line", 1) or 1
         col = getattr(e, "column", 1) or 1
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConditionError(f"cannot parse condition: {first}", line, col) from None
-    return _ToAst().transform(tree)
+    return to_ast.transform(tree)
 
 
 _PREC = {Or: 1, And: 2, Not: 3}
