@@ -21,7 +21,7 @@ import os
 import pickle
 import sqlite3
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -199,6 +199,31 @@ def _chunks(tasks: list[FileTask]) -> list[list[FileTask]]:
     if cur:
         out.append(cur)
     return out
+
+
+def _submission_groups(stages: list[Stage]) -> list[list[Stage]]:
+    """Stages in the order their files are inventoried and handed to the workers: build order,
+    except that a stage that extracts with another (`extract_with`) comes right after it (its tasks
+    must be known before the other's go out, or the two would parse a file twice), and consecutive
+    stages of one `worker_group` go out together (one worker reads them, see _chunks)."""
+    rest = list(stages)
+    groups: list[list[Stage]] = []
+    while rest:
+        group = [rest.pop(0)]
+        names = {group[0].name}
+        grown = True
+        while grown and rest:
+            grown = False
+            for s in list(rest):
+                wg = getattr(s, "worker_group", None)
+                if getattr(s, "extract_with", None) in names or (wg is not None and s is rest[0] and wg == getattr(group[-1], "worker_group", None)):
+                    rest.remove(s)
+                    group.append(s)
+                    names.add(s.name)
+                    grown = True
+                    break
+        groups.append(group)
+    return groups
 
 
 # ---------------------------------------------------------------- cache
@@ -415,18 +440,26 @@ def build(
 
 
 def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_old, t0) -> BuildSummary:
-    # 1. Inventory: which files each stage reads, which are cached.
+    # 1. Inventory: which files each stage reads, which are cached. Cache misses go to the workers
+    #    as soon as their stage (group) is inventoried, so extraction overlaps the rest of the
+    #    inventory and the database set-up below.
     plan: dict[str, dict[str, Any]] = {}
     misses: list[tuple[str, str, str]] = []
     hit_rels: dict[str, set[str]] = defaultdict(set)
     hits: dict[str, dict[str, bytes]] = defaultdict(dict)
     fp_parts: list[tuple[str, str, str, str]] = []
     diags: list[Diagnostic] = []
-    for stage in stages:
+    n_jobs = jobs or settings.jobs()
+    pool: ProcessPoolExecutor | None = None
+    futures: deque[Any] = deque()  # worker chunks in submission order
+    unsent: list[FileTask] = []  # tasks inventoried while too few to start workers for
+
+    def inventory(stage: Stage) -> list[tuple[str, str, str]]:
         root = Path(trees[stage.tree].root)
         root_str = os.fspath(root)
         prefix = root_str.rstrip(os.sep) + os.sep
         rels = []
+        found: list[tuple[str, str, str]] = []
         try:
             paths = stage.files(root)
         except OSError as e:
@@ -444,21 +477,44 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
         for rel in rels:
             entry = cached.get(rel)
             if entry is None:  # never extracted (a cold build): the worker reads and stats it
-                misses.append((stage.name, root_str, rel))
+                found.append((stage.name, root_str, rel))
                 continue
             try:
                 st = os.stat(os.path.join(root_str, rel))
             except OSError:
-                misses.append((stage.name, root_str, rel))
+                found.append((stage.name, root_str, rel))
                 continue
             if entry[0] == st.st_size and entry[1] == st.st_mtime_ns:
                 hit_rels[stage.name].add(rel)
                 fp_parts.append((stage.name, stage.version, rel, entry[2]))
             else:
-                misses.append((stage.name, root_str, rel))
+                found.append((stage.name, root_str, rel))
         plan[stage.name] = {"root": root, "rels": rels}
-    summary.files = sum(len(p["rels"]) for p in plan.values())
+        return found
 
+    try:
+        for group in _submission_groups(stages):
+            found = [m for stage in group for m in inventory(stage)]
+            misses.extend(found)
+            if n_jobs <= 1 or not found:
+                continue
+            unsent.extend(_file_tasks(found))
+            if pool is None and len(misses) >= SERIAL_BELOW:
+                pool = ProcessPoolExecutor(max_workers=n_jobs, initializer=_worker_init)
+            if pool is not None:
+                futures.extend(pool.submit(_extract_chunk, chunk) for chunk in _chunks(unsent))
+                unsent = []
+        summary.files = sum(len(p["rels"]) for p in plan.values())
+        return _build_rest(db_path, trees, stages, force, progress, cache, summary, has_old, t0,
+                           plan, misses, hit_rels, hits, fp_parts, diags, pool, futures)
+    except BaseException:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        raise
+
+
+def _build_rest(db_path, trees, stages, force, progress, cache, summary, has_old, t0,
+                plan, misses, hit_rels, hits, fp_parts, diags, pool, futures) -> BuildSummary:
     phases = summary.timings.setdefault("(build)", {})
     phases["inventory"] = time.perf_counter() - t0
     summary.parsed = len(misses)
@@ -563,17 +619,14 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
 
         t_phase = time.perf_counter()
         combine_ready()
-        n_jobs = jobs or settings.jobs()
-        tasks = _file_tasks(misses)
-        if n_jobs > 1 and len(misses) >= SERIAL_BELOW:
-            chunks = _chunks(tasks)
-            with ProcessPoolExecutor(max_workers=n_jobs, initializer=_worker_init) as pool:
-                for out in pool.map(_extract_chunk, chunks):
-                    for result in out:
-                        absorb(result)
-                    combine_ready()
+        if pool is not None:
+            while futures:
+                for result in futures.popleft().result():
+                    absorb(result)
+                combine_ready()
+            pool.shutdown(wait=True)
         else:
-            for task in tasks:
+            for task in _file_tasks(misses):
                 for result in _extract_file(*task):
                     absorb(result)
                 combine_ready()

@@ -201,3 +201,38 @@ def test_full_text_index_covers_rows_a_later_stage_adds(tree, tmp_db):
     db = sqlite_utils.Database(tmp_db)
     hits = lambda word: db.execute("select count(*) from instance_lists_fts where instance_lists_fts match ?", [word]).fetchone()[0]  # noqa: E731
     assert (hits("lists_a"), hits("lists_b"), hits("txt")) == (3, 3, 6)  # name and file are indexed
+
+
+def test_submission_groups_keep_joiners_with_their_host_and_a_worker_group_together():
+    from ckkb.kb.build import _submission_groups
+
+    def stage(name, **attrs):
+        return type(name, (CountingStage,), {"name": name, **attrs})()
+
+    a, d = stage("a"), stage("d", extract_with="a")
+    b, c = stage("b", worker_group="g"), stage("c", worker_group="g")
+    e = stage("e")
+    groups = _submission_groups([a, b, c, d, e])
+    # d's files must be known before a's go out (one parse for both); b and c go to one worker
+    assert [[s.name for s in g] for g in groups] == [["a", "d"], ["b", "c"], ["e"]]
+
+
+def test_parallel_build_streams_work_and_matches_a_serial_build(tmp_path):
+    """Enough files to start workers during the inventory: the same rows as a one-process build."""
+    from ckkb.kb.build import SERIAL_BELOW
+
+    root = tmp_path / "tree"
+    root.mkdir()
+    for i in range(SERIAL_BELOW + 10):
+        (root / f"f{i:03d}.txt").write_text("x" * i)
+    rows = {}
+    for jobs in (1, 2):
+        db = tmp_path / f"kb{jobs}.db"
+        JoiningStage.seen = []
+        s = build(db, {"ck": FakeTree(root)}, stages=[CountingStage(), ListStage(), JoiningStage()], jobs=jobs)
+        assert s.parsed == 3 * (SERIAL_BELOW + 10)
+        conn = sqlite_utils.Database(db)
+        rows[jobs] = (sorted(conn.execute("select stage, file, message from diagnostics").fetchall()),
+                      sorted(conn.execute("select name from instance_lists").fetchall()))
+    assert rows[1] == rows[2]
+    assert len(rows[2][0]) == 2 * (SERIAL_BELOW + 10) and ("test.joining", "f073.txt", "730") in rows[2][0]
