@@ -1,5 +1,5 @@
 """`python -m ckkb.cli` runs the CLI."""
 
-from ckkb.cli import main
+from ckkb.cli import run
 
-main()
+run()

@@ -61,3 +61,21 @@ def test_lazy_command_table_matches_modules():
         importlib.import_module(mod).register(g)
         seen.update({name: mod for name in g.commands})
     assert seen == COMMANDS
+
+
+def test_build_as_a_process_prints_everything_and_exits_cleanly(tmp_path, fixtures):
+    """`ckkb build` ends without the interpreter's teardown (run()): the output must still be whole
+    (flushed into a pipe), the database in place, the exit status 0; an error exits as before."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "kb.db"
+    cmd = [sys.executable, "-m", "ckkb", "build", "--ck", str(fixtures / "ck_mini"), "--no-aiter", "--db", str(db)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip().endswith(" s") and "files (" in r.stdout.splitlines()[-1]
+    assert db.is_file() and not list(tmp_path.glob("kb.db.tmp-*"))
+    r = subprocess.run(cmd[:-1] + [str(tmp_path / "no" / "such" / "dir" / "kb.db"), "--ck", str(tmp_path / "none")], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.startswith("ckkb: error:")
+    r = subprocess.run(cmd + ["--json"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("}")
