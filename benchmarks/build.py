@@ -9,7 +9,10 @@ In each of N rounds (default 3; the ratios printed are the medians of the rounds
      profile_*_impl.hpp headers) and the two single headers the registrations read, reading each
      file and parsing it once;
   2. cold `ckkb build`: fresh database and cache in a temporary directory (default jobs, or --jobs);
-  3. warm rebuild of the same database with no source change.
+  3. warm rebuild of the same database with no source change;
+  4. the reference again. A round's ratios divide by the mean of its two references, which
+     bracket the builds: this shared machine's speed drifts by 10-30% within minutes, and a
+     reference taken only before the builds can be off by that much for them.
 Each build runs as a subprocess (`python -m ckkb.cli build`), so its peak memory is its own
 (`os.wait4` rusage: the process and the workers it reaped). Prints the three times, both ratios
 against the goals (cold <= 1.0x reference, warm <= 0.1x, peak <= 1 GB).
@@ -90,11 +93,12 @@ def main() -> int:
     if a.jobs is None:
         env.pop("CKKB_JOBS", None)
     jobs = a.jobs or (os.cpu_count() or 1)
-    rounds = []  # (reference s, cold s, warm s, cold peak KiB, warm peak KiB)
+    rounds = []  # (reference s: mean of the two, cold s, warm s, cold peak KiB, warm peak KiB)
+    refs = []  # (reference before the builds, after them) per round
     for _ in range(max(1, a.rounds)):
         # each round measures the three back to back, so a round's ratios share the machine's state
         # (this shared machine's speed drifts by 10-20% over minutes)
-        ref_s, n_files, n_bytes, per_dir = reference(tree.root)
+        ref_before, n_files, n_bytes, per_dir = reference(tree.root)
         with tempfile.TemporaryDirectory(prefix="ckkb-bench-") as tmp:
             db = Path(tmp) / "ckkb.db"
             args = ["--db", str(db), "--jobs", str(jobs)]
@@ -108,6 +112,9 @@ def main() -> int:
         if cold_rc or warm_rc:
             print(f"build failed (cold exit {cold_rc}, warm exit {warm_rc}): {cold_line} / {warm_line}")
             return 1
+        ref_after = reference(tree.root)[0]
+        refs.append((ref_before, ref_after))
+        ref_s = (ref_before + ref_after) / 2
         rounds.append((ref_s, cold_s, warm_s, cold_rss, warm_rss))
     ref_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
@@ -117,9 +124,9 @@ def main() -> int:
     print(f"cold: {cold_line}")
     print(f"warm: {warm_line}")
     print()
-    print(f"{'round':<6} {'reference s':>12} {'cold s':>8} {'cold/ref':>9} {'warm s':>8} {'warm/ref':>9}")
-    for k, (r, c, w, _, _) in enumerate(rounds, start=1):
-        print(f"{k:<6} {r:>12.2f} {c:>8.2f} {c / r:>8.2f}x {w:>8.2f} {w / r:>8.3f}x")
+    print(f"{'round':<6} {'ref before':>11} {'ref after':>10} {'ref mean':>9} {'cold s':>8} {'cold/ref':>9} {'warm s':>8} {'warm/ref':>9}")
+    for k, ((r, c, w, _, _), (ra, rb)) in enumerate(zip(rounds, refs, strict=True), start=1):
+        print(f"{k:<6} {ra:>11.2f} {rb:>10.2f} {r:>9.2f} {c:>8.2f} {c / r:>8.2f}x {w:>8.2f} {w / r:>8.3f}x")
     med = statistics.median
     ref_m, cold_m, warm_m = med(r[0] for r in rounds), med(r[1] for r in rounds), med(r[2] for r in rounds)
     cold_ratio, warm_ratio = med(r[1] / r[0] for r in rounds), med(r[2] / r[0] for r in rounds)
