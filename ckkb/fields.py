@@ -43,11 +43,24 @@ INT_COLUMNS = {"block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n", "
 _LAYOUTS = {"RowMajor": "Row", "ColumnMajor": "Col", "Row": "Row", "Col": "Col"}
 
 
+_ENUM_WORDS: dict[str, str | None] = {}
+
+
 def enum_word(value: Any) -> str | None:
     """`BlockGemmPipelineVersion::v3` -> `v3`; `ck::tensor_layout::gemm::RowMajor` -> `Row`."""
     if value is None:
         return None
-    s = value if type(value) is str else str(value)
+    if type(value) is str:
+        w = _ENUM_WORDS.get(value, _ENUM_WORDS)
+        if w is _ENUM_WORDS:
+            w = _enum_word(value)
+            if len(_ENUM_WORDS) < 100_000:
+                _ENUM_WORDS[value] = w
+        return w
+    return _enum_word(str(value))
+
+
+def _enum_word(s: str) -> str | None:
     if "::" in s:
         s = s.rsplit("::", 1)[-1]
     s = s.strip()
@@ -57,15 +70,21 @@ def enum_word(value: Any) -> str | None:
 
 
 def as_int(value: Any) -> int | None:
-    if type(value) is int:
+    t = type(value)
+    if t is int:
         return value
+    if value is None or t is list or t is dict:  # common and never a number: no exception to pay for
+        return None
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
         return value
+    s = str(value).strip().rstrip("uUlL")
+    if not s or not (s[0].isdigit() or s[0] in "+-"):  # what int(s, 0) would refuse anyway
+        return None
     try:
-        return int(str(value).strip().rstrip("uUlL"), 0)
-    except (TypeError, ValueError):
+        return int(s, 0)
+    except ValueError:
         return None
 
 
@@ -98,7 +117,10 @@ def normalise(fields: dict[str, Any]) -> dict[str, Any]:
             v = fields[n]
             if v is not None:
                 break
-        out[colname] = as_int(v) if is_int else enum_word(v)
+        if is_int:
+            out[colname] = v if type(v) is int else as_int(v)
+        else:
+            out[colname] = enum_word(v)
     if out["tile_k"] is None:
         k0 = as_int(_first(fields, ("K0PerBlock", "KPerBlock0")))
         k1 = as_int(_first(fields, ("K1", "AK1")))
