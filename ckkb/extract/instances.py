@@ -258,8 +258,59 @@ def _tuple_args(decl, src: bytes):
     return ty.child_by_field_name("arguments")
 
 
+# A comma between arguments: the next bracket after it (if any) is not a `>`. Only ever splits too
+# much (a comma inside `X<A, B<1>>`), never too little, so a count that agrees with the tree's is right.
+_ARG_COMMA = re.compile(rb",(?![^<>]*>)")
+
+
+def _split_args(body: bytes) -> list[bytes]:
+    """The arguments in the real text of a view-form argument list (`Row, 256, S<8, 32, 1>`), each as
+    its node's text; in a list the view changed, every `<`/`>` is a template bracket (see
+    cpp.tuple_lists_as_calls). The caller checks the count against the tree's."""
+    return [p.strip() for p in _ARG_COMMA.split(body)]
+
+
+# Facts of a view-form argument by its text: in a call's argument list each text has one reading
+# (no `<` to guess at), so the node type need not be part of the key (it is in _ARG_FACTS').
+_VIEW_ARG_FACTS: dict[bytes, tuple[Expr, str]] = {}
+
+
 def _entry_facts(node, src: bytes, line: int) -> dict:
     inner = node.named_child(0) if node.type == "type_descriptor" and node.named_child_count == 1 else node
+    if inner.type == "call_expression":
+        facts = _view_entry_facts(node, inner, src, line)
+        if facts is not None:
+            return facts
+    return _entry_facts_slow(node, inner, src, line)
+
+
+def _view_entry_facts(node, call, src: bytes, line: int) -> dict | None:
+    """An entry of the view (`Op(Row, 256, S(8, 32, 1))`, see template_parts), its arguments read
+    from the real text between the tree's brackets instead of one node each, when the tree agrees
+    on how many there are: most arguments were seen before. None: not that form (the node reader
+    takes it)."""
+    fn = call.child_by_field_name("function")
+    args = call.child_by_field_name("arguments")
+    if fn is None or fn.type != "identifier" or args is None or src[args.start_byte] != _LT:
+        return None
+    body = src[args.start_byte + 1 : args.end_byte - 1]
+    if b"/" in body:  # a comment to step over
+        return None
+    pieces = _split_args(body)
+    if len(pieces) != args.named_child_count:
+        return None
+    get = _VIEW_ARG_FACTS.get
+    facts = [get(p) for p in pieces]
+    if None in facts:  # read it from the nodes, and remember what each text reads as
+        entry = _entry_facts_slow(node, call, src, line)
+        if len(_VIEW_ARG_FACTS) < 200_000:
+            for p, e, a in zip(pieces, entry["exprs"], entry["args"], strict=True):
+                _VIEW_ARG_FACTS[p] = (e, a)
+        return entry
+    return {"line": line, "template": cpp.text(fn, src), "args": [f[1] for f in facts], "exprs": tuple(f[0] for f in facts)}
+
+
+def _entry_facts_slow(node, inner, src: bytes, line: int) -> dict:
     parts = template_parts(inner, src)
     if parts is not None and (inner.type in ("template_type", "template_function") or parts[0].type in ("type_identifier", "identifier")):
         # the common entry `Op<a, b, ...>`: each argument's expression and text from one memo

@@ -378,3 +378,19 @@ def test_view_gives_way_where_an_entry_reads_as_a_function_type():
     (lst,) = fr.facts["lists"]
     (entry,) = lst["entries"]
     assert entry["exprs"] == (("name", "Row"), ("bool", True))
+
+
+def test_view_entries_are_read_from_their_text_once_their_arguments_are_known():
+    """A view-form entry whose arguments were all seen before is read from the bytes between its
+    brackets (no node per argument); the cut must agree with the tree, else the nodes are read."""
+    assert instances._split_args(b"  Row, Col,\n  S<8, 32, 1>, ck::Tuple<ck::Tuple<A, B>, C>, 256 ") == [
+        b"Row", b"Col", b"S<8, 32, 1>", b"ck::Tuple<ck::Tuple<A, B>, C>", b"256"]
+    assert instances._split_args(b"Tuple<A, B<1>>") == [b"Tuple<A", b"B<1>>"]  # too many: the tree's count wins
+    entry = "DeviceProp<Row, 256, S<8, 32, 1>, ck::Tuple<F16, Tuple<Row, Col>>, true>"
+    src = (_PRELUDE + f"using prop_instances = std::tuple<\n  {entry},\n  {entry}\n>;\n").encode()
+    fr = instances.extract(Path("."), f"{GPU}/gemm_prop/p.hpp", src)
+    first, second = fr.facts["lists"][0]["entries"]
+    assert first == dict(second, line=first["line"])  # the second is read from text, the same facts
+    assert second["args"] == ["Row", "256", "S<8, 32, 1>", "ck::Tuple<F16, Tuple<Row, Col>>", "true"]
+    assert second["exprs"][3] == ("tmpl", "ck::Tuple", (("name", "F16"), ("tmpl", "Tuple", (("name", "Row"), ("name", "Col")))))
+    assert second["exprs"][4] == ("bool", True)
