@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -38,7 +39,6 @@ from typing import Any
 from ckkb.archs import ARCHS
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.cpp import is_binary
-from ckkb.extract.files import list_files
 from ckkb.kb.schema.ck_registrations import BuildDefineRow, BuildRuleRow, FileBuildRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
 from ckkb.sources import CK_INSTANCE_DIR
@@ -276,11 +276,9 @@ def compiled(c: Cond):
     """The condition as a closure env -> bool (built once per condition; same semantics as
     _evaluate, which it defers to for leaves)."""
     if isinstance(c, And):
-        a, b = compiled(c.left), compiled(c.right)
-        return lambda env: a(env) and b(env)
+        return _all_of([compiled(x) for x in _chain(c, And)])
     if isinstance(c, Or):
-        a, b = compiled(c.left), compiled(c.right)
-        return lambda env: a(env) or b(env)
+        return _any_of([compiled(x) for x in _chain(c, Or)])
     if isinstance(c, Not):
         a = compiled(c.expr)
         return lambda env: not a(env)
@@ -289,9 +287,64 @@ def compiled(c: Cond):
             rx = re.compile(c.right.value)
         except re.error:
             return lambda env: False
-        left = c.left
-        return lambda env: rx.search(_value(left, env)) is not None
+        return _matcher(rx, c.left)
     return lambda env: _evaluate(c, env)
+
+
+def _chain(c: Cond, op: type) -> list[Cond]:
+    """The operands of a run of one operator, left to right: `a OR b OR c` parses as Or(Or(a, b), c)."""
+    if not isinstance(c, op):
+        return [c]
+    return _chain(c.left, op) + _chain(c.right, op)
+
+
+def _all_of(tests: list) -> Callable[[dict[str, str]], bool]:
+    """AND of tests, short-circuit, in one frame (CK's conditions chain up to a dozen operands)."""
+    def test(env: dict[str, str]) -> bool:
+        for t in tests:
+            if not t(env):
+                return False
+        return True
+
+    return test
+
+
+def _any_of(tests: list) -> Callable[[dict[str, str]], bool]:
+    """OR of tests, short-circuit, in one frame."""
+    def test(env: dict[str, str]) -> bool:
+        for t in tests:
+            if t(env):
+                return True
+        return False
+
+    return test
+
+
+_MATCH_MEMOS: list[dict[str, bool]] = []  # one per compiled `x MATCHES "<constant>"`; see forget_matches()
+
+
+def _matcher(rx: re.Pattern[str], left: Arg):
+    """env -> whether `left` MATCHES rx, memoised per tested text: the directory loop tests the same
+    CMakeLists text (and add_instance_library the same file name) once per arch."""
+    memo: dict[str, bool] = {}
+    _MATCH_MEMOS.append(memo)
+    text = left.value
+    reference = "${" in text  # then _value(left, env) is expand(text, env): called directly
+
+    def test(env: dict[str, str]) -> bool:
+        s = expand(text, env) if reference else _value(left, env)
+        hit = memo.get(s)
+        if hit is None:
+            hit = memo[s] = rx.search(s) is not None
+        return hit
+
+    return test
+
+
+def forget_matches() -> None:
+    """Drop the MATCHES memos (they hold whole CMakeLists texts); evaluate_tree starts and ends with this."""
+    for memo in _MATCH_MEMOS:
+        memo.clear()
 
 
 def _evaluate(c: Cond, env: dict[str, str]) -> bool:
@@ -630,8 +683,17 @@ class Interpreter:
                 out.extend(x for x in v.split(";") if x != "")
         return out
 
+    def words_of(self, node: Command | Foreach) -> list[str] | tuple[str, ...]:
+        """words(node.args), kept on the node when no argument has a `${`: they are then the same in every
+        run (most commands are such, e.g. list(REMOVE_ITEM INST_TARGETS gfx900 ...)). Read-only."""
+        static = node.__dict__.get("_words")
+        if static is None:
+            static = node.__dict__["_words"] = (
+                False if any("${" in a.value for a in node.args) else tuple(self.words(node.args)))
+        return self.words(node.args) if static is False else static
+
     def foreach(self, s: Foreach) -> None:
-        words = self.words(s.args)
+        words = self.words_of(s)
         if not words:
             return
         var, rest = words[0], words[1:]
@@ -661,10 +723,12 @@ class Interpreter:
 
     def command(self, c: Command) -> None:
         name = c.name
+        if name not in _INTERPRETED and name not in self.functions:  # message() etc.: no-ops, skipped at once
+            return
         if name == "break":
             raise _Break()
         if name == "set":
-            w = self.words(c.args)
+            w = self.words_of(c)
             if not w:
                 return
             var, vals = w[0], [x for x in w[1:] if x not in ("PARENT_SCOPE",)]
@@ -678,36 +742,36 @@ class Interpreter:
                 self.env.pop(var, None)
             self.origin[var] = self.here()
         elif name == "option":
-            w = self.words(c.args)
+            w = self.words_of(c)
             if w and w[0] not in self.env:
                 self.env[w[0]] = w[2] if len(w) >= 3 else "OFF"
         elif name == "add_definitions" or name == "add_compile_definitions":
-            for w in self.words(c.args):
+            for w in self.words_of(c):
                 d = w[2:] if w.startswith("-D") else (w if name == "add_compile_definitions" else "")
                 if d:
                     k, _, v = d.partition("=")
                     self.defines[k] = (v if _ else "1", c.line)
         elif name == "unset":
-            w = self.words(c.args)
+            w = self.words_of(c)
             if w:
                 self.env.pop(w[0], None)
         elif name == "get_filename_component":
-            w = self.words(c.args)
+            w = self.words_of(c)
             part = filename_component(w[1], w[2]) if len(w) >= 3 else None
             if part is not None:
                 self.env[w[0]] = part
         elif name == "list":
             self.list_cmd(c)
         elif name == "file":
-            w = self.words(c.args)
+            w = self.words_of(c)
             if len(w) >= 3 and w[0] == "READ":
                 self.env[w[2]] = self.read_file(w[1])
         elif name == "add_subdirectory":
-            w = self.words(c.args)
+            w = self.words_of(c)
             if w:
                 self.subdirs.append(w[0])
         elif name in self.functions:
-            self.call(self.functions[name], self.words(c.args))
+            self.call(self.functions[name], self.words_of(c))
 
     def call(self, f: Function, words: list[str]) -> None:
         saved = self.env
@@ -721,7 +785,7 @@ class Interpreter:
             self.env = saved
 
     def list_cmd(self, c: Command) -> None:
-        w = self.words(c.args)
+        w = self.words_of(c)
         if len(w) < 2:
             return
         op, var = w[0], w[1]
@@ -1056,7 +1120,7 @@ class _LibraryVerdicts:
         except _Unsupported:
             return
         self.signatures = signatures.setdefault(probes, {})  # the same probes for most archs: computed once
-        self.tests = [(compiled(leaf), var, kind) for leaf, var, kind in probes]
+        self.tests = [(_probe_test(leaf, var), kind) for leaf, var, kind in probes]
 
     def __call__(self, path: str) -> tuple[bool, BuildRuleRow | None]:
         source = path.split("/", 1)[1] if "/" in path else path
@@ -1073,9 +1137,23 @@ class _LibraryVerdicts:
         if source in self.signatures:
             return self.signatures[source]
         derived = self.flow.derived(source)
-        sig = None if derived is None else tuple(test({var: derived[kind]}) for test, var, kind in self.tests)
+        sig = None if derived is None else tuple(test(derived[kind]) for test, kind in self.tests)
         self.signatures[source] = sig
         return sig
+
+
+def _probe_test(leaf: Cond, var: str) -> Callable[[str], bool]:
+    """The probe as a function of the tested variable's value. `var MATCHES "<constant>"` searches the
+    value directly (what _matcher does once _value has looked `var` up), skipping an env and the memo that
+    would keep every file name; other probes run as compiled against {var: value}."""
+    if isinstance(leaf, Binary) and leaf.op == "MATCHES" and leaf.right.quoted and "${" not in leaf.right.value:
+        try:
+            search = re.compile(leaf.right.value).search
+        except re.error:
+            return lambda value: False
+        return lambda value: search(value) is not None
+    test = compiled(leaf)
+    return lambda value: test({var: value})
 
 
 def _instance_param(lib: Function) -> str:
@@ -1239,6 +1317,7 @@ def evaluate_tree(
     envs: dict[str, dict[str, str]] | None = None,
 ) -> tuple[list[Any], list[Diagnostic]]:
     """BuildRuleRows + FileBuildRows for every instance source × arch."""
+    forget_matches()
     diags: list[Diagnostic] = []
     lib = _library_function(stmts)
     loop = _find_dir_loop(stmts)
@@ -1252,23 +1331,24 @@ def evaluate_tree(
     rules = _rule_rows(GPU_CMAKE, lib, loop, guard_vars)
     out: list[Any] = list(rules.values())
     base = Path(root) / CK_INSTANCE_DIR
-    prefix = len(str(base)) + 1  # str slicing: Path.relative_to costs ~50 µs a file
-    sources = [str(p)[prefix:].replace(os.sep, "/") for p in list_files(Path(root), CK_INSTANCE_DIR, SOURCE_SUFFIXES)]
-    by_dir: dict[str, list[str]] = {}
+    sources = instance_sources(base)
+    by_dir: dict[str, list[tuple[str, str, str]]] = {}  # dir -> (source, path from the CK root, file name)
     for s in sources:
         if "/" in s:
-            by_dir.setdefault(s.split("/", 1)[0], []).append(s)
+            by_dir.setdefault(s.split("/", 1)[0], []).append((s, f"{CK_INSTANCE_DIR}/{s}", s.rsplit("/", 1)[-1]))
 
     def rule_for(br: Branch | None) -> BuildRuleRow | None:
         return rules.get(br.line) if br is not None else None
 
+    dirs = sorted(by_dir.items())
+    dir_paths = {d: str(base / d) for d, _ in dirs}  # the loop variable, the same for every arch
     flow = _library_flow(lib) if lib else None
     signatures: dict[tuple[Probe, ...], dict[str, tuple[bool, ...] | None]] = {}
     for arch in archs:
         env = (envs or {}).get(arch) or dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
         verdict = _LibraryVerdicts(lib, flow, env, arch, rule_for, signatures) if lib else None
         lib_cache: dict[str, tuple[bool, BuildRuleRow | None]] = {}
-        for d, files in sorted(by_dir.items()):
+        for d, files in dirs:
             dir_rule: BuildRuleRow | None = None
             built_dir = True
             if loop is not None:
@@ -1276,7 +1356,7 @@ def evaluate_tree(
                 dir_text = dir_texts.get(rel_cmake, "")
                 it = Interpreter(env, GPU_CMAKE, read_file=lambda _p, t=dir_text: t)
                 var = loop.args[0].value if loop.args else "subdir_path"
-                it.env[var] = str(base / d)
+                it.env[var] = dir_paths[d]
                 try:
                     it.run(loop.body)
                 except _Break:
@@ -1285,21 +1365,38 @@ def evaluate_tree(
                 if not built_dir:
                     cands = [it.origin.get(v) for v in guard_vars if it.origin.get(v) is not None]
                     dir_rule = rule_for(cands[-1]) if cands else None
-            for f in files:
+            for f, path, name in files:
                 if not built_dir:
-                    out.append(FileBuildRow(file=f"{CK_INSTANCE_DIR}/{f}", arch=arch, built=False,
+                    out.append(FileBuildRow(file=path, arch=arch, built=False,
                                             rule_id=dir_rule.id if dir_rule else None,
                                             line=dir_rule.line if dir_rule else None,
                                             condition=dir_rule.condition if dir_rule else "directory not added"))
                     continue
-                name = f.rsplit("/", 1)[-1]
                 if name not in lib_cache:
                     lib_cache[name] = verdict(f) if verdict else (True, None)
                 built, rule = lib_cache[name]
-                out.append(FileBuildRow(file=f"{CK_INSTANCE_DIR}/{f}", arch=arch, built=built,
+                out.append(FileBuildRow(file=path, arch=arch, built=built,
                                         rule_id=rule.id if rule else None, line=rule.line if rule else None,
                                         condition=rule.condition if rule else None))
+    forget_matches()
     return out, diags
+
+
+def instance_sources(base: Path) -> list[str]:
+    """The `.cpp`/`.in` files under gpu/ (`base`), '/'-separated and relative to it, in the order of
+    list_files(root, CK_INSTANCE_DIR, SOURCE_SUFFIXES) (sorted Paths compare part by part) but without a
+    Path per file, which cost most of the listing."""
+    if not base.is_dir():
+        return []
+    top = str(base)
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        dirnames.sort()
+        rel = dirpath[len(top) + 1:].replace(os.sep, "/")
+        prefix = rel + "/" if rel else ""
+        out.extend(prefix + f for f in filenames if f.endswith(SOURCE_SUFFIXES))
+    out.sort(key=lambda r: r.split("/"))
+    return out
 
 
 def _run_library(lib: Function, env: dict[str, str], source: str, arch: str, rule_for) -> tuple[bool, BuildRuleRow | None]:

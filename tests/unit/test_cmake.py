@@ -358,3 +358,32 @@ def test_library_classes_fall_back_when_a_reference_could_form_at_run_time():
     assert _verdicts_agree(_library(LIB), SOURCES, env).signatures is None
     env["X"] = "$ENV{ROCM_PATH};/opt/rocm"  # a `$` no cut can put before `{`
     assert _verdicts_agree(_library(LIB), SOURCES, env).signatures is not None
+
+
+def test_instance_sources_in_list_files_order(tmp_path):
+    from ckkb.extract.files import list_files
+
+    for rel in ["a/x.cpp", "a-b/y.cpp", "a/b/z.in", "a.b/q.cpp", "A/w.cpp", "a/b-c/k.cpp", "a/bc.cpp", "t.cpp", "a/n.hpp"]:
+        (tmp_path / GPU / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / GPU / rel).write_text("")
+    (tmp_path / GPU / "lnk").symlink_to(tmp_path / GPU / "a")  # not entered, as list_files does
+    base = tmp_path / GPU
+    want = [str(p)[len(str(base)) + 1:] for p in list_files(tmp_path, GPU, cm.SOURCE_SUFFIXES)]
+    assert cm.instance_sources(base) == want
+    assert cm.instance_sources(tmp_path / "missing") == []
+
+
+@pytest.mark.parametrize("cond", ['"${v}" MATCHES "_xdl"', 'v MATCHES "^a.c$"', 'v MATCHES "["', "v"])
+def test_probe_test_agrees_with_the_compiled_condition(cond):
+    leaf = cm.parse_condition(cond)
+    probe = cm._probe_test(leaf, "v")
+    for value in ["x_xdl.cpp", "abc", "a", "ON", "0", ""]:
+        assert probe(value) == cm.evaluate(leaf, {"v": value})
+
+
+def test_matches_memo_is_per_text_and_forgotten():
+    leaf = cm.parse_condition('"${t}" MATCHES "gemm"')
+    assert cm.evaluate(leaf, {"t": "a gemm b"}) and not cm.evaluate(leaf, {"t": "conv"})
+    assert any(memo for memo in cm._MATCH_MEMOS)
+    cm.forget_matches()
+    assert not any(cm._MATCH_MEMOS)
