@@ -814,56 +814,79 @@ def _cond_value(cond: str, fields: dict[str, Any]) -> bool | None:
     return same if m.group(2) == "==" else not same
 
 
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
-
-
 class _Run:
-    """A run of tokens without conditionals as two format strings, key and name, with a slot per
-    value (refs first, then run-time values): rendering it is one pass over its refs rather than an
-    interpretation of every token."""
+    """A run of tokens without conditionals as two templates, key and name: their literal parts with a
+    slot between each two for a value (a ref's printed value or a run-time value). Rendering it is one
+    pass over its refs and a join, rather than an interpretation of every token (or a str.format,
+    which parses its format string on every call)."""
 
     def __init__(self, tokens: list[Any]) -> None:
-        self.refs: list[tuple[str, Any]] = []  # (field, default)
+        self.fields: list[str] = []  # per ref: the field it prints
+        self.defaults: list[Any] = []  # per ref: its value where the field is None
         self.printed: list[_Printed] = []  # per ref
         self.exprs: list[str | None] = []  # per run-time value: the expression to evaluate (None: never)
         self.derived: list[str] = []
-        self.lookups: list[tuple[str, _Printed, tuple[type, Any]]] = []  # per ref: (field, memo, memo key of the default)
         n_refs = sum(1 for t in tokens if "lit" not in t and "ref" in t)
-        key: list[str] = []
-        name: list[str] = []
+        self.key_parts: list[str] = [""]  # literals at even positions, a slot per ref between
+        self.name_parts: list[str] = [""]  # the same, a slot per ref or run-time value
+        name_slots: list[int] = []  # per name slot: its index in the refs' printed values + run-time values
         for t in tokens:
             if "lit" in t:
-                key.append(_escape("".join(t["lit"].split())))
-                name.append(_escape(t["lit"]))
+                self.key_parts[-1] += "".join(t["lit"].split())
+                self.name_parts[-1] += t["lit"]
             elif "ref" in t:
-                key.append(f"{{{len(self.refs)}}}")
-                name.append(f"{{{len(self.refs)}}}")
-                self.refs.append((t["ref"], t.get("default")))
+                self.key_parts += ["", ""]
+                self.name_parts += ["", ""]
+                name_slots.append(len(self.fields))
+                self.fields.append(t["ref"])
+                self.defaults.append(t.get("default"))
                 self.printed.append(_Printed(t))
-                self.lookups.append((t["ref"], self.printed[-1], (type(t.get("default")), t.get("default"))))
             else:  # a run-time value: '*' in the key; in the name only where its expression evaluates
-                key.append("*")
-                name.append(f"{{{n_refs + len(self.exprs)}}}")
+                self.key_parts[-1] += "*"
+                self.name_parts += ["", ""]
+                name_slots.append(n_refs + len(self.exprs))
                 self.exprs.append(None if t.get("delegate") else (t.get("expr") or ""))
                 self.derived.append(t.get("derived") or t.get("expr") or "?")
-        self.key_format = "".join(key)
-        self.name_format = "".join(name)
+        self.name_slots = name_slots if name_slots != sorted(name_slots) else None  # None: in order
 
     def __call__(self, fields: dict[str, Any]) -> tuple[str, str | None, list[str]]:
-        get = fields.get
-        try:
-            printed = [memo[dflt] if (v := get(field)) is None else memo[type(v), v] for field, memo, dflt in self.lookups]
-        except TypeError:  # an unhashable value (a sequence): not memoised
-            values = [default if (v := get(field)) is None else v for field, default in self.refs]
-            printed = [printed_value(memo.token, v) for memo, v in zip(self.printed, values, strict=True)]
+        values = list(map(fields.get, self.fields))
+        if None in values:
+            values = [default if v is None else v for v, default in zip(values, self.defaults, strict=True)]
+        printed = self._printed(values)
         if None in printed:
-            return self.key_format.format(*[UNKNOWN if p is None else p for p in printed]), None, list(self.derived)
-        key = self.key_format.format(*printed)
+            return _fill(self.key_parts, [UNKNOWN if p is None else p for p in printed]), None, list(self.derived)
+        key = _fill(self.key_parts, printed)
+        if not self.exprs:
+            return key, _fill(self.name_parts, printed), list(self.derived)
         values = [_eval(e, fields) if e is not None else None for e in self.exprs]
         if None in values:
             return key, None, list(self.derived)
-        return key, self.name_format.format(*printed, *map(str, values)), list(self.derived)
+        slots = [*printed, *map(str, values)]
+        if self.name_slots is not None:
+            slots = [slots[i] for i in self.name_slots]
+        return key, _fill(self.name_parts, slots), list(self.derived)
+
+    def _printed(self, values: list[Any]) -> list[str | None]:
+        """printed_value of each ref's value, through the memos (C-level loops: no Python step per ref).
+        A list value (conv "at") is looked up frozen to a tuple: printed_value prints both alike."""
+        printed = self.printed
+        try:
+            return list(map(operator.getitem, printed, zip(map(type, values), values, strict=True)))
+        except TypeError:
+            pass
+        frozen = [tuple(v) if type(v) is list else v for v in values]
+        try:
+            return list(map(operator.getitem, printed, zip(map(type, values), frozen, strict=True)))
+        except TypeError:  # still unhashable (a nested list, a dict): not memoised
+            return [printed_value(memo.token, v) for memo, v in zip(printed, values, strict=True)]
+
+
+def _fill(parts: list[str], values: list[str]) -> str:
+    """`parts` (literals at even positions) with `values` in its odd positions, joined."""
+    out = parts.copy()
+    out[1::2] = values
+    return "".join(out)
 
 
 class _Rendering:
@@ -966,22 +989,39 @@ class _KeyPlan:
     they are memoised in `results` by the instance's typed input values and the positions among them
     that name a list template parameter (which a registration may bind): for an instance with none,
     the entry is its columns, the same for every registration; else a dict by the bound values.
+
+    `present`: every field name the schema's instances have (None: not known). An input that none has
+    and that has no default is None in every instance, so it is left out of `inputs` (two thirds of
+    them: the synonyms of other ops), and out of the memo keys of the groups.
     """
 
-    def __init__(self, schema: NameSchemaRow) -> None:
+    def __init__(self, schema: NameSchemaRow, present: set[str] | None = None) -> None:
         self.schema = schema
         self.defaults = [(p["name"], p["default"]) for p in schema.params if p.get("default") is not None]
         self.spec = next((t for t in _flat(schema.tokens) if t.get("conv") == "spec"), None)
-        self.render = _Rendering(schema.tokens)
+        rendering = _Rendering(schema.tokens)
+        steps = rendering.steps  # a schema without conditionals is one run: call it without the wrapper
+        self.render: Callable[[dict[str, Any]], tuple[str, str | None, list[str]]] = (
+            steps[0] if len(steps) == 1 and type(steps[0]) is _Run else rendering)
         self.kind_inputs = _KIND_INPUTS + ((self.spec["ref"],) if self.spec else ())
         self.render_inputs = tuple(_fields_read(schema.tokens))
-        self.inputs = tuple(dict.fromkeys((*self.render_inputs, *self.kind_inputs, *_SIZE_INPUTS)))
+        defaults = dict(self.defaults)
+        every = dict.fromkeys((*self.render_inputs, *self.kind_inputs, *_SIZE_INPUTS))
+        self.inputs = tuple(n for n in every if present is None or n in present or n in defaults)
         self.positions = range(len(self.inputs))
         where = {n: i for i, n in enumerate(self.inputs)}
-        self.render_of = _getter([where[n] for n in self.render_inputs])  # the group's inputs, in its order
-        self.kinds_of = _getter([where[n] for n in self.kind_inputs])
-        self.sizes_of = _getter([where[n] for n in _SIZE_INPUTS])  # the same order in every plan: a shared memo
-        defaults = dict(self.defaults)
+        width = len(self.inputs)
+
+        def group(names: tuple[str, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+            """The values, then the types, of those `names` that are inputs, from input values + types."""
+            at = [where[name] for name in names if name in where]
+            return _getter(at + [width + i for i in at])
+
+        self.render_of = group(self.render_inputs)  # memo keys of the groups' inputs (the others are None)
+        self.kinds_of = group(self.kind_inputs)
+        self.sizes_of = group(_SIZE_INPUTS)
+        # sizes are memoised across plans: their keys say which _SIZE_INPUTS the values are of
+        self.size_names = tuple(name for name in _SIZE_INPUTS if name in where)
         self.input_defaults = [(i, defaults[n]) for i, n in enumerate(self.inputs) if n in defaults]
         self.schema_part = (schema.op, schema.device_op, schema.id)
         self.results: dict[tuple[Any, ...], Any] = {}
@@ -1013,21 +1053,19 @@ class _KeyPlan:
         padding = printed_value(spec, fields.get(spec["ref"])) if spec else norm["padding"]
         return (*(norm[c] for c in _KIND_COLUMNS[:-1]), padding)
 
-    def columns(self, typed: tuple[tuple[Any, ...], tuple[Any, ...]] | None, fields_of: Callable[[], dict[str, Any]],
+    def columns(self, typed: tuple[Any, ...] | None, fields_of: Callable[[], dict[str, Any]],
                 sizes_memo: dict[tuple[Any, ...], tuple[Any, ...]]) -> tuple[list[str], tuple[Any, ...]]:
         """(derived, _ROW_COLUMNS values) of an instance's (bound) fields, `fields_of()`, whose `inputs`
-        have the values and types `typed` (None: a value cannot be hashed, nothing is memoised). Render
-        and the two column groups are memoised apart by their own inputs' values (many instances
-        share a tile; sizes do not depend on the schema); fields_of is called only on a miss."""
+        have the values, then the types, in `typed` (None: a value cannot be hashed, nothing is
+        memoised). Render and the two column groups are memoised apart by their own inputs' values
+        (many instances share a tile; sizes do not depend on the schema); fields_of is called only on
+        a miss."""
         fields: dict[str, Any] | None = None
         if typed is None:
             rk = kk = sk = None
             rendered = kinds = sizes = None
         else:
-            vals, types = typed
-            rk = (self.render_of(vals), self.render_of(types))
-            kk = (self.kinds_of(vals), self.kinds_of(types))
-            sk = (self.sizes_of(vals), self.sizes_of(types))
+            rk, kk, sk = self.render_of(typed), self.kinds_of(typed), (self.size_names, self.sizes_of(typed))
             rendered = self.renders.get(rk)
             kinds = self.kinds.get(kk)
             sizes = sizes_memo.get(sk)
@@ -1115,10 +1153,16 @@ _make_row = _row_maker()
 def instance_keys(
     schemas: list[NameSchemaRow], instances: list[Any], registrations: list[Any], lists: list[Any] = ()
 ) -> list[InstanceKeyRow]:
+    present: dict[str, set[str]] = {}  # per template: every field name of its instances
+    for inst in instances:
+        have = present.get(inst.template)
+        if have is None:
+            have = present[inst.template] = set()
+        have.update(inst.fields or ())
     plans: dict[str, _KeyPlan] = {}
     for s in schemas:
         if s.status != "unsupported" and s.device_op not in plans:
-            plans[s.device_op] = _KeyPlan(s)
+            plans[s.device_op] = _KeyPlan(s, present.get(s.device_op, set()))
     regs_by_list: dict[Any, list[Any]] = {}
     for r in registrations:
         if getattr(r, "list_id", None) is not None:
@@ -1159,7 +1203,7 @@ def instance_keys(
         head = (getattr(inst, "status", "active") or "active", inst.list_name, inst.file, inst.line, inst.id, *plan.schema_part)
         if not bound:  # no registration changes an input: the same columns for all of them
             if entry is None:
-                entry = plan.columns((vals, types) if ikey is not None else None, functools.partial(plan.base_fields, inst), sizes_memo)
+                entry = plan.columns(vals + types if ikey is not None else None, functools.partial(plan.base_fields, inst), sizes_memo)
                 if ikey is not None:
                     plan.results[ikey] = entry
             derived, cols = entry
@@ -1172,6 +1216,8 @@ def instance_keys(
             if ikey is not None:
                 plan.results[ikey] = entry
         unbound = list_params.get(lid, set())
+        binder = _Binder(plan, inst, [plan.inputs[i] for i in bound] if ikey is not None else bound, unbound)
+        width = len(vals)  # the types of the inputs follow their values in `typed`
         if ikey is not None:
             pnames = tuple(vals[i] for i in bound)
             sigs = signatures.get((lid, pnames))
@@ -1184,11 +1230,11 @@ def instance_keys(
             if got is None:
                 typed = None
                 if sig is not None:  # the inputs as this registration binds them
-                    bvals, btypes = list(vals), list(types)
+                    bound_typed = [*vals, *types]
                     for i, v, t in zip(bound, *sig, strict=True):
-                        bvals[i], btypes[i] = v, t
-                    typed = (tuple(bvals), tuple(btypes))
-                got = plan.columns(typed, functools.partial(_bound_fields, plan, inst, names, bindings, unbound), sizes_memo)
+                        bound_typed[i], bound_typed[width + i] = v, t
+                    typed = tuple(bound_typed)
+                got = plan.columns(typed, functools.partial(binder, bindings), sizes_memo)
                 if sig is not None:
                     entry[sig] = got
             derived, cols = got
@@ -1196,9 +1242,20 @@ def instance_keys(
     return rows
 
 
-def _bound_fields(plan: _KeyPlan, inst: Any, names: set[str], bindings: dict[str, Any], unbound: set[str]) -> dict[str, Any]:
-    base = plan.base_fields(inst)
-    return _bind(base, _bindable(base, names), bindings, unbound)
+class _Binder:
+    """An instance's fields as each of its registrations binds them. The base fields are made once (on
+    the first call), then copied with the fields `bindable` substituted. With a memo key (instance_keys'
+    ikey) these are only the bound inputs: the computed columns read no other field, so whatever the
+    other bindable fields become cannot change them."""
+
+    def __init__(self, plan: _KeyPlan, inst: Any, bindable: list[str] | tuple[str, ...], unbound: set[str]) -> None:
+        self.plan, self.inst, self.bindable, self.unbound = plan, inst, bindable, unbound
+        self.base: dict[str, Any] | None = None
+
+    def __call__(self, bindings: dict[str, Any]) -> dict[str, Any]:
+        if self.base is None:
+            self.base = self.plan.base_fields(self.inst)
+        return _bind(self.base, self.bindable, bindings, self.unbound)
 
 
 def _signature(pnames: tuple[str, ...], bindings: dict[str, Any], unbound: set[str]) -> tuple[Any, ...] | None:

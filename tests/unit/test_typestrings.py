@@ -305,3 +305,14 @@ def test_render_keeps_braces_and_unknowns():
     assert ts.render(toks[:4], {"N": 4}) == ("Op{4}*", "Op{ 4 }8", ["Stages"])
     assert ts.render(toks, {"N": 4}) == ("Op{4}**", None, ["Stages", "Other"])
     assert ts.render(toks[:3], {}) == ("Op{{unknown}}", None, [])
+
+
+def test_render_fills_slots_in_token_order():
+    """A run-time value before a ref: the name's slots follow the tokens, not refs-then-values; a list
+    value (conv "at") prints the same from the memo as the first time."""
+    toks = [{"lit": "X< "}, {"derived": "S", "expr": "N * 2"}, {"lit": ", "}, {"ref": "N", "conv": "value", "kind": "int"},
+            {"lit": ", "}, {"ref": "Lens", "conv": "at", "kind": "type", "index": 1}, {"lit": " >"}]
+    run = ts._Rendering(toks)
+    for _ in range(2):
+        assert run({"N": 4, "Lens": [1, 2]}) == ("X<*,4,2>", "X< 8, 4, 2 >", ["S"])
+    assert run({"Lens": [1, [2]]}) == ("X<*,{unknown},[2]>", None, ["S"])
