@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from ckkb.audit.context import AuditContext
@@ -48,24 +48,32 @@ class CkIndex:
     by_tile: dict[tuple, list[dict[str, Any]]] = field(default_factory=dict)
     avail: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)  # (list_id, arch) -> best evidence
     instances: int = 0
+    # gated()'s candidates per (tile, dtype hints, pipeline, scheduler): many config rows share a kernel.
+    # Filled on first use, so by_tile must be complete by then.
+    _matching: dict[tuple, list[dict[str, Any]]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_rows(cls, instances: list[Any], registrations: list[Any], availability: list[Any]) -> CkIndex:
         idx = cls()
         reg_list = {r.id: r.list_id for r in registrations}
-        per: dict[tuple[int, str], list[dict]] = defaultdict(list)
+        first: dict[tuple[int, str], Any] = {}  # (list_id, arch) -> its first availability row
+        first_ok: dict[tuple[int, str], Any] = {}  # ... and its first available one
         for a in availability:
             lid = reg_list.get(a.registration_id)
             if lid is not None:
-                per[(lid, a.arch)].append({"available": bool(a.available), "layer": a.layer, "file": a.file, "line": a.line, "condition": a.condition})
-        for k, v in per.items():
-            ok = [x for x in v if x["available"]]
-            idx.avail[k] = ok[0] if ok else v[0]
+                k = (lid, a.arch)
+                first.setdefault(k, a)
+                if a.available and k not in first_ok:
+                    first_ok[k] = a
+        for k, a in first.items():  # evidence dicts only for the rows kept (there is one per availability row)
+            a = first_ok.get(k, a)
+            idx.avail[k] = {"available": bool(a.available), "layer": a.layer, "file": a.file, "line": a.line, "condition": a.condition}
+        tile_of = attrgetter(*TILE_COLS)
         for i in instances:
             if getattr(i, "status", "active") != "active":
                 continue
-            key = tuple(getattr(i, c) for c in TILE_COLS)
-            if any(x is None for x in key):
+            key = tile_of(i)
+            if None in key:
                 continue
             idx.by_tile.setdefault(key, []).append({"id": i.id, "list_id": i.list_id, "list_name": i.list_name, "file": i.file, "line": i.line,
                                                     "template": i.template, "a_dtype": i.a_dtype, "pipeline": i.pipeline, "scheduler": i.scheduler})
@@ -87,23 +95,16 @@ class CkIndex:
 
     def gated(self, kernel: Any, op: str | None, arch: str) -> tuple[list[dict], dict | None]:
         """(matching instances, evidence of the gate) -- evidence None when some match is available on arch."""
-        key = tuple(getattr(kernel, c) for c in TILE_COLS)
-        cands = self.by_tile.get(key, [])
         hints = dtype_hints(op)
-        out = []
-        for c in cands:
-            if not ck_gemm_xdl(c["template"]):
-                continue
-            a = (c["a_dtype"] or "").lower().removeprefix("ck::")
-            if hints is None or a not in hints:
-                continue
-            if kernel.pipeline and c["pipeline"] and kernel.pipeline != c["pipeline"]:
-                continue
-            if kernel.scheduler and c["scheduler"] and kernel.scheduler.lower() != c["scheduler"].lower():
-                continue
-            out.append(c)
+        if hints is None:  # no dtype to compare: nothing matches
+            return [], None
+        memo = (tuple(getattr(kernel, c) for c in TILE_COLS), hints, kernel.pipeline, kernel.scheduler)
+        out = self._matching.get(memo)
+        if out is None:
+            out = self._matching[memo] = self._matches(self.by_tile.get(memo[0], []), hints, kernel.pipeline, kernel.scheduler)
         if not out:
             return [], None
+        out = list(out)
         evid = None
         for c in out:
             a = self.avail.get((c["list_id"], arch))
@@ -113,6 +114,23 @@ class CkIndex:
                 return out, None
             evid = evid or {**a, "instance": c}
         return out, evid
+
+    @staticmethod
+    def _matches(cands: list[dict[str, Any]], hints: tuple[str, ...], pipeline: str | None, scheduler: str | None) -> list[dict[str, Any]]:
+        """The CK XDL GEMM instances among `cands` with an A dtype in `hints` and a compatible pipeline/scheduler."""
+        out = []
+        for c in cands:
+            if not ck_gemm_xdl(c["template"]):
+                continue
+            a = (c["a_dtype"] or "").lower().removeprefix("ck::")
+            if a not in hints:
+                continue
+            if pipeline and c["pipeline"] and pipeline != c["pipeline"]:
+                continue
+            if scheduler and c["scheduler"] and scheduler.lower() != c["scheduler"].lower():
+                continue
+            out.append(c)
+        return out
 
 
 # op family -> harness_results.dtype values that measure the same operands

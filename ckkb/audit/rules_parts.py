@@ -33,6 +33,9 @@ def dialect(value: Any) -> str | None:
     return None
 
 
+_PART_CUS = frozenset(p.cu_num for p in PARTS)  # `cu in` it: any(p.cu_num == cu for p in PARTS), once a row
+
+
 def part_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
     op = ctx.ops.get(t.rel)
     out: list[Finding] = []
@@ -46,7 +49,7 @@ def part_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
         gfx = v.get("gfx") if isinstance(v.get("gfx"), str) and v.get("gfx") else None
         cu = v.get("cu_num")
         if "cu_num" in t.columns or "gfx" in t.columns:
-            ok = bool(parts_for(gfx, cu if isinstance(cu, int) else None)) if gfx else any(p.cu_num == cu for p in PARTS)
+            ok = bool(parts_for(gfx, cu if isinstance(cu, int) else None)) if gfx else cu in _PART_CUS
             if not ok:
                 unknown[(gfx, cu)].append(ln)
         arch = arch_of(v) if ("cu_num" in t.columns or "gfx" in t.columns) else None

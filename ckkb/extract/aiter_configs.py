@@ -11,6 +11,7 @@ import csv
 import io
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from ckkb.kb.stages import BuildContext, FileResult, StageResult
 STAGE_NAME = "aiter.configs"
 
 KEY_COLUMNS = ("gfx", "cu_num", "M", "N", "K", "q_dtype_w", "B", "bias", "dtype", "outdtype", "scaleAB", "bpreshuffle", "libtype")
+_KEY_SET = frozenset(KEY_COLUMNS)  # config_rows tests every column of every row against it
 INT_KEYS = ("cu_num", "M", "N", "K", "B")
 TYPED = ("kernelId", "kernelName", "splitK", "us")
 
@@ -121,16 +123,17 @@ def arch_of(values: dict[str, Any]) -> str | None:
         return gfx
     cu = values.get("cu_num")
     if isinstance(cu, int):
-        archs = {p.gfx for p in _parts_by_cu(cu)}
-        if len(archs) == 1:
-            return archs.pop()
+        return _arch_of_cu(cu)
     return None
 
 
-def _parts_by_cu(cu: int):
+@lru_cache(maxsize=256)
+def _arch_of_cu(cu: int) -> str | None:
+    """The one gfx of the parts with `cu` CUs (None if none or several); cached: asked once per config row."""
     from ckkb.archs import PARTS
 
-    return [p for p in PARTS if p.cu_num == cu]
+    archs = {p.gfx for p in PARTS if p.cu_num == cu}
+    return archs.pop() if len(archs) == 1 else None
 
 
 def _int(v: Any) -> int | None:
@@ -157,15 +160,16 @@ def config_rows(file_id: int, t: ConfigTable, op: str | None) -> list[Any]:
     kind = t.kind
     out: list[Any] = [AiterConfigFileRow(id=file_id, file=t.rel, kind=kind, op=op, columns=t.columns, rows=len(t.rows), error=t.error)]
     for ln, v in t.rows:
-        us = _float(v.get("us"))
+        get = v.get
+        us = _float(get("us"))
         out.append(AiterConfigRowRow(
-            file_id=file_id, file=t.rel, line=ln, op=op, kind=kind, gfx=_str(v.get("gfx")), cu_num=_int(v.get("cu_num")),
-            arch=arch_of(v), M=_int(v.get("M")), N=_int(v.get("N")), K=_int(v.get("K")), B=_int(v.get("B")),
-            q_dtype_w=_str(v.get("q_dtype_w")), bias=_str(v.get("bias")), dtype=_str(v.get("dtype")),
-            outdtype=_str(v.get("outdtype")), scaleAB=_str(v.get("scaleAB")), bpreshuffle=_str(v.get("bpreshuffle")),
-            libtype=_str(v.get("libtype")), kernelId=_int(v.get("kernelId")), kernelName=_str(v.get("kernelName")),
-            splitK=_int(v.get("splitK")), us=None if us is None or math.isnan(us) else us,
-            values={k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in v.items() if k not in KEY_COLUMNS},
+            file_id=file_id, file=t.rel, line=ln, op=op, kind=kind, gfx=_str(get("gfx")), cu_num=_int(get("cu_num")),
+            arch=arch_of(v), M=_int(get("M")), N=_int(get("N")), K=_int(get("K")), B=_int(get("B")),
+            q_dtype_w=_str(get("q_dtype_w")), bias=_str(get("bias")), dtype=_str(get("dtype")),
+            outdtype=_str(get("outdtype")), scaleAB=_str(get("scaleAB")), bpreshuffle=_str(get("bpreshuffle")),
+            libtype=_str(get("libtype")), kernelId=_int(get("kernelId")), kernelName=_str(get("kernelName")),
+            splitK=_int(get("splitK")), us=None if us is None or math.isnan(us) else us,
+            values={k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in v.items() if k not in _KEY_SET},
         ))
     return out
 

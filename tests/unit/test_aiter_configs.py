@@ -307,3 +307,12 @@ def test_csv_roundtrip(cols, data, blank_every):
                 assert got[c] == pytest.approx(want[c])
             else:
                 assert got[c] == want[c]
+
+
+def test_arch_of_a_cu_count_names_one_gfx_only():
+    from ckkb.extract.aiter_configs import arch_of
+
+    assert arch_of({"cu_num": 304}) == "gfx942" and arch_of({"cu_num": 304}) == "gfx942"  # second: cached
+    assert arch_of({"cu_num": 104}) == "gfx90a"
+    assert arch_of({"cu_num": 7}) is None and arch_of({"cu_num": "304"}) is None
+    assert arch_of({"gfx": "gfx950", "cu_num": 304}) == "gfx950"

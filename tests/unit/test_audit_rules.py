@@ -214,3 +214,30 @@ def test_a_file_named_after_no_op_is_said_not_silently_passed(tmp_path):
     r = audit(str(MINI), [str(p)])
     assert rules_of(r) == Counter({"op-unknown": 1})  # the unknown kernelId cannot be checked without an op...
     assert r.files[0]["kernel_checked"] == 0 and r.files[0]["no_kernel_list"] == 1  # ...and the count says so
+
+
+def test_ck_index_keeps_the_first_available_evidence_and_reuses_matches():
+    from types import SimpleNamespace as NS
+
+    from ckkb.audit.rules_kb import CkIndex
+
+    tile = {"block_size": 256, "tile_m": 128, "tile_n": 128, "tile_k": 64, "mfma_m": 32, "mfma_n": 32}
+    inst = [NS(id=i, list_id=i, list_name=f"l{i}", file="f.cpp", line=i, template="DeviceGemm_Xdl_CShuffleV3",
+               a_dtype="ck::f8_t", pipeline=None, scheduler=None, status="active", **tile) for i in (1, 2)]
+    regs = [NS(id=10, list_id=1), NS(id=20, list_id=2)]
+    av = [NS(registration_id=10, arch="gfx90a", available=False, layer="cmake", file="a", line=1, condition="c1"),
+          NS(registration_id=10, arch="gfx90a", available=True, layer="gate", file="b", line=2, condition="c2"),
+          NS(registration_id=20, arch="gfx90a", available=False, layer="cmake", file="c", line=3, condition="c3"),
+          NS(registration_id=20, arch="gfx90a", available=False, layer="gate", file="d", line=4, condition="c4"),
+          NS(registration_id=99, arch="gfx90a", available=True, layer="x", file="e", line=5, condition="c5")]
+    idx = CkIndex.from_rows(inst, regs, av)
+    assert idx.avail == {(1, "gfx90a"): {"available": True, "layer": "gate", "file": "b", "line": 2, "condition": "c2"},
+                         (2, "gfx90a"): {"available": False, "layer": "cmake", "file": "c", "line": 3, "condition": "c3"}}
+    kernel = NS(pipeline=None, scheduler=None, **tile)
+    assert idx.gated(kernel, "gemm_a8w8", "gfx90a")[1] is None  # list 1 is available there
+    idx.avail[(1, "gfx942")] = {**idx.avail[(2, "gfx90a")]}
+    matches, evid = idx.gated(kernel, "gemm_a8w8", "gfx942")  # from the memo; only list 1 says anything on gfx942
+    assert [m["id"] for m in matches] == [1, 2] and evid["instance"]["id"] == 1 and evid["file"] == "c"
+    matches.clear()  # callers get their own list
+    assert len(idx.gated(kernel, "gemm_a8w8", "gfx942")[0]) == 2
+    assert idx.gated(kernel, "gemm_unknown_dtype", "gfx942") == ([], None)
