@@ -7,8 +7,10 @@
   rebuild only re-parses what changed; when no input of any stage changed, the build is a no-op.
 - Parallel: cache misses of all stages are extracted in one process pool (one worker per core, at a
   lower priority than this process), a file once for every stage that reads it with the same bytes
-  (`extract_with`); this process combines each stage, in build order, as soon as its files are in,
-  and indexes its tables right away. Cyclic GC is off meanwhile (the rows hold no cycles).
+  (`extract_with`). Misses go to the workers as each stage group is inventoried (_submission_groups),
+  so extraction overlaps the rest of the inventory; this process combines each stage, in build
+  order, as soon as its files are in, and indexes its tables right away. Cyclic GC is off meanwhile
+  (the rows hold no cycles).
 """
 
 from __future__ import annotations
