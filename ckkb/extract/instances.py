@@ -281,7 +281,7 @@ def _entry_facts(node, src: bytes, line: int) -> dict:
         facts = _view_entry_facts(node, inner, src, line)
         if facts is not None:
             return facts
-    return _entry_facts_slow(node, inner, src, line)
+    return _entry_facts_from_nodes(node, inner, src, line)
 
 
 def _view_entry_facts(node, call, src: bytes, line: int) -> dict | None:
@@ -302,15 +302,16 @@ def _view_entry_facts(node, call, src: bytes, line: int) -> dict | None:
     get = _VIEW_ARG_FACTS.get
     facts = [get(p) for p in pieces]
     if None in facts:  # read it from the nodes, and remember what each text reads as
-        entry = _entry_facts_slow(node, call, src, line)
-        if len(_VIEW_ARG_FACTS) < 200_000:
-            for p, e, a in zip(pieces, entry["exprs"], entry["args"], strict=True):
+        entry = _entry_facts_from_nodes(node, call, src, line)
+        exprs = entry["exprs"]
+        if exprs is not None and len(exprs) == len(pieces) and len(_VIEW_ARG_FACTS) < 200_000:
+            for p, e, a in zip(pieces, exprs, entry["args"], strict=True):  # lengths checked above
                 _VIEW_ARG_FACTS[p] = (e, a)
         return entry
     return {"line": line, "template": cpp.text(fn, src), "args": [f[1] for f in facts], "exprs": tuple(f[0] for f in facts)}
 
 
-def _entry_facts_slow(node, inner, src: bytes, line: int) -> dict:
+def _entry_facts_from_nodes(node, inner, src: bytes, line: int) -> dict:
     parts = template_parts(inner, src)
     if parts is not None and (inner.type in ("template_type", "template_function") or parts[0].type in ("type_identifier", "identifier")):
         # the common entry `Op<a, b, ...>`: each argument's expression and text from one memo
