@@ -212,18 +212,13 @@ def _submission_groups(stages: list[Stage]) -> list[list[Stage]]:
     groups: list[list[Stage]] = []
     while rest:
         group = [rest.pop(0)]
-        names = {group[0].name}
-        grown = True
-        while grown and rest:
-            grown = False
-            for s in list(rest):
-                wg = getattr(s, "worker_group", None)
-                if getattr(s, "extract_with", None) in names or (wg is not None and s is rest[0] and wg == getattr(group[-1], "worker_group", None)):
-                    rest.remove(s)
-                    group.append(s)
-                    names.add(s.name)
-                    grown = True
-                    break
+        for s in list(rest):
+            if getattr(s, "extract_with", None) in {g.name for g in group}:
+                rest.remove(s)
+                group.append(s)
+        wg = getattr(group[-1], "worker_group", None)
+        while wg is not None and rest and getattr(rest[0], "worker_group", None) == wg:
+            group.append(rest.pop(0))
         groups.append(group)
     return groups
 
