@@ -47,23 +47,39 @@ def main() -> None:
             r = audit(args.aiter)
             warms.append(time.perf_counter() - t0)
         cli = []
-        cmd = [sys.executable, "-m", "ckkb", "audit", "--format", "json"] + (["--aiter", args.aiter] if args.aiter else [])
+        cmd = [sys.executable, "-m", "ckkb", "audit", "--format", "json"] + (
+            ["--aiter", args.aiter] if args.aiter else []
+        )
         for _ in range(args.repeat):
             t0 = time.perf_counter()
-            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy(), check=False)
+            subprocess.run(
+                cmd,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=os.environ.copy(),
+                check=False,
+            )
             cli.append(time.perf_counter() - t0)
     rows, files = r.rows, len(r.files)
     c = r.counts()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"default aiter config set: {files} CSV files, {rows} rows; {len(r.findings)} findings "
-          f"({c['error']} errors, {c['warning']} warnings, {c['note']} notes); median of {args.repeat}")
+    print(
+        f"default aiter config set: {files} CSV files, {rows} rows; {len(r.findings)} findings "
+        f"({c['error']} errors, {c['warning']} warnings, {c['note']} notes); median of {args.repeat}"
+    )
     print(f"{'run':<34}{'seconds':>9}{'rows/s':>12}")
-    for name, xs in (("cold (libcst extraction + audit)", colds), ("warm (cached extraction)", warms), ("CLI warm, subprocess", cli)):
+    for name, xs in (
+        ("cold (libcst extraction + audit)", colds),
+        ("warm (cached extraction)", warms),
+        ("CLI warm, subprocess", cli),
+    ):
         m = statistics.median(xs)
         print(f"{name:<34}{m:>9.3f}{rows / m:>12,.0f}")
     w = statistics.median(warms)
-    print(f"warm / goal ({GOAL_WARM_S:.0f} s): {w / GOAL_WARM_S:.2f}x  ({'met' if w < GOAL_WARM_S else 'NOT met'}); "
-          f"cold / warm: {statistics.median(colds) / w:.1f}x")
+    print(
+        f"warm / goal ({GOAL_WARM_S:.0f} s): {w / GOAL_WARM_S:.2f}x  ({'met' if w < GOAL_WARM_S else 'NOT met'}); "
+        f"cold / warm: {statistics.median(colds) / w:.1f}x"
+    )
 
 
 if __name__ == "__main__":

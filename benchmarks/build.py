@@ -42,8 +42,14 @@ from ckkb.extract import (  # noqa: E402
 from ckkb.extract.files import list_files  # noqa: E402
 
 # Every directory a CK stage reads files from (each stage's own constant), and the single files.
-DIRS = (sources.CK_INSTANCE_DIR, sources.CK_IMPL_DIR, typestrings.GRID_DIR, sources.CK_FACTORY_DIR,
-        sources.CK_PROFILER_DIR, profiler.IMPL_DIR)
+DIRS = (
+    sources.CK_INSTANCE_DIR,
+    sources.CK_IMPL_DIR,
+    typestrings.GRID_DIR,
+    sources.CK_FACTORY_DIR,
+    sources.CK_PROFILER_DIR,
+    profiler.IMPL_DIR,
+)
 FILES = (registrations.CK_HPP, registrations.DEVICE_PROP_HPP)
 SUFFIXES = (".cpp", ".hpp", ".in")
 
@@ -69,7 +75,10 @@ def run_build(args: list[str], env: dict[str, str]) -> tuple[float, int, int, st
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ckkb.cli", "build", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
     )
     out = proc.stdout.read().decode("utf-8", "replace") if proc.stdout else ""
     _, status, usage = os.wait4(proc.pid, 0)
@@ -82,9 +91,19 @@ def run_build(args: list[str], env: dict[str, str]) -> tuple[float, int, int, st
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ck", default=None, help="CK tree (default: the wheel's)")
-    ap.add_argument("--jobs", type=int, default=None, help="build workers (default: ckkb's default, one per core)")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="build workers (default: ckkb's default, one per core)",
+    )
     ap.add_argument("--no-aiter", action="store_true", help="build the CK tree only")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of (reference, cold, warm); the ratios are their medians")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of (reference, cold, warm); the ratios are their medians",
+    )
     a = ap.parse_args()
 
     tree = sources.ck_tree(a.ck)
@@ -110,7 +129,9 @@ def main() -> int:
             warm_s, warm_rc, warm_rss, warm_line = run_build(args, env)
             db_mb = db.stat().st_size / 2**20 if db.exists() else 0.0
         if cold_rc or warm_rc:
-            print(f"build failed (cold exit {cold_rc}, warm exit {warm_rc}): {cold_line} / {warm_line}")
+            print(
+                f"build failed (cold exit {cold_rc}, warm exit {warm_rc}): {cold_line} / {warm_line}"
+            )
             return 1
         ref_after = reference(tree.root)[0]
         refs.append((ref_before, ref_after))
@@ -119,16 +140,29 @@ def main() -> int:
     ref_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
     print(f"CK tree: {tree.root} (version {tree.version}, wheel {tree.wheel_version})")
-    print(f"reference input: {n_files} files, {n_bytes / 2**20:.1f} MiB: " + ", ".join(f"{d} {k}" for d, k in per_dir.items()))
-    print(f"build: jobs={jobs}{' --no-aiter' if a.no_aiter else ' (CK + aiter trees)'}, cpus={os.cpu_count()}; database {db_mb:.1f} MiB")
+    print(
+        f"reference input: {n_files} files, {n_bytes / 2**20:.1f} MiB: "
+        + ", ".join(f"{d} {k}" for d, k in per_dir.items())
+    )
+    print(
+        f"build: jobs={jobs}{' --no-aiter' if a.no_aiter else ' (CK + aiter trees)'}, cpus={os.cpu_count()}; database {db_mb:.1f} MiB"
+    )
     print(f"cold: {cold_line}")
     print(f"warm: {warm_line}")
     print()
-    print(f"{'round':<6} {'ref before':>11} {'ref after':>10} {'ref mean':>9} {'cold s':>8} {'cold/ref':>9} {'warm s':>8} {'warm/ref':>9}")
+    print(
+        f"{'round':<6} {'ref before':>11} {'ref after':>10} {'ref mean':>9} {'cold s':>8} {'cold/ref':>9} {'warm s':>8} {'warm/ref':>9}"
+    )
     for k, ((r, c, w, _, _), (ra, rb)) in enumerate(zip(rounds, refs, strict=True), start=1):
-        print(f"{k:<6} {ra:>11.2f} {rb:>10.2f} {r:>9.2f} {c:>8.2f} {c / r:>8.2f}x {w:>8.2f} {w / r:>8.3f}x")
+        print(
+            f"{k:<6} {ra:>11.2f} {rb:>10.2f} {r:>9.2f} {c:>8.2f} {c / r:>8.2f}x {w:>8.2f} {w / r:>8.3f}x"
+        )
     med = statistics.median
-    ref_m, cold_m, warm_m = med(r[0] for r in rounds), med(r[1] for r in rounds), med(r[2] for r in rounds)
+    ref_m, cold_m, warm_m = (
+        med(r[0] for r in rounds),
+        med(r[1] for r in rounds),
+        med(r[2] for r in rounds),
+    )
     cold_ratio, warm_ratio = med(r[1] / r[0] for r in rounds), med(r[2] / r[0] for r in rounds)
     cold_rss, warm_rss = max(r[3] for r in rounds), max(r[4] for r in rounds)
     print()
@@ -137,15 +171,19 @@ def main() -> int:
         ("cold ckkb build (fresh db + cache)", cold_m, f"{cold_ratio:.2f}x", "<= 1.0x", cold_rss),
         ("warm rebuild (no source change)", warm_m, f"{warm_ratio:.3f}x", "<= 0.1x", warm_rss),
     ]
-    print(f"{'run (median of ' + str(len(rounds)) + ' rounds)':<46} {'seconds':>8} {'ratio':>8} {'goal':>8} {'peak RSS':>10}")
+    print(
+        f"{'run (median of ' + str(len(rounds)) + ' rounds)':<46} {'seconds':>8} {'ratio':>8} {'goal':>8} {'peak RSS':>10}"
+    )
     print("-" * 84)
     for name, sec, r, goal, rss in rows:
         print(f"{name:<46} {sec:>8.2f} {r:>8} {goal:>8} {rss / 1024:>7.0f} MiB")
     peak = max(cold_rss, warm_rss) / 1024
     print("-" * 84)
-    print(f"cold/reference {cold_ratio:.2f}x (goal <= 1.0x: {'met' if cold_ratio <= 1.0 else 'NOT met'}); "
-          f"warm/reference {warm_ratio:.3f}x (goal <= 0.1x: {'met' if warm_ratio <= 0.1 else 'NOT met'}); "
-          f"peak {peak:.0f} MiB (goal <= 1024 MiB: {'met' if peak <= 1024 else 'NOT met'})")
+    print(
+        f"cold/reference {cold_ratio:.2f}x (goal <= 1.0x: {'met' if cold_ratio <= 1.0 else 'NOT met'}); "
+        f"warm/reference {warm_ratio:.3f}x (goal <= 0.1x: {'met' if warm_ratio <= 0.1 else 'NOT met'}); "
+        f"peak {peak:.0f} MiB (goal <= 1024 MiB: {'met' if peak <= 1024 else 'NOT met'})"
+    )
     return 0
 
 

@@ -22,12 +22,18 @@ def digests(path: str) -> dict[str, tuple[int, str]]:
     """table -> (rows, sha256 of its sorted rows without source_id)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     out = {}
-    names = [r[0] for r in conn.execute("select name from sqlite_master where type='table' order by name")]
+    names = [
+        r[0]
+        for r in conn.execute("select name from sqlite_master where type='table' order by name")
+    ]
     for name in names:
         if name in SKIP or name.endswith(SKIP_SUFFIXES):
             continue
         cols = [r[1] for r in conn.execute(f"pragma table_info([{name}])") if r[1] != "source_id"]
-        rows = sorted(repr(r) for r in conn.execute(f"select {', '.join('[' + c + ']' for c in cols)} from [{name}]"))
+        rows = sorted(
+            repr(r)
+            for r in conn.execute(f"select {', '.join('[' + c + ']' for c in cols)} from [{name}]")
+        )
         h = hashlib.sha256()
         for r in rows:
             h.update(r.encode())

@@ -50,7 +50,10 @@ def main() -> None:
         build(db_path, {"ck": tree}, jobs=1)
 
     stages = [cmake.STAGE, factories.STAGE, registrations.STAGE]
-    files = {s.name: [(p.relative_to(root).as_posix(), p.read_bytes()) for p in s.files(root)] for s in stages}
+    files = {
+        s.name: [(p.relative_to(root).as_posix(), p.read_bytes()) for p in s.files(root)]
+        for s in stages
+    }
     cpp = [d for s in ("ck.factories", "ck.registrations") for _rel, d in files[s]]
 
     t_ref, _ = timed(lambda: [parse(d) for d in cpp])
@@ -62,8 +65,16 @@ def main() -> None:
         rows.append((f"extract {s.name}", len(files[s.name]), t))
 
     db = open_db(db_path, readonly=True)
-    lists = [InstanceListRow(**{k: (json.loads(v) if k == "template_params" else v) for k, v in r.items() if k != "source_id"})
-             for r in db.query("SELECT * FROM instance_lists")]
+    lists = [
+        InstanceListRow(
+            **{
+                k: (json.loads(v) if k == "template_params" else v)
+                for k, v in r.items()
+                if k != "source_id"
+            }
+        )
+        for r in db.query("SELECT * FROM instance_lists")
+    ]
     ctx = BuildContext(trees={"ck": tree}, rows={"instance_lists": lists})
     t_cm, out = timed(lambda: cmake.STAGE.combine(root, results["ck.cmake"], ctx))
     for r in out.rows:
@@ -78,9 +89,18 @@ def main() -> None:
         ("gates --json", lambda: q.gates(db)),
         ("gates --kind device_name --json", lambda: q.gates(db, "device_name")),
         (f"why --tile {tile} --arch gfx950", lambda: q.why(db, tile, arch="gfx950")),
-        (f"why --tile {tile} {part2[:9]}... --arch gfx950", lambda: q.why(db, tile, [part2], arch="gfx950")),
-        ("pool --dir gemm_universal --dtype bf16", lambda: q.pool_counts(db, "gemm_universal", "bf16")),
-        ("instances --dir gemm_universal --arch gfx950", lambda: q.instances(db, "gemm_universal", (), "gfx950")),
+        (
+            f"why --tile {tile} {part2[:9]}... --arch gfx950",
+            lambda: q.why(db, tile, [part2], arch="gfx950"),
+        ),
+        (
+            "pool --dir gemm_universal --dtype bf16",
+            lambda: q.pool_counts(db, "gemm_universal", "bf16"),
+        ),
+        (
+            "instances --dir gemm_universal --arch gfx950",
+            lambda: q.instances(db, "gemm_universal", (), "gfx950"),
+        ),
     ]
     qrows = [(name, timed(fn, repeat=5)[0]) for name, fn in queries]
 

@@ -25,7 +25,9 @@ def make_call(cand, shape):
     if cand.name == "wrong:missing-transpose":
         import torch
 
-        return lambda o: torch.mm(o["a"], o["b"])  # b is N x K here: the result is A @ W, not A @ W^T
+        return lambda o: torch.mm(
+            o["a"], o["b"]
+        )  # b is N x K here: the result is A @ W, not A @ W^T
     return _real_make_call(cand, shape)
 
 
@@ -35,16 +37,28 @@ def main() -> int:
     be = tb.TorchBackend(dev)
     ok = True
     policy = Policy(batch=5, min_samples=10)
-    ms = time_shape(Shape(1024, 1024, 1024, "bf16"), [Candidate("torch.linear", "tn"), Candidate("wrong:missing-transpose", "tn")], be, policy)
-    ms += time_shape(Shape(64, 100, 5120, "fp8"), [Candidate("torch._scaled_mm:rowwise", "tn")], be, policy)
+    ms = time_shape(
+        Shape(1024, 1024, 1024, "bf16"),
+        [Candidate("torch.linear", "tn"), Candidate("wrong:missing-transpose", "tn")],
+        be,
+        policy,
+    )
+    ms += time_shape(
+        Shape(64, 100, 5120, "fp8"), [Candidate("torch._scaled_mm:rowwise", "tn")], be, policy
+    )
     for m in ms:
         err = f"{m.err:.3g}" if m.err is not None else "-"
         us = f"{m.us:.2f}" if m.us is not None else "-"
-        print(f"{m.shape.label:22} {m.candidate.name:26} {m.regime:5} {m.status:14} err {err:>8} us {us:>8} samples {m.samples} {m.note or ''}")
+        print(
+            f"{m.shape.label:22} {m.candidate.name:26} {m.regime:5} {m.status:14} err {err:>8} us {us:>8} samples {m.samples} {m.note or ''}"
+        )
     want = {
-        ("torch.linear", "warm"): "ok", ("torch.linear", "cold"): "ok",
-        ("wrong:missing-transpose", "warm"): "verify_failed", ("wrong:missing-transpose", "cold"): "verify_failed",
-        ("torch._scaled_mm:rowwise", "warm"): "unsupported", ("torch._scaled_mm:rowwise", "cold"): "unsupported",
+        ("torch.linear", "warm"): "ok",
+        ("torch.linear", "cold"): "ok",
+        ("wrong:missing-transpose", "warm"): "verify_failed",
+        ("wrong:missing-transpose", "cold"): "verify_failed",
+        ("torch._scaled_mm:rowwise", "warm"): "unsupported",
+        ("torch._scaled_mm:rowwise", "cold"): "unsupported",
     }
     got = {(m.candidate.name, m.regime): m.status for m in ms}
     ok = got == want and all(m.us is None and m.samples == 0 for m in ms if m.status != "ok")

@@ -54,7 +54,18 @@ def child(n: int) -> None:
         dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert s.results_added == n, (s.results_added, n)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(json.dumps({"lines": n, "mb": size / 2**20, "seconds": dt, "cpu": cpu, "rate": n / dt, "peak_rss_mb": rss}))
+        print(
+            json.dumps(
+                {
+                    "lines": n,
+                    "mb": size / 2**20,
+                    "seconds": dt,
+                    "cpu": cpu,
+                    "rate": n / dt,
+                    "peak_rss_mb": rss,
+                }
+            )
+        )
 
 
 def main() -> None:
@@ -67,16 +78,29 @@ def main() -> None:
         return
     rows = []
     for n in a.lines:
-        out = subprocess.run([sys.executable, __file__, "--child", str(n)], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(n)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(f"cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f} (wall-clock rates drop on a busy machine; CPU s is the process's own time)")
-    print(f"{'Perf lines':>12} {'log MB':>8} {'wall s':>8} {'CPU s':>8} {'lines/s':>10} {'peak RSS MB':>12}")
+    print(
+        f"cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f} (wall-clock rates drop on a busy machine; CPU s is the process's own time)"
+    )
+    print(
+        f"{'Perf lines':>12} {'log MB':>8} {'wall s':>8} {'CPU s':>8} {'lines/s':>10} {'peak RSS MB':>12}"
+    )
     for r in rows:
-        print(f"{r['lines']:>12,} {r['mb']:>8.1f} {r['seconds']:>8.2f} {r['cpu']:>8.2f} {r['rate']:>10,.0f} {r['peak_rss_mb']:>12.1f}")
+        print(
+            f"{r['lines']:>12,} {r['mb']:>8.1f} {r['seconds']:>8.2f} {r['cpu']:>8.2f} {r['rate']:>10,.0f} {r['peak_rss_mb']:>12.1f}"
+        )
     if len(rows) > 1:
         a0, b0 = rows[0], rows[-1]
-        print(f"ratios (largest/smallest): lines {b0['lines'] / a0['lines']:.1f}x, time {b0['seconds'] / a0['seconds']:.2f}x, "
-              f"peak RSS {b0['peak_rss_mb'] / a0['peak_rss_mb']:.2f}x")
+        print(
+            f"ratios (largest/smallest): lines {b0['lines'] / a0['lines']:.1f}x, time {b0['seconds'] / a0['seconds']:.2f}x, "
+            f"peak RSS {b0['peak_rss_mb'] / a0['peak_rss_mb']:.2f}x"
+        )
     goal = 100_000
     big = [r for r in rows if r["lines"] >= 1_000_000] or rows[-1:]
     rates = ", ".join(format(r["rate"], ",.0f") for r in big)

@@ -34,7 +34,16 @@ def main() -> None:
         if key in seen:
             return False
         seen.add(key)
-        w.writerow([*key, tree.rel(path), i, row.get("kernelId", ""), row.get("splitK", ""), row.get("us", "")])
+        w.writerow(
+            [
+                *key,
+                tree.rel(path),
+                i,
+                row.get("kernelId", ""),
+                row.get("splitK", ""),
+                row.get("us", ""),
+            ]
+        )
         return True
 
     p = cfg / "bf16_tuned_gemm.csv"
@@ -58,7 +67,13 @@ def main() -> None:
     with p.open() as f:
         for i, row in enumerate(csv.DictReader(f), start=1):
             M, N, K = int(row["M"]), int(row["N"]), int(row["K"])
-            if row["cu_num"] == "256" and N % 16 == 0 and K % 16 == 0 and want_m.get(M, 0) > 0 and 2 * M * N * K <= MAX_FLOPS:
+            if (
+                row["cu_num"] == "256"
+                and N % 16 == 0
+                and K % 16 == 0
+                and want_m.get(M, 0) > 0
+                and 2 * M * N * K <= MAX_FLOPS
+            ):
                 if emit(row, "fp8", p, i):
                     want_m[M] -= 1
 

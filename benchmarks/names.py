@@ -35,7 +35,12 @@ def wheel_schemas() -> names.SchemaSet:
         for s in typestrings.extract_schemas(rel, f.read_bytes())[0]:
             if s["status"] != "unsupported":
                 out[f"{s['device_op']}@{rel}"] = names.NameSchema(
-                    device_op=s["device_op"], ops=tuple(s["ops"]), tokens=tuple(s["tokens"]), file=rel, line=s["line"], status=s["status"]
+                    device_op=s["device_op"],
+                    ops=tuple(s["ops"]),
+                    tokens=tuple(s["tokens"]),
+                    file=rel,
+                    line=s["line"],
+                    status=s["status"],
                 )
     return out
 
@@ -84,7 +89,12 @@ def main() -> None:
     if args.db:
         db = kbdb.open_db(args.db, readonly=True)
         schemas = names.load_schemas(db)
-        printed = [r["printed_name"] for r in db.query("select distinct printed_name from instance_keys where printed_name is not null")]
+        printed = [
+            r["printed_name"]
+            for r in db.query(
+                "select distinct printed_name from instance_keys where printed_name is not null"
+            )
+        ]
         db.close()
         src = f"knowledge base {args.db}"
     else:
@@ -120,17 +130,24 @@ def main() -> None:
         names.parse(one, schemas)
     repeat_ns = (time.perf_counter() - t0) / reps * 1e9
 
-    print(f"ckkb.names.parse on {len(items):,} distinct names (mean {avg_len:.0f} chars; {len(printed):,} printed by wheel instances;"
-          f" {len(schemas)} schemas {src}; {matched:,} matched a schema)")
+    print(
+        f"ckkb.names.parse on {len(items):,} distinct names (mean {avg_len:.0f} chars; {len(printed):,} printed by wheel instances;"
+        f" {len(schemas)} schemas {src}; {matched:,} matched a schema)"
+    )
     print()
     print(f"  {'path':<44} {'names/s wall':>13} {'names/s CPU':>12} {'CPU vs goal 20,000':>19}")
     print(f"  {'-' * 44} {'-' * 13} {'-' * 12} {'-' * 19}")
-    for label, (w, c) in (("parse(name, schemas), memo cleared", with_schemas), ("parse(name), grammar only, memo cleared", grammar_only),
-                          ("lark LALR parse only (the grammar itself)", lark_rate)):
+    for label, (w, c) in (
+        ("parse(name, schemas), memo cleared", with_schemas),
+        ("parse(name), grammar only, memo cleared", grammar_only),
+        ("lark LALR parse only (the grammar itself)", lark_rate),
+    ):
         print(f"  {label:<44} {w:>13,.0f} {c:>12,.0f} {c / 20000:>18.2f}x")
     print()
-    print(f"  repeated name (memoised): {repeat_ns:,.0f} ns per call (wall) = {1e9 / repeat_ns:,.0f} names/s, "
-          f"{(1e9 / repeat_ns) / with_schemas[0]:.0f}x the distinct-name rate")
+    print(
+        f"  repeated name (memoised): {repeat_ns:,.0f} ns per call (wall) = {1e9 / repeat_ns:,.0f} names/s, "
+        f"{(1e9 / repeat_ns) / with_schemas[0]:.0f}x the distinct-name rate"
+    )
     print(f"  fast path vs lark (CPU): {with_schemas[1] / lark_rate[1]:.1f}x")
 
 

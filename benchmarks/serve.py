@@ -50,8 +50,14 @@ PARAMS: dict[str, dict[str, str]] = {
 }
 # Parameters read from the knowledge base itself.
 LOOKUPS: dict[str, tuple[str, str]] = {
-    "names_locate": ("key", "select key from instance_keys where list_name like '%_part2' order by id limit 1"),
-    "names_availability": ("registration_id", "select id from registrations where list_name like '%_part2' order by id limit 1"),
+    "names_locate": (
+        "key",
+        "select key from instance_keys where list_name like '%_part2' order by id limit 1",
+    ),
+    "names_availability": (
+        "registration_id",
+        "select id from registrations where list_name like '%_part2' order by id limit 1",
+    ),
 }
 
 
@@ -93,11 +99,22 @@ def sql_ms(conn: sqlite3.Connection, name: str, params: dict[str, str], n: int =
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--db", default=None, help="knowledge base (default: $CKKB_DB, else db/ckkb.db)")
-    ap.add_argument("--requests", type=int, default=200, help="timed requests per query (default 200)")
+    ap.add_argument(
+        "--db", default=None, help="knowledge base (default: $CKKB_DB, else db/ckkb.db)"
+    )
+    ap.add_argument(
+        "--requests", type=int, default=200, help="timed requests per query (default 200)"
+    )
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--ingest", nargs="*", default=[], help="ckProfiler logs to ingest into a temporary copy first")
-    ap.add_argument("--arch", default="gfx942", help="arch the --ingest logs ran on (default gfx942)")
+    ap.add_argument(
+        "--ingest",
+        nargs="*",
+        default=[],
+        help="ckProfiler logs to ingest into a temporary copy first",
+    )
+    ap.add_argument(
+        "--arch", default="gfx942", help="arch the --ingest logs ran on (default gfx942)"
+    )
     args = ap.parse_args()
     db = check_db(settings.db_path(args.db))
     tmp = None
@@ -111,13 +128,17 @@ def main() -> None:
         copy = Path(tmp.name) / db.name
         shutil.copy(db, copy)
         summary = ingest(copy, args.ingest, arch=args.arch)
-        print(f"ingested {summary.races_added} races, {summary.results_added} results into a copy of {db}")
+        print(
+            f"ingested {summary.races_added} races, {summary.results_added} results into a copy of {db}"
+        )
         db = copy
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ckkb", "serve", "--db", str(db), "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ),
     )
     base = f"http://127.0.0.1:{port}"
     rows_out = []
@@ -143,21 +164,40 @@ def main() -> None:
                     r = client.get(f"/{db.stem}/{name}.json", params=qs)
                     r.read()
                     ts.append((time.perf_counter() - t) * 1000)
-                rows_out.append((name, status, n_rows, pct(ts, 0.5), pct(ts, 0.95), max(ts), sql_ms(conn, name, params), params))
+                rows_out.append(
+                    (
+                        name,
+                        status,
+                        n_rows,
+                        pct(ts, 0.5),
+                        pct(ts, 0.95),
+                        max(ts),
+                        sql_ms(conn, name, params),
+                        params,
+                    )
+                )
     finally:
         proc.terminate()
         proc.wait(timeout=10)
         conn.close()
-    print(f"ckkb serve on {db} ({db.stat().st_size / 1e6:.0f} MB), {args.requests} requests per query, one keep-alive connection")
-    print(f"{'query':<20} {'status':>6} {'rows':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'sql ms':>8} {'p95/goal':>9}  params")
+    print(
+        f"ckkb serve on {db} ({db.stat().st_size / 1e6:.0f} MB), {args.requests} requests per query, one keep-alive connection"
+    )
+    print(
+        f"{'query':<20} {'status':>6} {'rows':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'sql ms':>8} {'p95/goal':>9}  params"
+    )
     for name, status, n, p50, p95, mx, sq, params in rows_out:
         shown = ", ".join(f"{k}={v[:24]}" for k, v in params.items())
-        print(f"{name:<20} {status:>6} {n:>6} {p50:>8.1f} {p95:>8.1f} {mx:>8.1f} {sq:>8.1f} {p95 / GOAL_P95_MS:>8.2f}x  {shown}")
+        print(
+            f"{name:<20} {status:>6} {n:>6} {p50:>8.1f} {p95:>8.1f} {mx:>8.1f} {sq:>8.1f} {p95 / GOAL_P95_MS:>8.2f}x  {shown}"
+        )
     if tmp is not None:
         tmp.cleanup()
     over = [r[0] for r in rows_out if r[4] > GOAL_P95_MS]
-    print(f"goal p95 <= {GOAL_P95_MS:.0f} ms: {len(rows_out) - len(over)} of {len(rows_out)} queries meet it"
-          + (f"; over: {', '.join(over)}" if over else ""))
+    print(
+        f"goal p95 <= {GOAL_P95_MS:.0f} ms: {len(rows_out) - len(over)} of {len(rows_out)} queries meet it"
+        + (f"; over: {', '.join(over)}" if over else "")
+    )
 
 
 if __name__ == "__main__":

@@ -10,9 +10,27 @@ from __future__ import annotations
 from typing import Any
 
 NORMALISED = (
-    "a_layout", "b_layout", "c_layout", "a_dtype", "b_dtype", "c_dtype",
-    "block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n", "xdl_m", "xdl_n",
-    "waves_m", "waves_n", "ak1", "bk1", "pipeline", "scheduler", "padding",
+    "a_layout",
+    "b_layout",
+    "c_layout",
+    "a_dtype",
+    "b_dtype",
+    "c_dtype",
+    "block_size",
+    "tile_m",
+    "tile_n",
+    "tile_k",
+    "mfma_m",
+    "mfma_n",
+    "xdl_m",
+    "xdl_n",
+    "waves_m",
+    "waves_n",
+    "ak1",
+    "bk1",
+    "pipeline",
+    "scheduler",
+    "padding",
 )
 
 # normalised column -> CK parameter names that carry it, first match wins
@@ -33,12 +51,37 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "xdl_n": ("NXdlPerWave", "NRepeat", "NRepeatPerWave", "NXdlPerWave_"),
     "ak1": ("AK1", "K1", "AK1Value"),
     "bk1": ("BK1", "K1", "BK1Value"),
-    "pipeline": ("BlkGemmPipelineVer", "BlkGemmPipelineVersion", "PipelineVer", "PipelineVersion", "GemmPipelineVer"),
-    "scheduler": ("BlkGemmPipeSched", "BlkGemmPipelineScheduler", "LoopSched", "LoopScheduler", "GemmLoopScheduler"),
+    "pipeline": (
+        "BlkGemmPipelineVer",
+        "BlkGemmPipelineVersion",
+        "PipelineVer",
+        "PipelineVersion",
+        "GemmPipelineVer",
+    ),
+    "scheduler": (
+        "BlkGemmPipeSched",
+        "BlkGemmPipelineScheduler",
+        "LoopSched",
+        "LoopScheduler",
+        "GemmLoopScheduler",
+    ),
     "padding": ("GemmSpec", "GemmSpecialization", "GemmSpecialization_"),
 }
 
-INT_COLUMNS = {"block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n", "xdl_m", "xdl_n", "waves_m", "waves_n", "ak1", "bk1"}
+INT_COLUMNS = {
+    "block_size",
+    "tile_m",
+    "tile_n",
+    "tile_k",
+    "mfma_m",
+    "mfma_n",
+    "xdl_m",
+    "xdl_n",
+    "waves_m",
+    "waves_n",
+    "ak1",
+    "bk1",
+}
 
 _LAYOUTS = {"RowMajor": "Row", "ColumnMajor": "Col", "Row": "Row", "Col": "Col"}
 
@@ -73,7 +116,9 @@ def as_int(value: Any) -> int | None:
     t = type(value)
     if t is int:
         return value
-    if value is None or t is list or t is dict:  # common and never a number: no exception to pay for
+    if (
+        value is None or t is list or t is dict
+    ):  # common and never a number: no exception to pay for
         return None
     if isinstance(value, bool):
         return int(value)
@@ -104,7 +149,10 @@ def _plan(keys: tuple[str, ...]) -> list[tuple[str, tuple[str, ...], bool]]:
     plan = _PLANS.get(keys)
     if plan is None:
         have = set(keys)
-        plan = _PLANS[keys] = [(col, tuple(n for n in names if n in have), col in INT_COLUMNS) for col, names in SYNONYMS.items()]
+        plan = _PLANS[keys] = [
+            (col, tuple(n for n in names if n in have), col in INT_COLUMNS)
+            for col, names in SYNONYMS.items()
+        ]
     return plan
 
 
@@ -130,5 +178,7 @@ def normalise(fields: dict[str, Any]) -> dict[str, Any]:
         out["ak1"] = out["bk1"]
     for axis in ("m", "n"):
         tile, mfma, xdl = out[f"tile_{axis}"], out[f"mfma_{axis}"], out[f"xdl_{axis}"]
-        out[f"waves_{axis}"] = tile // (mfma * xdl) if tile and mfma and xdl and tile % (mfma * xdl) == 0 else None
+        out[f"waves_{axis}"] = (
+            tile // (mfma * xdl) if tile and mfma and xdl and tile % (mfma * xdl) == 0 else None
+        )
     return out

@@ -76,7 +76,9 @@ class RaceEnd:
     warmup: int | None = None
     iterations: int | None = None
     best: dict[str, Any] | None = None  # {"ms","tflops","gbps","name","line", header keys...}
-    header: dict[str, Any] = field(default_factory=dict)  # Best-line header: datatype, ALayout, M, N, ...
+    header: dict[str, Any] = field(
+        default_factory=dict
+    )  # Best-line header: datatype, ALayout, M, N, ...
     recognised: int = 0  # lines ckProfiler printed that we understood
     skipped: int = 0  # lines not printed by ckProfiler (skipped)
 
@@ -92,7 +94,9 @@ _PERF = re.compile(
 _BODY = re.compile(
     rf"^\s*(?P<ms>{_NUM})\s*ms\s*(?:,\s*(?P<tflops>{_NUM})\s*TFlops)?\s*(?:,\s*(?P<gbps>{_NUM})\s*GB/s)?\s*(?:,\s*(?P<name>.*))?$"
 )
-_DESC = re.compile(r"^(?P<name>[A-Za-z_][\w ]*?)\s*: dim (?P<dim>\d+), lengths \{(?P<len>[^}]*)\}, strides \{(?P<str>[^}]*)\}\s*$")
+_DESC = re.compile(
+    r"^(?P<name>[A-Za-z_][\w ]*?)\s*: dim (?P<dim>\d+), lengths \{(?P<len>[^}]*)\}, strides \{(?P<str>[^}]*)\}\s*$"
+)
 _FOUND = re.compile(r"^found (?P<n>\d+) instances?\s*$")
 _UNSUP = re.compile(r"^(?P<name>\S.*?) does not support this problem\s*$")
 _ERRV = re.compile(r"^error: (?P<v>\S+)\s*$")
@@ -244,7 +248,14 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
         race = None
         last = None
         fail_next = False
-        if r.results or r.best or r.descriptors or r.instances_found is not None or r.command or r.recognised == 0:
+        if (
+            r.results
+            or r.best
+            or r.descriptors
+            or r.instances_found is not None
+            or r.command
+            or r.recognised == 0
+        ):
             yield r
         # else: only chatter (e.g. 'launch_and_time_kernel' after a Best line): not a race of its own
 
@@ -274,11 +285,25 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
             if res is None:
                 m = _PERF.match(s)
                 if m is None:
-                    yield ParseError(lineno, "malformed Perf: line (expected 'Perf: t ms, [x TFlops,] y GB/s, NAME')", line[:500])
+                    yield ParseError(
+                        lineno,
+                        "malformed Perf: line (expected 'Perf: t ms, [x TFlops,] y GB/s, NAME')",
+                        line[:500],
+                    )
                     continue
                 rest = m.group("name") or ""
                 name, kb = _split_kbatch(rest.strip())
-                res = Result(lineno, name, rest, _f(m.group("ms")), _f(m.group("tflops")), _f(m.group("gbps")), True, None, kb)
+                res = Result(
+                    lineno,
+                    name,
+                    rest,
+                    _f(m.group("ms")),
+                    _f(m.group("tflops")),
+                    _f(m.group("gbps")),
+                    True,
+                    None,
+                    kb,
+                )
             if fail_next:
                 res.verified = False
                 fail_next = False
@@ -297,7 +322,12 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
         # -- a continuation of a wrapped name?
         if pending is not None:
             known = _known_shape(s)
-            if not known and (line[:1].isspace() or not pending.name or pending.name.endswith(",") or not _balanced(pending.name)):
+            if not known and (
+                line[:1].isspace()
+                or not pending.name
+                or pending.name.endswith(",")
+                or not _balanced(pending.name)
+            ):
                 sep = "" if (not pending.name or pending.name.endswith("<")) else " "
                 pending.name = (pending.name + sep + s).strip()
                 pending.raw = (pending.raw + "\n" + line).strip("\n")
@@ -327,7 +357,11 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
                 else:
                     v = _f(val.strip())
                     if v is None:
-                        yield ParseError(lineno, f"malformed '{key}:' line in Best configuration block", line[:500])
+                        yield ParseError(
+                            lineno,
+                            f"malformed '{key}:' line in Best configuration block",
+                            line[:500],
+                        )
                     else:
                         best_block[{"avg_time": "ms", "tflops": "tflops", "GB/s": "gbps"}[key]] = v
                 continue
@@ -342,7 +376,11 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
                 yield ParseError(lineno, err, line[:500])
                 continue
             race.best = best
-            race.header = {k: v for k, v in best.items() if k not in ("ms", "tflops", "gbps", "name", "line", "raw")}
+            race.header = {
+                k: v
+                for k, v in best.items()
+                if k not in ("ms", "tflops", "gbps", "name", "line", "raw")
+            }
             name = best.get("name") or ""
             if not name or name.endswith(",") or not _balanced(name):
                 pending = Result(lineno, name, best.get("raw", ""))
@@ -367,10 +405,16 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
             race.recognised += 1
             try:
                 race.descriptors.append(
-                    {"name": m.group("name").strip(), "lengths": _ints(m.group("len")), "strides": _ints(m.group("str"))}
+                    {
+                        "name": m.group("name").strip(),
+                        "lengths": _ints(m.group("len")),
+                        "strides": _ints(m.group("str")),
+                    }
                 )
             except ValueError:
-                yield ParseError(lineno, "malformed tensor descriptor (non-integer length or stride)", line[:500])
+                yield ParseError(
+                    lineno, "malformed tensor descriptor (non-integer length or stride)", line[:500]
+                )
             continue
         if " dim " in s and ", lengths {" in s:
             yield from ensure_race(lineno)
@@ -389,7 +433,9 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
             yield from ensure_race(lineno)
             m = _UNSUP.match(s)
             if m is None:
-                yield ParseError(lineno, "'does not support this problem' without an instance name", line[:500])
+                yield ParseError(
+                    lineno, "'does not support this problem' without an instance name", line[:500]
+                )
                 continue
             race.recognised += 1
             name, kb = _split_kbatch(m.group("name"))
@@ -404,7 +450,13 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
             v = _f(m.group("v")) if m else None
             if v is None or last is None or race is None:
                 yield from ensure_race(lineno)
-                yield ParseError(lineno, "verification line 'error: N' not after a Perf: line" if m and v is not None else "malformed verification line 'error: N'", line[:500])
+                yield ParseError(
+                    lineno,
+                    "verification line 'error: N' not after a Perf: line"
+                    if m and v is not None
+                    else "malformed verification line 'error: N'",
+                    line[:500],
+                )
                 continue
             race.recognised += 1
             yield _Verify(last.line, v == 0)
@@ -449,7 +501,19 @@ class _Verify:
 
 def _known_shape(s: str) -> bool:
     return (
-        s.startswith(("Perf:", "Best ", "best perf", "found ", "launch_and_time_kernel", "Warm up", "Start running", "error:", "#"))
+        s.startswith(
+            (
+                "Perf:",
+                "Best ",
+                "best perf",
+                "found ",
+                "launch_and_time_kernel",
+                "Warm up",
+                "Start running",
+                "error:",
+                "#",
+            )
+        )
         or s.endswith("does not support this problem")
         or (" dim " in s and "lengths {" in s)
     )
@@ -475,7 +539,14 @@ def _parse_best(s: str, lineno: int) -> tuple[dict[str, Any], str | None]:
     if m is None:
         return {}, "malformed Best Perf line (expected 't ms, [x TFlops,] [y GB/s,] NAME')"
     name, kb = _split_kbatch((m.group("name") or "").strip())
-    best = {"ms": _f(m.group("ms")), "tflops": _f(m.group("tflops")), "gbps": _f(m.group("gbps")), "name": name or None, "line": lineno, "raw": m.group("name") or ""}
+    best = {
+        "ms": _f(m.group("ms")),
+        "tflops": _f(m.group("tflops")),
+        "gbps": _f(m.group("gbps")),
+        "name": name or None,
+        "line": lineno,
+        "raw": m.group("name") or "",
+    }
     if kb is not None:
         best["kbatch"] = kb
     best.update(hdr)
@@ -536,7 +607,16 @@ def iter_events(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
         yield held
 
 
-DTYPE_ALIASES = {"f16": "fp16", "half": "fp16", "f32": "fp32", "float": "fp32", "f8": "fp8", "bf8": "bf8", "i8": "int8", "f64": "fp64"}
+DTYPE_ALIASES = {
+    "f16": "fp16",
+    "half": "fp16",
+    "f32": "fp32",
+    "float": "fp32",
+    "f8": "fp8",
+    "bf8": "bf8",
+    "i8": "int8",
+    "f64": "fp64",
+}
 
 
 def normalise_dtype(label: str | None) -> str | None:

@@ -42,7 +42,14 @@ def grammar_text() -> str:
 
 @lru_cache(maxsize=1)
 def lark_parser() -> lark.Lark:
-    return lark.Lark(grammar_text(), parser="lalr", lexer="basic", cache=True, propagate_positions=True, maybe_placeholders=False)
+    return lark.Lark(
+        grammar_text(),
+        parser="lalr",
+        lexer="basic",
+        cache=True,
+        propagate_positions=True,
+        maybe_placeholders=False,
+    )
 
 
 # Readable error labels: lark matches a failing input against these examples by parser state.
@@ -80,7 +87,11 @@ def _lark_error(name: str) -> tuple[str, int] | None:
             pos = len(name)
         if isinstance(e, lark.exceptions.UnexpectedCharacters):
             what = f"unexpected character {name[pos]!r}"
-        elif isinstance(e, lark.exceptions.UnexpectedEOF) or getattr(e, "token", None) is None or e.token.type == "$END":
+        elif (
+            isinstance(e, lark.exceptions.UnexpectedEOF)
+            or getattr(e, "token", None) is None
+            or e.token.type == "$END"
+        ):
             what, pos = "unexpected end of name", len(name)
         else:
             what = f"unexpected {str(e.token)!r}"
@@ -366,7 +377,9 @@ def _tokens_re(tokens: Iterable[Any], groups: list[dict[str, Any]]) -> str:
                 vals = sorted(set(t["map"].values()), key=len, reverse=True)
                 pat = "|".join(re.escape(v) for v in vals)
             else:
-                pat = _VALUE_RE.get(t.get("conv") or "", None) or _VALUE_RE.get(t.get("kind") or "", _ANY)
+                pat = _VALUE_RE.get(t.get("conv") or "", None) or _VALUE_RE.get(
+                    t.get("kind") or "", _ANY
+                )
             groups.append(t)
             out.append(f"(?P<g{len(groups) - 1}>{pat})")
         else:  # derived or unknown: any value, recorded under its own name
@@ -462,11 +475,23 @@ class SchemaSet(dict):
             same: dict[int, tuple[str, ...]] = {}
             for op, v in idx.items():
                 # the shortest class name first: the plain op rather than its batched/scaled variants
-                v.sort(key=lambda s: (s.status != "matched", len(s.device_op), s.device_op, s.file, s.line))
+                v.sort(
+                    key=lambda s: (
+                        s.status != "matched",
+                        len(s.device_op),
+                        s.device_op,
+                        s.file,
+                        s.line,
+                    )
+                )
                 first: dict[str, NameSchema] = {}
                 for s in v:
                     rx, groups = s.regex  # the same regex and group names read a name identically
-                    fmt = rx.pattern + "|" + "|".join(_field_name(t) if "alt" not in t else "" for t in groups)
+                    fmt = (
+                        rx.pattern
+                        + "|"
+                        + "|".join(_field_name(t) if "alt" not in t else "" for t in groups)
+                    )
                     if fmt not in first:
                         first[fmt] = s
                         same[id(s)] = (s.device_op,)
@@ -528,7 +553,9 @@ class ParsedName:
     schema_file: str | None = None
     schema_line: int | None = None
     derived: dict[str, Any] = field(default_factory=dict)  # values the source computes at run time
-    _match: Any = field(default=None, repr=False, compare=False)  # (text, start, end, spans, is_ref) of the schema match
+    _match: Any = field(
+        default=None, repr=False, compare=False
+    )  # (text, start, end, spans, is_ref) of the schema match
 
     @cached_property
     def normalised(self) -> dict[str, Any]:
@@ -565,7 +592,9 @@ class ParsedName:
 
 
 def _error(name: str, message: str, position: int) -> ParsedName:
-    return ParsedName(name=name, op=None, schema="error", error={"message": message, "position": position})
+    return ParsedName(
+        name=name, op=None, schema="error", error={"message": message, "position": position}
+    )
 
 
 def _as_value(text: str) -> Any:
@@ -595,10 +624,15 @@ def _check_binary(name: str) -> tuple[str, int] | None:
     m = _BINARY.search(name)
     if m is None:
         return None
-    return f"binary data: control or undecodable character {m.group()!r} at position {m.start()}", m.start()
+    return (
+        f"binary data: control or undecodable character {m.group()!r} at position {m.start()}",
+        m.start(),
+    )
 
 
-def _match_key(text: str, start: int, end: int, regs: tuple[tuple[int, int], ...], is_ref: tuple[bool, ...]) -> str:
+def _match_key(
+    text: str, start: int, end: int, regs: tuple[tuple[int, int], ...], is_ref: tuple[bool, ...]
+) -> str:
     """The join key from a match: the matched text without whitespace, with derived values and
     conditional parts replaced by '*' (as ckkb.extract.typestrings.render writes it)."""
     pieces: list[str] = []
@@ -624,7 +658,9 @@ class _Plan:
     steps: tuple[tuple[int, str, int], ...]  # (group, name, code) in the order the name prints them
     is_ref: tuple[bool, ...]
     simple: bool  # no parameter printed twice
-    flat: tuple[Any, ...] | None = None  # no conditional, no repeat: (ref (name, convert, group-1)..., derived ...)
+    flat: tuple[Any, ...] | None = (
+        None  # no conditional, no repeat: (ref (name, convert, group-1)..., derived ...)
+    )
 
 
 def _plan(groups: list[dict[str, Any]]) -> _Plan:
@@ -655,7 +691,14 @@ def _plan(groups: list[dict[str, Any]]) -> _Plan:
     simple = len(set(names_seen)) == len(names_seen)
     flat = None
     if simple and all("alt" not in t for t in groups):
-        convert = {_INT: int, _STR: str, _VALUE: _as_value, _LAYOUT: _layout, _BOOL: _boolean, _DERIVED: _as_value}
+        convert = {
+            _INT: int,
+            _STR: str,
+            _VALUE: _as_value,
+            _LAYOUT: _layout,
+            _BOOL: _boolean,
+            _DERIVED: _as_value,
+        }
         refs = tuple((n, convert[c], i - 1) for i, n, c in steps if c != _DERIVED)
         ders = tuple((n, _as_value, i - 1) for i, n, c in steps if c == _DERIVED)
         flat = (refs, ders)
@@ -727,7 +770,9 @@ def _ref_accepts(t: dict[str, Any], text: str) -> bool:
     return pat is None or re.fullmatch(pat, text) is not None
 
 
-def _generic_fields(candidates: list[NameSchema], args: list[str], props: dict[str, str]) -> dict[str, Any]:
+def _generic_fields(
+    candidates: list[NameSchema], args: list[str], props: dict[str, str]
+) -> dict[str, Any]:
     """Best effort for a name no schema matches (older CK releases printed other forms): properties
     whose key the op's schema prints, and leading template arguments while they fit the schema's
     arguments one by one."""
@@ -771,7 +816,11 @@ def _parse(name: str, schemas: SchemaSet | None) -> ParsedName:
     if not name.strip():
         return _error(name, "empty name", 0)
     if len(name) > MAX_NAME_CHARS:
-        return _error(name[:200] + "...", f"name too long: {len(name)} characters (limit {MAX_NAME_CHARS})", MAX_NAME_CHARS)
+        return _error(
+            name[:200] + "...",
+            f"name too long: {len(name)} characters (limit {MAX_NAME_CHARS})",
+            MAX_NAME_CHARS,
+        )
     bad = _check_binary(name)
     if bad:
         return _error(name, *bad)
@@ -808,13 +857,30 @@ _ARG2 = r"(?:" + _KEY + r"\s*+:(?:\s*+" + _SEQ2 + r")?+|" + _SEQ2 + r")"
 _PROP2 = _KEY + r"(?:\s*+:(?:\s*+" + _SEQ2 + r")?+|\s++" + _SEQ2 + r")?+"
 _ITEM2 = r"(?:" + _PROP2 + r"|" + _SEQ2 + r")"
 _FAST = re.compile(
-    r"\s*+(" + _NS + r")\s*+(?:<\s*+(" + _ARG2 + r"(?:\s*+,\s*+" + _ARG2 + r")*+(?:\s*+,)?+)?+\s*+>|(>))?+\s*+"
+    r"\s*+("
+    + _NS
+    + r")\s*+(?:<\s*+("
+    + _ARG2
+    + r"(?:\s*+,\s*+"
+    + _ARG2
+    + r")*+(?:\s*+,)?+)?+\s*+>|(>))?+\s*+"
     r"(" + _PROP2 + r"(?:\s*+,\s*+" + _ITEM2 + r")*+(?:\s*+,)?+)?+\s*+"
 )
 # one property item of a string _FAST accepted: keyed | bare | flag | extra, then its comma
 _PROP_ITEMS = re.compile(
-    r"\s*+(?:(" + _KEY + r")\s*+:\s*+(" + _SEQ2 + r")?+|(" + _KEY + r")\s++(" + _SEQ2 + r")|(" + _KEY + r")(?=\s*+(?:,|$))|("
-    + _SEQ2 + r"))\s*+(?:,|$)"
+    r"\s*+(?:("
+    + _KEY
+    + r")\s*+:\s*+("
+    + _SEQ2
+    + r")?+|("
+    + _KEY
+    + r")\s++("
+    + _SEQ2
+    + r")|("
+    + _KEY
+    + r")(?=\s*+(?:,|$))|("
+    + _SEQ2
+    + r"))\s*+(?:,|$)"
 )
 
 
@@ -929,7 +995,9 @@ def _build(name, head, head_start, args, prop_list, schemas) -> ParsedName:
     args = args or []
     props = {key: val for key, _kind, val in prop_list}
     suffix = None
-    if prop_list and prop_list[-1][1] == "bare":  # ckProfiler's ", KBatch 2" is not part of the type string
+    if (
+        prop_list and prop_list[-1][1] == "bare"
+    ):  # ckProfiler's ", KBatch 2" is not part of the type string
         k, _, v = prop_list[-1]
         suffix = re.sub(r"\s*,?\s*" + re.escape(k) + r"\s+" + re.escape(v) + r"\s*,?\s*$", "", name)
     op = head
@@ -1030,7 +1098,9 @@ def parse(name: str, schemas: Mapping[str, NameSchema] | None = None) -> ParsedN
     return _parse_cached(name, schemas)
 
 
-def parse_many(names: Iterable[str], schemas: Mapping[str, NameSchema] | None = None) -> list[ParsedName]:
+def parse_many(
+    names: Iterable[str], schemas: Mapping[str, NameSchema] | None = None
+) -> list[ParsedName]:
     return [parse(n, schemas) for n in names]
 
 
@@ -1049,7 +1119,13 @@ def coverage(db: Any) -> dict[str, Any]:
     by = {k: [r for r in rows if r["status"] == k] for k in ("matched", "partial", "unsupported")}
 
     def item(r: dict[str, Any]) -> dict[str, Any]:
-        return {"device_op": r["device_op"], "op": r["op"], "file": r["file"], "line": r["line"], "reasons": json_value(r["reasons"]) or []}
+        return {
+            "device_op": r["device_op"],
+            "op": r["op"],
+            "file": r["file"],
+            "line": r["line"],
+            "reasons": json_value(r["reasons"]) or [],
+        }
 
     return {
         "implementations": len(rows),
@@ -1073,7 +1149,13 @@ DTYPES: dict[str, set[str]] = {
     "bf8": {"bf8_t", "BF8", "bf8", "bf8_ocp_t", "bf8_fnuz_t"},
     "f4": {"f4x2_pk_t", "F4", "f4", "fp4"},
 }
-DTYPES["fp16"], DTYPES["fp32"], DTYPES["i8"], DTYPES["f8"], DTYPES["fp64"] = DTYPES["f16"], DTYPES["f32"], DTYPES["int8"], DTYPES["fp8"], DTYPES["f64"]
+DTYPES["fp16"], DTYPES["fp32"], DTYPES["i8"], DTYPES["f8"], DTYPES["fp64"] = (
+    DTYPES["f16"],
+    DTYPES["f32"],
+    DTYPES["int8"],
+    DTYPES["fp8"],
+    DTYPES["f64"],
+)
 
 
 def _dtype_ok(want: set[str], a_dtype: str | None) -> bool | None:
@@ -1084,7 +1166,9 @@ def _dtype_ok(want: set[str], a_dtype: str | None) -> bool | None:
     return w in want
 
 
-def locate(db: Any, name: str, schemas: Mapping[str, NameSchema] | None = None, dtype: str | None = None) -> dict[str, Any]:
+def locate(
+    db: Any, name: str, schemas: Mapping[str, NameSchema] | None = None, dtype: str | None = None
+) -> dict[str, Any]:
     """The source entries (instance-list lines) whose printed name is `name`, with their
     registrations and per-arch availability. Printed names carry no data type, so lists of several
     types share names; `dtype` (ckProfiler's word: bf16, f16, fp8, ...) keeps the entries whose A
@@ -1098,41 +1182,75 @@ def locate(db: Any, name: str, schemas: Mapping[str, NameSchema] | None = None, 
     if p.schema == "error":
         raise CkkbError(f"cannot parse {name[:120]!r}: {p.error['message']}")  # type: ignore[index]
     if p.schema != "matched" or p.key is None:
-        known = bool(schemas) and bool(_candidates(schemas if isinstance(schemas, SchemaSet) else SchemaSet(schemas), p.op or ""))
+        known = bool(schemas) and bool(
+            _candidates(
+                schemas if isinstance(schemas, SchemaSet) else SchemaSet(schemas), p.op or ""
+            )
+        )
         why = (
             f"{p.op} is printed by a device op in this tree, but not in this form (an older CK release?)"
             if known
             else f"no GetTypeString() in this tree prints {p.op!r}"
         )
-        raise CkkbError(f"cannot locate {name[:120]!r}: {why}", hint="`ckkb names coverage` lists the device ops whose names ckkb can read")
+        raise CkkbError(
+            f"cannot locate {name[:120]!r}: {why}",
+            hint="`ckkb names coverage` lists the device ops whose names ckkb can read",
+        )
     want = None
     if dtype:
         want = DTYPES.get(dtype.lower())
         if want is None:
-            raise CkkbError(f"unknown data type {dtype!r}", hint="one of " + ", ".join(sorted(DTYPES)))
+            raise CkkbError(
+                f"unknown data type {dtype!r}", hint="one of " + ", ".join(sorted(DTYPES))
+            )
     rows = _query(db, "names_locate", {"key": p.key})
     if want is not None:
         rows = [r for r in rows if _dtype_ok(want, r["a_dtype"]) is not False]
     entries: dict[tuple[str, int], dict[str, Any]] = {}
     avail_cache: dict[int, dict[str, Any]] = {}
     for r in rows:
-        e = entries.setdefault((r["file"], r["line"]), {
-            "file": r["file"], "line": r["line"], "list": r["list_name"], "list_id": r["list_id"],
-            "template": r["template"], "dir": r["dir"], "instance_id": r["instance_id"],
-            "a_dtype": r["a_dtype"], "status": r["status"], "reason": r["reason"] or "", "printed_name": r["printed_name"], "registrations": [],
-        })
+        e = entries.setdefault(
+            (r["file"], r["line"]),
+            {
+                "file": r["file"],
+                "line": r["line"],
+                "list": r["list_name"],
+                "list_id": r["list_id"],
+                "template": r["template"],
+                "dir": r["dir"],
+                "instance_id": r["instance_id"],
+                "a_dtype": r["a_dtype"],
+                "status": r["status"],
+                "reason": r["reason"] or "",
+                "printed_name": r["printed_name"],
+                "registrations": [],
+            },
+        )
         rid = r["registration_id"]
         if rid is None:
             continue
         if rid not in avail_cache:
             avail_cache[rid] = {
-                a["arch"]: {"available": bool(a["available"]), "layer": a["layer"], "file": a["file"], "line": a["line"], "condition": a["condition"]}
+                a["arch"]: {
+                    "available": bool(a["available"]),
+                    "layer": a["layer"],
+                    "file": a["file"],
+                    "line": a["line"],
+                    "condition": a["condition"],
+                }
                 for a in _query(db, "names_availability", {"registration_id": rid})
             }
-        e["registrations"].append({
-            "id": rid, "function": r["function"], "file": r["registration_file"], "line": r["registration_line"],
-            "bindings": json_value(r["bindings"]) or {}, "condition": r["condition"], "availability": avail_cache[rid],
-        })
+        e["registrations"].append(
+            {
+                "id": rid,
+                "function": r["function"],
+                "file": r["registration_file"],
+                "line": r["registration_line"],
+                "bindings": json_value(r["bindings"]) or {},
+                "condition": r["condition"],
+                "availability": avail_cache[rid],
+            }
+        )
     out = list(entries.values())
     active = [e for e in out if e["status"] == "active"]
     return {

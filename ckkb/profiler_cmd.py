@@ -99,17 +99,31 @@ def load_legend(db: sqlite_utils.Database, op: str, *, required: bool = True) ->
     names = db.table_names()
     if "profiler_ops" not in names:
         if required:
-            raise CkkbError("this knowledge base has no ckProfiler legends", hint="rebuild it with `ckkb build`")
+            raise CkkbError(
+                "this knowledge base has no ckProfiler legends", hint="rebuild it with `ckkb build`"
+            )
         return None
     ops = list(db.query("select * from profiler_ops where name = ?", [op]))
     if not ops:
         if not required:
             return None
-        close = [r["name"] for r in db.query("select name from profiler_ops where name like ? order by name limit 8", [f"%{op}%"])]
-        raise CkkbError(f"unknown ckProfiler op: {op}", hint=("did you mean: " + ", ".join(close)) if close else "list them with `ckkb profiler ops`")
+        close = [
+            r["name"]
+            for r in db.query(
+                "select name from profiler_ops where name like ? order by name limit 8", [f"%{op}%"]
+            )
+        ]
+        raise CkkbError(
+            f"unknown ckProfiler op: {op}",
+            hint=("did you mean: " + ", ".join(close))
+            if close
+            else "list them with `ckkb profiler ops`",
+        )
     row = ops[0]
     args = []
-    for a in db.query("select * from profiler_args where op = ? and position is not null order by position", [op]):
+    for a in db.query(
+        "select * from profiler_args where op = ? and position is not null order by position", [op]
+    ):
         a = dict(a)
         a["codes"] = _json(a["codes"]) or {}
         a["enum"] = _json(a["enum"]) or {}
@@ -119,7 +133,9 @@ def load_legend(db: sqlite_utils.Database, op: str, *, required: bool = True) ->
         q = dict(q)
         q["details"] = _json(q["details"]) or {}
         quirks.append(q)
-    return Legend(op, args, list(_json(row["argc_allowed"]) or []), quirks, row["description"], row["file"])
+    return Legend(
+        op, args, list(_json(row["argc_allowed"]) or []), quirks, row["description"], row["file"]
+    )
 
 
 # ----------------------------------------------------------------------------- code tables
@@ -176,7 +192,10 @@ def resolve_code(entry: dict[str, Any], value: str | int, what: str) -> tuple[st
         if len(exact) == 1:
             return exact[0], "name"
     choices = "; ".join(f"{c}: {codes[c]}" for c in codes)
-    raise CkkbError(f"{what} {value!r} is not one of arg{entry['position']}'s codes ({choices})", hint=f"pass one of the numbers or names: {choices}")
+    raise CkkbError(
+        f"{what} {value!r} is not one of arg{entry['position']}'s codes ({choices})",
+        hint=f"pass one of the numbers or names: {choices}",
+    )
 
 
 # ----------------------------------------------------------------------------- building
@@ -194,7 +213,9 @@ class Command:
         return shlex.join(self.argv)
 
 
-def _packed_strides(layout_label: str | None, M: int, N: int, K: int) -> tuple[int, int, int] | None:
+def _packed_strides(
+    layout_label: str | None, M: int, N: int, K: int
+) -> tuple[int, int, int] | None:
     ln = layout_name(layout_label or "") if layout_label else None
     if not ln or "_" not in ln:
         return None
@@ -206,7 +227,15 @@ def _packed_strides(layout_label: str | None, M: int, N: int, K: int) -> tuple[i
     return sa, sb, N
 
 
-def raced_before(db: sqlite_utils.Database | None, op: str, M: int, N: int, K: int, dtype: str | None, layout: str | None) -> bool:
+def raced_before(
+    db: sqlite_utils.Database | None,
+    op: str,
+    M: int,
+    N: int,
+    K: int,
+    dtype: str | None,
+    layout: str | None,
+) -> bool:
     if db is None or "races" not in db.table_names():
         return False
     rows = list(
@@ -229,7 +258,14 @@ def quirk_applies(q: dict[str, Any], values: dict[int, int]) -> bool | None:
         if v is None:
             return None
         lhs = v % t["mod"] if t.get("mod") else v
-        results.append({"==": lhs == t["value"], "!=": lhs != t["value"], "<": lhs < t["value"], ">": lhs > t["value"]}.get(t["cmp"], False))
+        results.append(
+            {
+                "==": lhs == t["value"],
+                "!=": lhs != t["value"],
+                "<": lhs < t["value"],
+                ">": lhs > t["value"],
+            }.get(t["cmp"], False)
+        )
     return all(results) if q["details"].get("combine", "&&") == "&&" else any(results)
 
 
@@ -278,7 +314,10 @@ def build_command(
     layout_label = None
     if "layout" in roles:
         if layout is None:
-            raise CkkbError(f"ckProfiler {legend.op} needs a layout (arg{roles['layout']['position']})", hint="pass --layout, e.g. --layout mk_nk")
+            raise CkkbError(
+                f"ckProfiler {legend.op} needs a layout (arg{roles['layout']['position']})",
+                hint="pass --layout, e.g. --layout mk_nk",
+            )
         entry = roles["layout"]
         lcode, how = resolve_code(entry, layout, "layout")
         put("layout", lcode)
@@ -286,15 +325,25 @@ def build_command(
         derived = layout_name(layout_label)
         enum = entry.get("enum", {}).get(lcode)
         if how == "number":
-            warnings.append(f"layout given as code {lcode}: for {legend.op} it means {layout_label!r}" + (f" ({derived})" if derived else "") + "; check it matches what your workload issues")
-        elif derived and str(layout).lower() != derived and not str(layout).lower().startswith(derived):
+            warnings.append(
+                f"layout given as code {lcode}: for {legend.op} it means {layout_label!r}"
+                + (f" ({derived})" if derived else "")
+                + "; check it matches what your workload issues"
+            )
+        elif (
+            derived
+            and str(layout).lower() != derived
+            and not str(layout).lower().startswith(derived)
+        ):
             warnings.append(
                 f"layout {layout!r} is code {lcode}, whose legend text says {layout_label!r} ({derived})"
                 + (f" while its enum name is {enum}" if enum else "")
                 + ": the meanings differ, check which one the op really runs"
             )
     elif layout is not None:
-        warnings.append(f"ckProfiler {legend.op} takes no layout argument; --layout {layout} is ignored")
+        warnings.append(
+            f"ckProfiler {legend.op} takes no layout argument; --layout {layout} is ignored"
+        )
     put("verify", int(verify))
     if init.lower() not in INIT_CODES and not init.isdigit():
         raise CkkbError(f"unknown initialisation {init!r}", hint="use integer, decimal or none")
@@ -305,7 +354,11 @@ def build_command(
     put("N", N)
     put("K", K)
     packed = _packed_strides(layout_label, M, N, K)
-    for r, given, idx in (("stride_a", stride_a, 0), ("stride_b", stride_b, 1), ("stride_c", stride_c, 2)):
+    for r, given, idx in (
+        ("stride_a", stride_a, 0),
+        ("stride_b", stride_b, 1),
+        ("stride_c", stride_c, 2),
+    ):
         if r not in roles:
             continue
         if given is None:
@@ -344,27 +397,48 @@ def build_command(
         a = by_pos.get(p)
         if a is None or a.get("default") is None:
             what = a["name"] if a else "(not in the legend)"
-            raise CkkbError(f"no value for arg{p} of {legend.op}: {what}", hint=f"read the legend with `ckkb profiler legend {legend.op}`")
+            raise CkkbError(
+                f"no value for arg{p} of {legend.op}: {what}",
+                hint=f"read the legend with `ckkb profiler legend {legend.op}`",
+            )
         argv.append(str(a["default"]))
 
     # Checklist.
-    if not verify and not raced_before(db, legend.op, M, N, K, _label(roles["dtype"], dcode), _layout_label(roles, values)):
-        warnings.append("verification is off on a shape never raced before: turn it on (--verify) for the first run of every new shape")
+    if not verify and not raced_before(
+        db, legend.op, M, N, K, _label(roles["dtype"], dcode), _layout_label(roles, values)
+    ):
+        warnings.append(
+            "verification is off on a shape never raced before: turn it on (--verify) for the first run of every new shape"
+        )
     if not time_kernel and "time" in roles:
         warnings.append("time kernel is off: ckProfiler will print no timings")
-    w = int(argv[roles["warmup"]["position"]]) if "warmup" in roles and roles["warmup"]["position"] < len(argv) else None
-    i = int(argv[roles["iters"]["position"]]) if "iters" in roles and roles["iters"]["position"] < len(argv) else None
+    w = (
+        int(argv[roles["warmup"]["position"]])
+        if "warmup" in roles and roles["warmup"]["position"] < len(argv)
+        else None
+    )
+    i = (
+        int(argv[roles["iters"]["position"]])
+        if "iters" in roles and roles["iters"]["position"] < len(argv)
+        else None
+    )
     dw = _int(roles.get("warmup", {}).get("default"), DEFAULT_WARMUP)
     di = _int(roles.get("iters", {}).get("default"), DEFAULT_ITERS)
     if "warmup" in roles and (w is None or w <= dw):
-        warnings.append(f"warm-up at the default ({dw}): too few to be stable, raise it (--warmup 5)")
+        warnings.append(
+            f"warm-up at the default ({dw}): too few to be stable, raise it (--warmup 5)"
+        )
     if "iters" in roles and (i is None or i <= di):
-        warnings.append(f"iterations at the default ({di}): too few to be stable, raise them (--iters 20)")
+        warnings.append(
+            f"iterations at the default ({di}): too few to be stable, raise them (--iters 20)"
+        )
     nums = {p: int(v) for p, v in enumerate(argv) if p >= 1 and _isint(v)}
     for q in legend.quirks:
         applies = quirk_applies(q, nums)
         if applies:
-            warnings.append(f"quirk of {legend.op} ({q['file']}:{q['line']}): {q['summary']}; it applies to this shape, so read its results with that in mind")
+            warnings.append(
+                f"quirk of {legend.op} ({q['file']}:{q['line']}): {q['summary']}; it applies to this shape, so read its results with that in mind"
+            )
     return Command(argv, warnings)
 
 

@@ -128,7 +128,9 @@ def ck_tree(path: str | Path | None = None) -> CkTree:
         root = Path(path).expanduser()
         wv = None
     if not root.exists():
-        raise SourceNotFound(f"CK tree not found: {root}", hint="pass --ck PATH to a composable_kernel checkout")
+        raise SourceNotFound(
+            f"CK tree not found: {root}", hint="pass --ck PATH to a composable_kernel checkout"
+        )
     if not root.is_dir():
         raise SourceNotFound(f"not a directory: {root}")
     root = root.resolve()
@@ -149,13 +151,19 @@ def aiter_tree(path: str | Path | None = None) -> AiterTree:
         return default_aiter_tree()
     root = Path(path).expanduser()
     if not root.is_dir():
-        raise SourceNotFound(f"aiter tree not found: {root}", hint="pass --aiter PATH to an aiter checkout")
+        raise SourceNotFound(
+            f"aiter tree not found: {root}", hint="pass --aiter PATH to an aiter checkout"
+        )
     root = root.resolve()
     if (root / "aiter").is_dir():
         return AiterTree(package_dir=root / "aiter", meta_dir=root, version=None)
     if root.name == "aiter" and (root / "configs").is_dir():
         meta = root.parent / "aiter_meta"
-        return AiterTree(package_dir=root, meta_dir=meta if meta.is_dir() else root.parent, version=wheel_version())
+        return AiterTree(
+            package_dir=root,
+            meta_dir=meta if meta.is_dir() else root.parent,
+            version=wheel_version(),
+        )
     raise SourceNotFound(
         f"{root} is not an aiter tree: no aiter/ package directory in it",
         hint="pass --aiter PATH to the root of an aiter checkout",

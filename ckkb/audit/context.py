@@ -102,8 +102,14 @@ class AuditContext:
         rc = self.runtime_for(op)
         if rc is None or not rc.kernel_list_file:
             return None
-        out = {k.kernel_id: k for k in self.kernels
-               if k.file == rc.kernel_list_file and k.list_name == rc.kernel_list and not k.shadowed and k.kernel_id is not None}
+        out = {
+            k.kernel_id: k
+            for k in self.kernels
+            if k.file == rc.kernel_list_file
+            and k.list_name == rc.kernel_list
+            and not k.shadowed
+            and k.kernel_id is not None
+        }
         return out or None
 
     def err_ratio_threshold(self, op: str | None = None) -> float:
@@ -151,13 +157,18 @@ def assign_ops(ctx: AuditContext) -> None:
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("CKKB_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ckkb")
+    base = os.environ.get("CKKB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ckkb"
+    )
     return Path(base) / "aiter"
 
 
 def _extract_cached(stage: Any, root: Path, rel: str) -> FileResult:
     data = (root / rel).read_bytes()
-    key = hashlib.sha256(f"{stage.name}|{stage.version}|{CACHE_VERSION}|{aiter_tuners.display_rel(rel)}|".encode() + data).hexdigest()
+    key = hashlib.sha256(
+        f"{stage.name}|{stage.version}|{CACHE_VERSION}|{aiter_tuners.display_rel(rel)}|".encode()
+        + data
+    ).hexdigest()
     path = _cache_dir() / f"{key}.pickle"
     try:
         with open(path, "rb") as f:
@@ -186,9 +197,21 @@ def load_tree(tree: Any, *, use_cache: bool = True) -> AuditContext:
         for p in stage.files(root):
             rel = Path(p).as_posix()
             try:
-                out[rel] = _extract_cached(stage, root, rel) if use_cache else stage.extract(root, rel, (root / rel).read_bytes())
+                out[rel] = (
+                    _extract_cached(stage, root, rel)
+                    if use_cache
+                    else stage.extract(root, rel, (root / rel).read_bytes())
+                )
             except OSError as e:
-                diags.append(Diagnostic(aiter_tuners.display_rel(rel), 0, f"cannot read: {e.strerror or e}", "error", stage.name))
+                diags.append(
+                    Diagnostic(
+                        aiter_tuners.display_rel(rel),
+                        0,
+                        f"cannot read: {e.strerror or e}",
+                        "error",
+                        stage.name,
+                    )
+                )
                 continue
             diags.extend(out[rel].diagnostics)
         return out
@@ -198,10 +221,13 @@ def load_tree(tree: Any, *, use_cache: bool = True) -> AuditContext:
     krows = aiter_kernels.kernel_rows(kfiles)
     facts = TreeFacts.from_results(root, run(aiter_tuners.STAGE))
     ctx = AuditContext(
-        root=root, pkg=package_dir(root),
+        root=root,
+        pkg=package_dir(root),
         kernels=[r for r in krows if isinstance(r, AiterKernelRow)],
         lists=[r for r in krows if isinstance(r, AiterKernelListRow)],
-        runtime=runtime_rows(facts), options=option_rows(facts), diagnostics=diags,
+        runtime=runtime_rows(facts),
+        options=option_rows(facts),
+        diagnostics=diags,
     )
     return ctx
 
@@ -238,7 +264,9 @@ def merged_set(ctx: AuditContext, rc: AiterRuntimeConfigRow) -> tuple[list[str],
         return [p for p in ctx.env.vars[rc.env_var].split(":") if p], True
     files = [rc.default_path] if rc.default_path else []
     if ctx.pkg is not None and rc.tuned_name:
-        files += [aiter_tuners.repo_rel(ctx.pkg, p) for p in model_config_files(ctx.pkg, rc.tuned_name)]
+        files += [
+            aiter_tuners.repo_rel(ctx.pkg, p) for p in model_config_files(ctx.pkg, rc.tuned_name)
+        ]
     else:
         files += list(rc.model_configs)
     return files, False
@@ -249,5 +277,5 @@ def resolve(ctx: AuditContext, path: str) -> Path:
     if path in ctx.paths:
         return ctx.paths[path]
     if path.startswith("aiter/") and ctx.pkg is not None:
-        return ctx.pkg / path[len("aiter/"):]
+        return ctx.pkg / path[len("aiter/") :]
     return Path(path)

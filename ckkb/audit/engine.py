@@ -49,8 +49,17 @@ def run_rules(ctx: AuditContext) -> tuple[list[Finding], dict[str, Any]]:
     findings += rules_runtime.runtime_findings(ctx)
     if ctx.defaults:
         findings += rules_kernels.kernel_list_findings(ctx)
-        findings += [finding("kernel-list-unsupported", d.file, d.line, d.message, severity="error" if d.severity == "error" else "warning")
-                     for d in ctx.diagnostics if d.stage == "aiter.kernels"]
+        findings += [
+            finding(
+                "kernel-list-unsupported",
+                d.file,
+                d.line,
+                d.message,
+                severity="error" if d.severity == "error" else "warning",
+            )
+            for d in ctx.diagnostics
+            if d.stage == "aiter.kernels"
+        ]
     findings.sort(key=Finding.sort_key)
     return findings, stats
 
@@ -82,16 +91,43 @@ def audit(
     skipped = _attach_kb(ctx, db_path)
     findings, stats = run_rules(ctx)
     for s in skipped:
-        findings.append(finding("rules-skipped", s["where"], 0, f"not run: {', '.join(s['rules'])} ({s['reason']})", rules=s["rules"], reason=s["reason"]))
+        findings.append(
+            finding(
+                "rules-skipped",
+                s["where"],
+                0,
+                f"not run: {', '.join(s['rules'])} ({s['reason']})",
+                rules=s["rules"],
+                reason=s["reason"],
+            )
+        )
     files = []
     for t in ctx.tables:
         st = stats.get(t.rel, {})
-        files.append({"file": t.rel, "op": ctx.ops.get(t.rel), "kind": t.kind, "rows": len(t.rows), "error": t.error,
-                      "kernel_checked": st.get("checked", 0), "not_ck": st.get("not_ck", 0), "no_kernel_list": st.get("no_kernel_list", 0)})
+        files.append(
+            {
+                "file": t.rel,
+                "op": ctx.ops.get(t.rel),
+                "kind": t.kind,
+                "rows": len(t.rows),
+                "error": t.error,
+                "kernel_checked": st.get("checked", 0),
+                "not_ck": st.get("not_ck", 0),
+                "no_kernel_list": st.get("no_kernel_list", 0),
+            }
+        )
     return AuditResult(
-        findings=findings, files=files, skipped=skipped,
-        aiter={"root": str(tree.root), "package": str(getattr(tree, "package_dir", "")), "version": getattr(tree, "version", None)},
-        arch=arch, rows=sum(len(t.rows) for t in ctx.tables), seconds=time.perf_counter() - t0,
+        findings=findings,
+        files=files,
+        skipped=skipped,
+        aiter={
+            "root": str(tree.root),
+            "package": str(getattr(tree, "package_dir", "")),
+            "version": getattr(tree, "version", None),
+        },
+        arch=arch,
+        rows=sum(len(t.rows) for t in ctx.tables),
+        seconds=time.perf_counter() - t0,
     )
 
 
@@ -100,10 +136,22 @@ def _attach_kb(ctx: AuditContext, db_path: str | None) -> list[dict[str, Any]]:
     from ckkb.kb import db as kbdb
 
     if not db_path:
-        return [{"rules": list(KB_RULES), "reason": "no --db given: the knowledge base was not read", "where": "<knowledge base>"}]
+        return [
+            {
+                "rules": list(KB_RULES),
+                "reason": "no --db given: the knowledge base was not read",
+                "where": "<knowledge base>",
+            }
+        ]
     p = Path(db_path)
     if not p.exists():
-        return [{"rules": list(KB_RULES), "reason": f"knowledge base not found: {p} (build it with `ckkb build`, or pass --db)", "where": str(p)}]
+        return [
+            {
+                "rules": list(KB_RULES),
+                "reason": f"knowledge base not found: {p} (build it with `ckkb build`, or pass --db)",
+                "where": str(p),
+            }
+        ]
     try:
         db = kbdb.open_db(p, readonly=True)
     except DatabaseError as e:
@@ -115,7 +163,13 @@ def _attach_kb(ctx: AuditContext, db_path: str | None) -> list[dict[str, Any]]:
         db.close()
     skipped = []
     if not ctx.ck.instances:
-        skipped.append({"rules": ["tile-gated"], "reason": f"{p} holds no CK instances/availability", "where": str(p)})
+        skipped.append(
+            {
+                "rules": ["tile-gated"],
+                "reason": f"{p} holds no CK instances/availability",
+                "where": str(p),
+            }
+        )
         ctx.ck = None
     return skipped
 
@@ -129,20 +183,35 @@ def audit_build(root: Path, tables: list[Any], bctx: Any) -> tuple[list[Any], li
     from ckkb.extract.aiter_tuners import package_dir
 
     ctx = AuditContext(
-        root=root, pkg=package_dir(root),
-        kernels=list(bctx.table_rows("aiter_kernels")), lists=list(bctx.table_rows("aiter_kernel_lists")),
-        runtime=list(bctx.table_rows("aiter_runtime_configs")), options=list(bctx.table_rows("aiter_tuner_options")),
+        root=root,
+        pkg=package_dir(root),
+        kernels=list(bctx.table_rows("aiter_kernels")),
+        lists=list(bctx.table_rows("aiter_kernel_lists")),
+        runtime=list(bctx.table_rows("aiter_runtime_configs")),
+        options=list(bctx.table_rows("aiter_tuner_options")),
     )
     for t in tables:
         ctx.tables.append(t)
         ctx.ops[t.rel] = ctx.op_of_table(t.rel, t.columns)
     inst = bctx.table_rows("instances")
     if inst:
-        ctx.ck = rules_kb.CkIndex.from_rows(inst, bctx.table_rows("registrations"), bctx.table_rows("availability"))
+        ctx.ck = rules_kb.CkIndex.from_rows(
+            inst, bctx.table_rows("registrations"), bctx.table_rows("availability")
+        )
     rows: list[Any] = []
     for i, t in enumerate(tables, start=1):
         rows += config_rows(i, t, ctx.ops.get(t.rel))
     findings, _ = run_rules(ctx)
-    rows += [AiterAuditFindingRow(rule=f.rule, severity=f.severity, file=f.file, line=f.line, op=f.op, message=f.message, evidence=f.evidence)
-             for f in findings]
+    rows += [
+        AiterAuditFindingRow(
+            rule=f.rule,
+            severity=f.severity,
+            file=f.file,
+            line=f.line,
+            op=f.op,
+            message=f.message,
+            evidence=f.evidence,
+        )
+        for f in findings
+    ]
     return rows, []

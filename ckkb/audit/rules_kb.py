@@ -25,7 +25,11 @@ from ckkb.extract.aiter_configs import ConfigTable, arch_of
 TILE_COLS = ("block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n")
 
 # op family -> CK A data types (after alias resolution, "ck::" dropped) that family's kernels consume
-DTYPE_HINTS = {"a8w8": ("f8_t", "f8", "int8_t", "i8"), "bf16": ("bhalf_t", "bf16"), "a4w4": ("f4x2_pk_t", "f4_t")}
+DTYPE_HINTS = {
+    "a8w8": ("f8_t", "f8", "int8_t", "i8"),
+    "bf16": ("bhalf_t", "bf16"),
+    "a4w4": ("f4x2_pk_t", "f4_t"),
+}
 
 
 def ck_gemm_xdl(template: str | None) -> bool:
@@ -46,14 +50,20 @@ class CkIndex:
     """CK instances by tile, with their per-arch availability."""
 
     by_tile: dict[tuple, list[dict[str, Any]]] = field(default_factory=dict)
-    avail: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)  # (list_id, arch) -> best evidence
+    avail: dict[tuple[int, str], dict[str, Any]] = field(
+        default_factory=dict
+    )  # (list_id, arch) -> best evidence
     instances: int = 0
     # gated()'s candidates per (tile, dtype hints, pipeline, scheduler): many config rows share a kernel.
     # Filled on first use, so by_tile must be complete by then.
-    _matching: dict[tuple, list[dict[str, Any]]] = field(default_factory=dict, repr=False, compare=False)
+    _matching: dict[tuple, list[dict[str, Any]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @classmethod
-    def from_rows(cls, instances: list[Any], registrations: list[Any], availability: list[Any]) -> CkIndex:
+    def from_rows(
+        cls, instances: list[Any], registrations: list[Any], availability: list[Any]
+    ) -> CkIndex:
         idx = cls()
         reg_list = {r.id: r.list_id for r in registrations}
         first: dict[tuple[int, str], Any] = {}  # (list_id, arch) -> its first availability row
@@ -65,9 +75,20 @@ class CkIndex:
                 first.setdefault(k, a)
                 if a.available and k not in first_ok:
                     first_ok[k] = a
-        for k, a in first.items():  # evidence dicts only for the rows kept (there is one per availability row)
+        for (
+            k,
+            a,
+        ) in (
+            first.items()
+        ):  # evidence dicts only for the rows kept (there is one per availability row)
             a = first_ok.get(k, a)
-            idx.avail[k] = {"available": bool(a.available), "layer": a.layer, "file": a.file, "line": a.line, "condition": a.condition}
+            idx.avail[k] = {
+                "available": bool(a.available),
+                "layer": a.layer,
+                "file": a.file,
+                "line": a.line,
+                "condition": a.condition,
+            }
         tile_of = attrgetter(*TILE_COLS)
         for i in instances:
             if getattr(i, "status", "active") != "active":
@@ -75,8 +96,19 @@ class CkIndex:
             key = tile_of(i)
             if None in key:
                 continue
-            idx.by_tile.setdefault(key, []).append({"id": i.id, "list_id": i.list_id, "list_name": i.list_name, "file": i.file, "line": i.line,
-                                                    "template": i.template, "a_dtype": i.a_dtype, "pipeline": i.pipeline, "scheduler": i.scheduler})
+            idx.by_tile.setdefault(key, []).append(
+                {
+                    "id": i.id,
+                    "list_id": i.list_id,
+                    "list_name": i.list_name,
+                    "file": i.file,
+                    "line": i.line,
+                    "template": i.template,
+                    "a_dtype": i.a_dtype,
+                    "pipeline": i.pipeline,
+                    "scheduler": i.scheduler,
+                }
+            )
             idx.instances += 1
         return idx
 
@@ -87,10 +119,30 @@ class CkIndex:
         names = set(db.table_names())
         if not {"instances", "registrations", "availability"} <= names:
             return cls()
-        cols = ["id", "list_id", "list_name", "file", "line", "template", "a_dtype", "pipeline", "scheduler", "status", *TILE_COLS]
-        inst = [NS(**r) for r in db.query(f"select {', '.join(cols)} from instances where status = 'active'")]
+        cols = [
+            "id",
+            "list_id",
+            "list_name",
+            "file",
+            "line",
+            "template",
+            "a_dtype",
+            "pipeline",
+            "scheduler",
+            "status",
+            *TILE_COLS,
+        ]
+        inst = [
+            NS(**r)
+            for r in db.query(f"select {', '.join(cols)} from instances where status = 'active'")
+        ]
         regs = [NS(**r) for r in db.query("select id, list_id from registrations")]
-        av = [NS(**r) for r in db.query("select registration_id, arch, available, layer, file, line, condition from availability")]
+        av = [
+            NS(**r)
+            for r in db.query(
+                "select registration_id, arch, available, layer, file, line, condition from availability"
+            )
+        ]
         return cls.from_rows(inst, regs, av)
 
     def gated(self, kernel: Any, op: str | None, arch: str) -> tuple[list[dict], dict | None]:
@@ -98,10 +150,17 @@ class CkIndex:
         hints = dtype_hints(op)
         if hints is None:  # no dtype to compare: nothing matches
             return [], None
-        memo = (tuple(getattr(kernel, c) for c in TILE_COLS), hints, kernel.pipeline, kernel.scheduler)
+        memo = (
+            tuple(getattr(kernel, c) for c in TILE_COLS),
+            hints,
+            kernel.pipeline,
+            kernel.scheduler,
+        )
         out = self._matching.get(memo)
         if out is None:
-            out = self._matching[memo] = self._matches(self.by_tile.get(memo[0], []), hints, kernel.pipeline, kernel.scheduler)
+            out = self._matching[memo] = self._matches(
+                self.by_tile.get(memo[0], []), hints, kernel.pipeline, kernel.scheduler
+            )
         if not out:
             return [], None
         out = list(out)
@@ -116,7 +175,12 @@ class CkIndex:
         return out, evid
 
     @staticmethod
-    def _matches(cands: list[dict[str, Any]], hints: tuple[str, ...], pipeline: str | None, scheduler: str | None) -> list[dict[str, Any]]:
+    def _matches(
+        cands: list[dict[str, Any]],
+        hints: tuple[str, ...],
+        pipeline: str | None,
+        scheduler: str | None,
+    ) -> list[dict[str, Any]]:
         """The CK XDL GEMM instances among `cands` with an A dtype in `hints` and a compatible pipeline/scheduler."""
         out = []
         for c in cands:
@@ -139,10 +203,14 @@ HARNESS_DTYPES = {"a8w8": ("fp8",), "bf16": ("bf16", "fp16"), "a4w4": ("fp4",)}
 
 @dataclass
 class BaselineIndex:
-    best: dict[tuple, dict[str, Any]] = field(default_factory=dict)  # (arch, M, N, K, dtype|None) -> {us, candidate, regime, source}
+    best: dict[tuple, dict[str, Any]] = field(
+        default_factory=dict
+    )  # (arch, M, N, K, dtype|None) -> {us, candidate, regime, source}
     rows: int = 0
 
-    def lookup(self, arch: str | None, M: Any, N: Any, K: Any, op: str | None) -> dict[str, Any] | None:
+    def lookup(
+        self, arch: str | None, M: Any, N: Any, K: Any, op: str | None
+    ) -> dict[str, Any] | None:
         dtypes: tuple[str | None, ...] = (None,)
         for k, v in HARNESS_DTYPES.items():
             if op and k in op:
@@ -156,7 +224,11 @@ class BaselineIndex:
     def add(self, key: tuple, us: float, rec: dict[str, Any]) -> None:
         self.rows += 1
         cur = self.best.get(key)
-        better = cur is None or (rec["regime"] == "warm" and cur["regime"] != "warm") or (rec["regime"] == cur["regime"] and us < cur["us"])
+        better = (
+            cur is None
+            or (rec["regime"] == "warm" and cur["regime"] != "warm")
+            or (rec["regime"] == cur["regime"] and us < cur["us"])
+        )
         if better:
             self.best[key] = {"us": us, **rec}
 
@@ -167,20 +239,34 @@ class BaselineIndex:
         if "harness_results" in names:
             cols = {c.name for c in db["harness_results"].columns}
             if {"arch", "M", "N", "K", "us", "candidate"} <= cols:
-                q = ("select arch, M, N, K, dtype, us, candidate, regime, kernel_id, status from harness_results "
-                     "where us > 0 and (status = 'ok' or status is null) and (candidate not like 'aiter:%' or kernel_id = 0)")
+                q = (
+                    "select arch, M, N, K, dtype, us, candidate, regime, kernel_id, status from harness_results "
+                    "where us > 0 and (status = 'ok' or status is null) and (candidate not like 'aiter:%' or kernel_id = 0)"
+                )
                 for r in db.query(q):
-                    idx.add((r["arch"], r["M"], r["N"], r["K"], r["dtype"]), float(r["us"]),
-                            {"candidate": r["candidate"], "regime": r.get("regime") or "warm", "source": "harness_results"})
+                    idx.add(
+                        (r["arch"], r["M"], r["N"], r["K"], r["dtype"]),
+                        float(r["us"]),
+                        {
+                            "candidate": r["candidate"],
+                            "regime": r.get("regime") or "warm",
+                            "source": "harness_results",
+                        },
+                    )
         if "races" in names and "race_results" in names:
             # C's ingested ckProfiler races: the fastest timed result per race (ms -> us), else its Best line.
-            q = ("select r.arch, r.M, r.N, r.K, r.dtype, coalesce(min(rr.ms), r.best_ms) as ms from races r "
-                 "left join race_results rr on rr.race_id = r.id and rr.ms > 0 and rr.supported "
-                 "where r.status = 'ok' and r.arch is not null and r.M is not null group by r.id")
+            q = (
+                "select r.arch, r.M, r.N, r.K, r.dtype, coalesce(min(rr.ms), r.best_ms) as ms from races r "
+                "left join race_results rr on rr.race_id = r.id and rr.ms > 0 and rr.supported "
+                "where r.status = 'ok' and r.arch is not null and r.M is not null group by r.id"
+            )
             for r in db.query(q):
                 if r["ms"] and r["ms"] > 0:
-                    idx.add((r["arch"], r["M"], r["N"], r["K"], r["dtype"]), float(r["ms"]) * 1000.0,
-                            {"candidate": "ckProfiler best", "regime": "warm", "source": "races"})
+                    idx.add(
+                        (r["arch"], r["M"], r["N"], r["K"], r["dtype"]),
+                        float(r["ms"]) * 1000.0,
+                        {"candidate": "ckProfiler best", "regime": "warm", "source": "races"},
+                    )
         return idx
 
 
@@ -189,11 +275,20 @@ def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
     if t.error or t.kind != "tuned" or not t.rows:
         return out
     op = ctx.ops.get(t.rel)
-    if ctx.baselines is not None and "us" in t.columns and all(c in t.columns for c in ("M", "N", "K")):
+    if (
+        ctx.baselines is not None
+        and "us" in t.columns
+        and all(c in t.columns for c in ("M", "N", "K"))
+    ):
         never: list[int] = []
         for ln, v in t.rows:
             us = v.get("us")
-            if not isinstance(us, (int, float)) or isinstance(us, bool) or math.isnan(us) or us <= 0:
+            if (
+                not isinstance(us, (int, float))
+                or isinstance(us, bool)
+                or math.isnan(us)
+                or us <= 0
+            ):
                 continue
             arch = arch_of(v) or ctx.arch
             b = ctx.baselines.lookup(arch, v.get("M"), v.get("N"), v.get("K"), op)
@@ -202,19 +297,32 @@ def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 continue
             ratio = b["us"] / us
             if ratio < 1.0:
-                out.append(finding(
-                    "baseline-slower", t.rel, ln,
-                    f"tuned us {us:g} is slower than the measured baseline {b['us']:g} us ({b['candidate']}, {b['regime']}, "
-                    f"{b['source']}) for M={v.get('M')} N={v.get('N')} K={v.get('K')} on {arch}: {ratio:.2f}x",
-                    op=op, us=us, baseline=b, ratio=round(ratio, 4),
-                ))
+                out.append(
+                    finding(
+                        "baseline-slower",
+                        t.rel,
+                        ln,
+                        f"tuned us {us:g} is slower than the measured baseline {b['us']:g} us ({b['candidate']}, {b['regime']}, "
+                        f"{b['source']}) for M={v.get('M')} N={v.get('N')} K={v.get('K')} on {arch}: {ratio:.2f}x",
+                        op=op,
+                        us=us,
+                        baseline=b,
+                        ratio=round(ratio, 4),
+                    )
+                )
         if never:
-            out.append(finding(
-                "baseline-missing", t.rel, never[0],
-                f"{len(never)} of {len(t.rows)} rows were never compared: the knowledge base holds no measured baseline "
-                "for their (arch, M, N, K); a missing baseline is not a pass",
-                op=op, count=len(never), lines=never[:20],
-            ))
+            out.append(
+                finding(
+                    "baseline-missing",
+                    t.rel,
+                    never[0],
+                    f"{len(never)} of {len(t.rows)} rows were never compared: the knowledge base holds no measured baseline "
+                    "for their (arch, M, N, K); a missing baseline is not a pass",
+                    op=op,
+                    count=len(never),
+                    lines=never[:20],
+                )
+            )
     if ctx.ck is not None and "kernelId" in t.columns:
         klist = ctx.kernel_list(op)
         if klist:
@@ -228,10 +336,18 @@ def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 matches, evid = ctx.ck.gated(k, op, arch)
                 if evid is not None:
                     inst = evid["instance"]
-                    out.append(finding(
-                        "tile-gated", t.rel, ln,
-                        f"kernel {v.get('kernelId')} ({k.name}) matches CK instance {inst['list_name']} ({inst['file']}:{inst['line']}), "
-                        f"which CK removes on {arch}: {evid.get('layer')} at {evid.get('file')}:{evid.get('line')} ({evid.get('condition')})",
-                        op=op, kernelId=v.get("kernelId"), arch=arch, matches=len(matches), gate=evid,
-                    ))
+                    out.append(
+                        finding(
+                            "tile-gated",
+                            t.rel,
+                            ln,
+                            f"kernel {v.get('kernelId')} ({k.name}) matches CK instance {inst['list_name']} ({inst['file']}:{inst['line']}), "
+                            f"which CK removes on {arch}: {evid.get('layer')} at {evid.get('file')}:{evid.get('line')} ({evid.get('condition')})",
+                            op=op,
+                            kernelId=v.get("kernelId"),
+                            arch=arch,
+                            matches=len(matches),
+                            gate=evid,
+                        )
+                    )
     return out

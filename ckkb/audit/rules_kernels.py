@@ -44,19 +44,34 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
         kid = v.get("kernelId")
         k = klist.get(kid) if isinstance(kid, int) else None
         if k is None:
-            out.append(finding(
-                "kernel-id-unknown", t.rel, ln,
-                f"kernelId {kid!r} is not in {rc.kernel_list} of {rc.kernel_list_file} (ids {min(klist)}..{max(klist)})",
-                op=op, kernelId=kid, kernel_list=rc.kernel_list_file,
-            ))
+            out.append(
+                finding(
+                    "kernel-id-unknown",
+                    t.rel,
+                    ln,
+                    f"kernelId {kid!r} is not in {rc.kernel_list} of {rc.kernel_list_file} (ids {min(klist)}..{max(klist)})",
+                    op=op,
+                    kernelId=kid,
+                    kernel_list=rc.kernel_list_file,
+                )
+            )
             continue
         name = v.get("kernelName")
         if "kernelName" in t.columns and k.name is not None and name != k.name:
-            out.append(finding(
-                "kernel-name-stale", t.rel, ln,
-                f"kernelName {name} is not what kernelId {kid} builds now: {k.name} ({k.file}:{k.line})",
-                op=op, kernelId=kid, row_name=name, list_name=k.name, kernel_file=k.file, kernel_line=k.line,
-            ))
+            out.append(
+                finding(
+                    "kernel-name-stale",
+                    t.rel,
+                    ln,
+                    f"kernelName {name} is not what kernelId {kid} builds now: {k.name} ({k.file}:{k.line})",
+                    op=op,
+                    kernelId=kid,
+                    row_name=name,
+                    list_name=k.name,
+                    kernel_file=k.file,
+                    kernel_line=k.line,
+                )
+            )
     return out
 
 
@@ -69,17 +84,32 @@ def kernel_list_findings(ctx: AuditContext) -> list[Finding]:
         entries = by_list.get(kl.id, [])
         for dup in kl.duplicate_ids:
             lines = [e.line for e in entries if e.key == repr(dup)]
-            out.append(finding(
-                "kernel-id-duplicate", kl.file, lines[-1] if lines else kl.line,
-                f"id {dup!r} is written {len(lines)} times in {kl.name} (lines {', '.join(map(str, lines))}); Python keeps the last one silently",
-                op=kl.op, list=kl.name, id=dup, lines=lines,
-            ))
+            out.append(
+                finding(
+                    "kernel-id-duplicate",
+                    kl.file,
+                    lines[-1] if lines else kl.line,
+                    f"id {dup!r} is written {len(lines)} times in {kl.name} (lines {', '.join(map(str, lines))}); Python keeps the last one silently",
+                    op=kl.op,
+                    list=kl.name,
+                    id=dup,
+                    lines=lines,
+                )
+            )
         first_line = {e.key: e.line for e in entries if not e.shadowed}
         for e in entries:
             if e.duplicate_of is not None:
-                out.append(finding(
-                    "kernel-duplicate", kl.file, e.line,
-                    f"{kl.name}[{e.key}] is identical to {kl.name}[{e.duplicate_of}] (line {first_line.get(e.duplicate_of)}): raced twice",
-                    op=kl.op, list=kl.name, id=e.key, same_as=e.duplicate_of, name=e.name,
-                ))
+                out.append(
+                    finding(
+                        "kernel-duplicate",
+                        kl.file,
+                        e.line,
+                        f"{kl.name}[{e.key}] is identical to {kl.name}[{e.duplicate_of}] (line {first_line.get(e.duplicate_of)}): raced twice",
+                        op=kl.op,
+                        list=kl.name,
+                        id=e.key,
+                        same_as=e.duplicate_of,
+                        name=e.name,
+                    )
+                )
     return out

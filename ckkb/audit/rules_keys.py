@@ -35,7 +35,11 @@ def lookup_key(ctx: AuditContext, t: ConfigTable, op: str | None) -> list[str]:
 
 
 def _us(v: Any) -> float:
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v) else math.inf
+    return (
+        v
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+        else math.inf
+    )
 
 
 def _part_name(cu: Any) -> str:
@@ -53,11 +57,18 @@ def duplicate_keys(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
     for ln, v in t.rows:
         k = tuple(v.get(c) for c in key)
         if k in first:
-            out.append(finding(
-                "duplicate-key", t.rel, ln,
-                f"duplicate key {dict(zip(key, k, strict=True))}: same as line {first[k]}",
-                op=op, severity="error" if t.kind == "tuned" else "warning", key=dict(zip(key, k, strict=True)), first_line=first[k],
-            ))
+            out.append(
+                finding(
+                    "duplicate-key",
+                    t.rel,
+                    ln,
+                    f"duplicate key {dict(zip(key, k, strict=True))}: same as line {first[k]}",
+                    op=op,
+                    severity="error" if t.kind == "tuned" else "warning",
+                    key=dict(zip(key, k, strict=True)),
+                    first_line=first[k],
+                )
+            )
         else:
             first[k] = ln
     return out
@@ -76,30 +87,72 @@ def _table(ctx: AuditContext, path: str) -> tuple[ConfigTable | None, bool]:
         return None, False
 
 
-def merge_preview(ctx: AuditContext, rc: AiterRuntimeConfigRow, files: list[str] | None = None, env_set: bool | None = None) -> dict[str, Any]:
+def merge_preview(
+    ctx: AuditContext,
+    rc: AiterRuntimeConfigRow,
+    files: list[str] | None = None,
+    env_set: bool | None = None,
+) -> dict[str, Any]:
     """What the runtime would load for one op: files, merged rows, losers, rows lacking gfx, errors."""
     if files is None:
         files, env_set = merged_set(ctx, rc)
     rule = {
-        "id": rc.merge_rule, "file": rc.file, "line": rc.merge_rule_line,
-        "description": _rule_text(rc.merge_rule), "evidence": rc.merge_evidence,
+        "id": rc.merge_rule,
+        "file": rc.file,
+        "line": rc.merge_rule_line,
+        "description": _rule_text(rc.merge_rule),
+        "evidence": rc.merge_evidence,
     }
     out: dict[str, Any] = {
-        "op": rc.op, "env_var": rc.env_var, "env_set": bool(env_set), "rule": rule,
-        "merge_key": list(rc.merge_key), "files": [], "merged_rows": 0, "losers": [], "gfx_missing": [],
-        "dropped_by_cu_num": {}, "errors": [], "deduplicated": False,
+        "op": rc.op,
+        "env_var": rc.env_var,
+        "env_set": bool(env_set),
+        "rule": rule,
+        "merge_key": list(rc.merge_key),
+        "files": [],
+        "merged_rows": 0,
+        "losers": [],
+        "gfx_missing": [],
+        "dropped_by_cu_num": {},
+        "errors": [],
+        "deduplicated": False,
     }
     tables: list[tuple[str, ConfigTable]] = []
     for i, f in enumerate(files):
         t, exists = _table(ctx, f)
-        out["files"].append({"file": f, "exists": exists, "rows": len(t.rows) if t else 0, "columns": t.columns if t else []})
+        out["files"].append(
+            {
+                "file": f,
+                "exists": exists,
+                "rows": len(t.rows) if t else 0,
+                "columns": t.columns if t else [],
+            }
+        )
         if t is None:
             if i == 0 and len(files) == 1 and not env_set:
-                out["errors"].append({"kind": "default-missing", "file": f, "message": f"{f} does not exist: the op runs untuned"})
+                out["errors"].append(
+                    {
+                        "kind": "default-missing",
+                        "file": f,
+                        "message": f"{f} does not exist: the op runs untuned",
+                    }
+                )
             elif i == 0 and len(files) > 1:
-                out["errors"].append({"kind": "first-file-missing", "file": f, "message": f"{f} does not exist: the runtime's pd.read_csv of the first file fails"})
+                out["errors"].append(
+                    {
+                        "kind": "first-file-missing",
+                        "file": f,
+                        "message": f"{f} does not exist: the runtime's pd.read_csv of the first file fails",
+                    }
+                )
             else:
-                out["errors"].append({"kind": "file-missing", "file": f, "message": f"{f} does not exist: skipped by the runtime"})
+                out["errors"].append(
+                    {
+                        "kind": "file-missing",
+                        "file": f,
+                        "message": f"{f} does not exist: skipped by the runtime",
+                    }
+                )
             continue
         if t.error:
             out["errors"].append({"kind": "unreadable", "file": f, "message": f"{f}: {t.error}"})
@@ -108,30 +161,52 @@ def merge_preview(ctx: AuditContext, rc: AiterRuntimeConfigRow, files: list[str]
     for f, t in tables:
         for ln, v in t.rows:
             if not v.get("gfx"):
-                out["gfx_missing"].append({"file": f, "line": ln, "cu_num": v.get("cu_num"), "gfx": arch_of(v)})
+                out["gfx_missing"].append(
+                    {"file": f, "line": ln, "cu_num": v.get("cu_num"), "gfx": arch_of(v)}
+                )
     rows = [(f, ln, v) for f, t in tables for ln, v in t.rows]
     if len(files) <= 1 or rc.merge_rule == "unknown":
         out["merged_rows"] = len(rows)
         if rc.merge_rule == "unknown" and len(files) > 1:
-            out["errors"].append({"kind": "rule-unknown", "file": rc.file, "message": "merge rule not recognised in core.py; merged rows not predicted"})
+            out["errors"].append(
+                {
+                    "kind": "rule-unknown",
+                    "file": rc.file,
+                    "message": "merge rule not recognised in core.py; merged rows not predicted",
+                }
+            )
         return out
     if tables:
         cols0 = tables[0][1].columns
         for f, t in tables[1:]:
             if t.columns != cols0:
-                out["errors"].append({
-                    "kind": "columns-differ", "file": f, "first": tables[0][0], "columns": t.columns, "first_columns": cols0,
-                    "message": f"{f} columns differ from {tables[0][0]}: the runtime's column assert fails and aiter does not start",
-                })
+                out["errors"].append(
+                    {
+                        "kind": "columns-differ",
+                        "file": f,
+                        "first": tables[0][0],
+                        "columns": t.columns,
+                        "first_columns": cols0,
+                        "message": f"{f} columns differ from {tables[0][0]}: the runtime's column assert fails and aiter does not start",
+                    }
+                )
     if any(e["kind"] in ("columns-differ", "first-file-missing") for e in out["errors"]):
         out["merged_rows"] = None
         return out
     if not rc.merge_key:
-        out["merged_rows"] = len(rows)  # no untuned CSV: core.py only logs a warning and keeps every row
+        out["merged_rows"] = len(
+            rows
+        )  # no untuned CSV: core.py only logs a warning and keeps every row
         return out
     missing = [c for c in rc.merge_key if tables and c not in tables[0][1].columns]
     if missing:
-        out["errors"].append({"kind": "key-missing", "file": tables[0][0], "message": f"merge key columns {missing} missing: drop_duplicates raises"})
+        out["errors"].append(
+            {
+                "kind": "key-missing",
+                "file": tables[0][0],
+                "message": f"merge key columns {missing} missing: drop_duplicates raises",
+            }
+        )
         out["merged_rows"] = None
         return out
     out["deduplicated"] = True
@@ -148,17 +223,31 @@ def merge_preview(ctx: AuditContext, rc: AiterRuntimeConfigRow, files: list[str]
         for g in grp:
             if g is winner:
                 continue
-            same_part = g[2].get("cu_num") == winner[2].get("cu_num") and g[2].get("gfx") == winner[2].get("gfx")
+            same_part = g[2].get("cu_num") == winner[2].get("cu_num") and g[2].get("gfx") == winner[
+                2
+            ].get("gfx")
             loser = {
-                "file": g[0], "line": g[1], "key": dict(zip(rc.merge_key, k, strict=True)), "us": g[2].get("us"),
-                "cu_num": g[2].get("cu_num"), "gfx": g[2].get("gfx"), "same_part": same_part,
+                "file": g[0],
+                "line": g[1],
+                "key": dict(zip(rc.merge_key, k, strict=True)),
+                "us": g[2].get("us"),
+                "cu_num": g[2].get("cu_num"),
+                "gfx": g[2].get("gfx"),
+                "same_part": same_part,
                 "tie": _us(g[2].get("us")) == best,
-                "winner": {"file": winner[0], "line": winner[1], "us": winner[2].get("us"), "cu_num": winner[2].get("cu_num")},
+                "winner": {
+                    "file": winner[0],
+                    "line": winner[1],
+                    "us": winner[2].get("us"),
+                    "cu_num": winner[2].get("cu_num"),
+                },
             }
             out["losers"].append(loser)
             if not same_part:
                 dropped[g[2].get("cu_num")] += 1
-    out["dropped_by_cu_num"] = {str(k): v for k, v in sorted(dropped.items(), key=lambda kv: str(kv[0]))}
+    out["dropped_by_cu_num"] = {
+        str(k): v for k, v in sorted(dropped.items(), key=lambda kv: str(kv[0]))
+    }
     out["merged_rows"] = len(groups)
     out["refuses_to_start"] = rc.merge_rule == "reject-duplicates" and bool(out["losers"])
     return out
@@ -177,12 +266,33 @@ def merge_findings(ctx: AuditContext, preview: dict[str, Any]) -> list[Finding]:
     out: list[Finding] = []
     for e in preview["errors"]:
         if e["kind"] == "columns-differ":
-            out.append(finding("merge-columns-differ", e["file"], 1, e["message"], op=op, columns=e["columns"], first=e["first"], first_columns=e["first_columns"]))
+            out.append(
+                finding(
+                    "merge-columns-differ",
+                    e["file"],
+                    1,
+                    e["message"],
+                    op=op,
+                    columns=e["columns"],
+                    first=e["first"],
+                    first_columns=e["first_columns"],
+                )
+            )
         elif e["kind"] in ("first-file-missing", "file-missing"):
             sev = "error" if e["kind"] == "first-file-missing" else "warning"
             where = ctx.env.path if preview["env_set"] and ctx.env else e["file"]
             line = ctx.env.lines.get(preview["env_var"], 0) if preview["env_set"] and ctx.env else 0
-            out.append(finding("merge-file-missing", where, line, e["message"], op=op, severity=sev, file=e["file"]))
+            out.append(
+                finding(
+                    "merge-file-missing",
+                    where,
+                    line,
+                    e["message"],
+                    op=op,
+                    severity=sev,
+                    file=e["file"],
+                )
+            )
     strict = rule["id"] == "reject-duplicates"
     drops: dict[tuple[str, Any], list[dict]] = defaultdict(list)
     for lo in preview["losers"]:
@@ -191,26 +301,48 @@ def merge_findings(ctx: AuditContext, preview: dict[str, Any]) -> list[Finding]:
                 continue  # a duplicate within one file: duplicate-key reports it
             w = lo["winner"]
             outcome = (
-                "the runtime then refuses to start" if strict else
-                ("tie on us: pandas' sort is not stable, either row may win" if lo["tie"] else f"{w['file']}:{w['line']} wins (us {w['us']} < {lo['us']})")
+                "the runtime then refuses to start"
+                if strict
+                else (
+                    "tie on us: pandas' sort is not stable, either row may win"
+                    if lo["tie"]
+                    else f"{w['file']}:{w['line']} wins (us {w['us']} < {lo['us']})"
+                )
             )
-            out.append(finding(
-                "merge-collision", lo["file"], lo["line"],
-                f"key {lo['key']} (cu_num {lo['cu_num']}) is also in {w['file']}:{w['line']}; under rule {rule['id']} ({cite}) {outcome}",
-                op=op, severity="error" if strict else None, key=lo["key"], us=lo["us"], winner=w, merge_rule=rule["id"], rule_line=cite,
-            ))
+            out.append(
+                finding(
+                    "merge-collision",
+                    lo["file"],
+                    lo["line"],
+                    f"key {lo['key']} (cu_num {lo['cu_num']}) is also in {w['file']}:{w['line']}; under rule {rule['id']} ({cite}) {outcome}",
+                    op=op,
+                    severity="error" if strict else None,
+                    key=lo["key"],
+                    us=lo["us"],
+                    winner=w,
+                    merge_rule=rule["id"],
+                    rule_line=cite,
+                )
+            )
         else:
             drops[(lo["file"], lo["cu_num"])].append(lo)
     for (f, cu), los in sorted(drops.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         keycols = ", ".join(preview["merge_key"])
         winners = sorted({str(lo["winner"]["cu_num"]) for lo in los})
-        out.append(finding(
-            "merge-drops-rows", f, los[0]["line"],
-            f"{len(los)} rows for cu_num={cu}{_part_name(cu)} are dropped by the merge: its key ({keycols}) omits cu_num, "
-            f"so a faster row tuned for cu_num {'/'.join(winners)} replaces them ({cite})",
-            op=op, cu_num=cu, count=len(los), lines=[lo["line"] for lo in los[:LIST_LIMIT]],
-            winners=[{"line": lo["line"], "winner": lo["winner"]} for lo in los[:LIST_LIMIT]],
-        ))
+        out.append(
+            finding(
+                "merge-drops-rows",
+                f,
+                los[0]["line"],
+                f"{len(los)} rows for cu_num={cu}{_part_name(cu)} are dropped by the merge: its key ({keycols}) omits cu_num, "
+                f"so a faster row tuned for cu_num {'/'.join(winners)} replaces them ({cite})",
+                op=op,
+                cu_num=cu,
+                count=len(los),
+                lines=[lo["line"] for lo in los[:LIST_LIMIT]],
+                winners=[{"line": lo["line"], "winner": lo["winner"]} for lo in los[:LIST_LIMIT]],
+            )
+        )
     return out
 
 
@@ -227,9 +359,15 @@ def key_findings(ctx: AuditContext) -> list[Finding]:
         for t in ctx.tables:
             op = ctx.ops.get(t.rel)
             rc = ctx.runtime_for(op)
-            usable = t.error is None and t.rows and (rc is None or all(c in t.columns for c in rc.merge_key))
+            usable = (
+                t.error is None
+                and t.rows
+                and (rc is None or all(c in t.columns for c in rc.merge_key))
+            )
             if op and t.kind == "tuned" and usable:
-                by_op[op].append(t.rel)  # CSVs given together for one op are previewed as one merged set
+                by_op[op].append(
+                    t.rel
+                )  # CSVs given together for one op are previewed as one merged set
         for op, files in by_op.items():
             rc = ctx.runtime_for(op)
             if rc is not None and len(files) > 1:
@@ -237,4 +375,11 @@ def key_findings(ctx: AuditContext) -> list[Finding]:
     return out
 
 
-__all__ = ["key_findings", "merge_preview", "merge_findings", "duplicate_keys", "lookup_key", "Path"]
+__all__ = [
+    "key_findings",
+    "merge_preview",
+    "merge_findings",
+    "duplicate_keys",
+    "lookup_key",
+    "Path",
+]

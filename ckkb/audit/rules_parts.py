@@ -33,7 +33,9 @@ def dialect(value: Any) -> str | None:
     return None
 
 
-_PART_CUS = frozenset(p.cu_num for p in PARTS)  # `cu in` it: any(p.cu_num == cu for p in PARTS), once a row
+_PART_CUS = frozenset(
+    p.cu_num for p in PARTS
+)  # `cu in` it: any(p.cu_num == cu for p in PARTS), once a row
 
 
 def part_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
@@ -49,13 +51,19 @@ def part_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
         gfx = v.get("gfx") if isinstance(v.get("gfx"), str) and v.get("gfx") else None
         cu = v.get("cu_num")
         if "cu_num" in t.columns or "gfx" in t.columns:
-            ok = bool(parts_for(gfx, cu if isinstance(cu, int) else None)) if gfx else cu in _PART_CUS
+            ok = (
+                bool(parts_for(gfx, cu if isinstance(cu, int) else None))
+                if gfx
+                else cu in _PART_CUS
+            )
             if not ok:
                 unknown[(gfx, cu)].append(ln)
         arch = arch_of(v) if ("cu_num" in t.columns or "gfx" in t.columns) else None
         if ctx.arch and arch and arch != ctx.arch:
             other_arch[arch].append(ln)
-        target = arch or (ctx.arch if "cu_num" not in t.columns and "gfx" not in t.columns else None)
+        target = arch or (
+            ctx.arch if "cu_num" not in t.columns and "gfx" not in t.columns else None
+        )
         if target in ("gfx942", "gfx950"):
             for c in dtype_cols:
                 d = dialect(v.get(c))
@@ -63,23 +71,49 @@ def part_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                     wrong_dialect[(target, d)].setdefault(ln, set()).add(f"{c}={v.get(c)}")
     for (gfx, cu), lines in unknown.items():
         what = f"gfx={gfx}, cu_num={cu}" if gfx else f"cu_num={cu}"
-        out.append(finding(
-            "part-unknown", t.rel, lines[0],
-            f"{len(lines)} rows with {what} match no known part (ckkb.archs.PARTS)",
-            op=op, gfx=gfx, cu_num=cu, count=len(lines), lines=lines[:LIST_LIMIT],
-        ))
+        out.append(
+            finding(
+                "part-unknown",
+                t.rel,
+                lines[0],
+                f"{len(lines)} rows with {what} match no known part (ckkb.archs.PARTS)",
+                op=op,
+                gfx=gfx,
+                cu_num=cu,
+                count=len(lines),
+                lines=lines[:LIST_LIMIT],
+            )
+        )
     for arch, lines in other_arch.items():
-        out.append(finding(
-            "arch-mismatch", t.rel, lines[0], f"{len(lines)} rows are tuned for {arch}, not --arch {ctx.arch}",
-            op=op, arch=arch, wanted=ctx.arch, count=len(lines), lines=lines[:LIST_LIMIT],
-        ))
+        out.append(
+            finding(
+                "arch-mismatch",
+                t.rel,
+                lines[0],
+                f"{len(lines)} rows are tuned for {arch}, not --arch {ctx.arch}",
+                op=op,
+                arch=arch,
+                wanted=ctx.arch,
+                count=len(lines),
+                lines=lines[:LIST_LIMIT],
+            )
+        )
     for (arch, d), by_line in wrong_dialect.items():
         lines = sorted(by_line)
         vals = sorted(set().union(*by_line.values()))
         want = "OCP (float8_e4m3fn)" if arch == "gfx950" else "FNUZ (float8_e4m3fnuz)"
-        out.append(finding(
-            "fp8-dialect", t.rel, lines[0],
-            f"{len(lines)} rows use {d.upper()} fp8 ({', '.join(vals)}) for {arch}, whose fp8 dialect is {want}",
-            op=op, arch=arch, dialect=d, values=vals, count=len(lines), lines=lines[:LIST_LIMIT],
-        ))
+        out.append(
+            finding(
+                "fp8-dialect",
+                t.rel,
+                lines[0],
+                f"{len(lines)} rows use {d.upper()} fp8 ({', '.join(vals)}) for {arch}, whose fp8 dialect is {want}",
+                op=op,
+                arch=arch,
+                dialect=d,
+                values=vals,
+                count=len(lines),
+                lines=lines[:LIST_LIMIT],
+            )
+        )
     return out

@@ -33,33 +33,60 @@ def input_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
     op = ctx.ops.get(t.rel)
     out = []
     if t.error:
-        out.append(finding("input-error", t.rel, t.error_line, f"{t.error}; file not audited", op=op))
+        out.append(
+            finding("input-error", t.rel, t.error_line, f"{t.error}; file not audited", op=op)
+        )
         return out
     if t.problems:
         lines = [ln for ln, _ in t.problems]
-        out.append(finding(
-            "input-error", t.rel, lines[0], f"{len(lines)} rows skipped: {t.problems[0][1]}",
-            op=op, severity="warning", count=len(lines), lines=lines[:LIST_LIMIT], messages=[m for _, m in t.problems[:LIST_LIMIT]],
-        ))
+        out.append(
+            finding(
+                "input-error",
+                t.rel,
+                lines[0],
+                f"{len(lines)} rows skipped: {t.problems[0][1]}",
+                op=op,
+                severity="warning",
+                count=len(lines),
+                lines=lines[:LIST_LIMIT],
+                messages=[m for _, m in t.problems[:LIST_LIMIT]],
+            )
+        )
     rc = ctx.runtime_for(op)
     if op is None and t.kind == "tuned":
         ops = ", ".join(r.tuned_name or r.op for r in ctx.runtime)
-        out.append(finding(
-            "op-unknown", t.rel, 0,
-            f"no runtime config of this aiter names this file (known: {ops}): kernel-list and merge rules not applied; "
-            "name it after its op's tuned file to have them applied",
-            columns=t.columns,
-        ))
+        out.append(
+            finding(
+                "op-unknown",
+                t.rel,
+                0,
+                f"no runtime config of this aiter names this file (known: {ops}): kernel-list and merge rules not applied; "
+                "name it after its op's tuned file to have them applied",
+                columns=t.columns,
+            )
+        )
     want = [c for c in (rc.merge_key if rc and rc.merge_key else []) if c not in t.columns]
     if rc is None and not any(c in t.columns for c in ("M", "N", "K", "token")):
         want = [c for c in ("M", "N", "K") if c not in t.columns]
-    if t.kind == "tuned" and "cu_num" not in t.columns and "gfx" not in t.columns and rc is not None:
+    if (
+        t.kind == "tuned"
+        and "cu_num" not in t.columns
+        and "gfx" not in t.columns
+        and rc is not None
+    ):
         want.append("cu_num")
     if want:
-        out.append(finding(
-            "key-columns-missing", t.rel, 1, f"missing key columns {', '.join(want)} (header: {', '.join(t.columns)})",
-            op=op, missing=want, columns=t.columns,
-        ))
+        out.append(
+            finding(
+                "key-columns-missing",
+                t.rel,
+                1,
+                f"missing key columns {', '.join(want)} (header: {', '.join(t.columns)})",
+                op=op,
+                missing=want,
+                columns=t.columns,
+            )
+        )
     return out
 
 
@@ -69,7 +96,15 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
     if t.error or t.kind != "tuned":
         return out
     if not t.rows:
-        out.append(finding("tuned-empty", t.rel, 1, "tuned CSV has a header and no rows: the op ships untuned, silently", op=op))
+        out.append(
+            finding(
+                "tuned-empty",
+                t.rel,
+                1,
+                "tuned CSV has a header and no rows: the op ships untuned, silently",
+                op=op,
+            )
+        )
         return out
     if "us" in t.columns:
         for ln, v in t.rows:
@@ -84,7 +119,16 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
             elif us <= 0:
                 bad = "zero" if us == 0 else "negative"
             if bad:
-                out.append(finding("us-invalid", t.rel, ln, f"us is {bad} ({us!r}): the merge sorts by us", op=op, us=us))
+                out.append(
+                    finding(
+                        "us-invalid",
+                        t.rel,
+                        ln,
+                        f"us is {bad} ({us!r}): the merge sorts by us",
+                        op=op,
+                        us=us,
+                    )
+                )
     threshold = ctx.err_ratio_threshold(op)
     for c in ERR_COLUMNS:
         if c not in t.columns:
@@ -92,19 +136,33 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
         for ln, v in t.rows:
             e = _num(v.get(c))
             if e is not None and e > threshold:
-                out.append(finding(
-                    "err-ratio-high", t.rel, ln, f"{c} {v.get(c)} is above {threshold:g}, the default --errRatio of the tuner that writes this file",
-                    op=op, column=c, value=v.get(c), threshold=threshold,
-                ))
+                out.append(
+                    finding(
+                        "err-ratio-high",
+                        t.rel,
+                        ln,
+                        f"{c} {v.get(c)} is above {threshold:g}, the default --errRatio of the tuner that writes this file",
+                        op=op,
+                        column=c,
+                        value=v.get(c),
+                        threshold=threshold,
+                    )
+                )
     for c in ("splitK", "ksplit"):
         if c in t.columns:
             vals = [v.get(c) for _, v in t.rows]
             if vals and all(x == 0 for x in vals):
-                out.append(finding(
-                    "splitk-never-searched", t.rel, 1,
-                    f"{c} is 0 in all {len(vals)} rows: split-K was never searched (the tuner's -k/--splitK is store_true, off by default)",
-                    op=op, column=c, rows=len(vals),
-                ))
+                out.append(
+                    finding(
+                        "splitk-never-searched",
+                        t.rel,
+                        1,
+                        f"{c} is 0 in all {len(vals)} rows: split-K was never searched (the tuner's -k/--splitK is store_true, off by default)",
+                        op=op,
+                        column=c,
+                        rows=len(vals),
+                    )
+                )
     if op in MX_OPS:
         out += mx_findings(ctx, t, op)
     return out
@@ -120,17 +178,34 @@ def mx_findings(ctx: AuditContext, t: ConfigTable, op: str) -> list[Finding]:
         K, sk = v.get("K"), v.get("splitK")
         problems = []
         if isinstance(K, int) and isinstance(sk, int) and sk >= 0:
-            kbatch = 2 ** sk
+            kbatch = 2**sk
             if K % (SCALE_BLOCK * kbatch):
-                problems.append(f"K={K} split {kbatch} ways (splitK={sk}) gives K/{kbatch}={K / kbatch:g}, not a multiple of {SCALE_BLOCK}")
+                problems.append(
+                    f"K={K} split {kbatch} ways (splitK={sk}) gives K/{kbatch}={K / kbatch:g}, not a multiple of {SCALE_BLOCK}"
+                )
         kid = v.get("kernelId")
         name = v.get("kernelName")
-        k = klist.get(kid) if isinstance(kid, int) and not (isinstance(name, str) and name.startswith("_Z")) else None
+        k = (
+            klist.get(kid)
+            if isinstance(kid, int) and not (isinstance(name, str) and name.startswith("_Z"))
+            else None
+        )
         if k is not None and isinstance(k.tile_k, int) and k.tile_k % SCALE_BLOCK:
-            problems.append(f"kernel {kid} has KPerBLOCK={k.tile_k}, not a multiple of {SCALE_BLOCK}")
+            problems.append(
+                f"kernel {kid} has KPerBLOCK={k.tile_k}, not a multiple of {SCALE_BLOCK}"
+            )
         if problems:
-            out.append(finding(
-                "mx-scale-block", t.rel, ln, "; ".join(problems) + ": a 32-element scale block is cut (finite, plausible, wrong)",
-                op=op, K=K, splitK=sk, kernelId=kid,
-            ))
+            out.append(
+                finding(
+                    "mx-scale-block",
+                    t.rel,
+                    ln,
+                    "; ".join(problems)
+                    + ": a 32-element scale block is cut (finite, plausible, wrong)",
+                    op=op,
+                    K=K,
+                    splitK=sk,
+                    kernelId=kid,
+                )
+            )
     return out

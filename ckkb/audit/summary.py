@@ -19,24 +19,37 @@ def summary(ctx: AuditContext) -> dict[str, Any]:
     ops = []
     for rc in ctx.runtime:
         klist = ctx.kernel_list(rc.op)
-        ops.append({
-            "op": rc.op, "env_var": rc.env_var, "kernel_list_file": rc.kernel_list_file, "kernel_list": rc.kernel_list,
-            "kernel_ids": len(klist) if klist else 0,
-            "tuned_files": [t.rel for t in tuned.get(rc.op, [])],
-            "tuned_rows": sum(len(t.rows) for t in tuned.get(rc.op, [])),
-        })
+        ops.append(
+            {
+                "op": rc.op,
+                "env_var": rc.env_var,
+                "kernel_list_file": rc.kernel_list_file,
+                "kernel_list": rc.kernel_list,
+                "kernel_ids": len(klist) if klist else 0,
+                "tuned_files": [t.rel for t in tuned.get(rc.op, [])],
+                "tuned_rows": sum(len(t.rows) for t in tuned.get(rc.op, [])),
+            }
+        )
     kernel_files = []
     for f, lists in sorted(by_file.items()):
-        kernel_files.append({
-            "file": f, "op": lists[0].op, "lists": len(lists), "ids": sum(kl.entries for kl in lists),
-            "by_list": {kl.name: kl.entries for kl in lists},
-        })
+        kernel_files.append(
+            {
+                "file": f,
+                "op": lists[0].op,
+                "lists": len(lists),
+                "ids": sum(kl.entries for kl in lists),
+                "by_list": {kl.name: kl.entries for kl in lists},
+            }
+        )
     return {
         "ops": ops,
         "kernel_files": kernel_files,
         "unassigned_tuned_files": [t.rel for t in tuned.get(None, [])],
         "totals": {
-            "kernel_files": len(kernel_files), "kernel_lists": len(ctx.lists), "kernel_ids": len(ctx.kernels),
-            "tuned_files": sum(len(v) for v in tuned.values()), "tuned_rows": sum(len(t.rows) for v in tuned.values() for t in v),
+            "kernel_files": len(kernel_files),
+            "kernel_lists": len(ctx.lists),
+            "kernel_ids": len(ctx.kernels),
+            "tuned_files": sum(len(v) for v in tuned.values()),
+            "tuned_rows": sum(len(t.rows) for v in tuned.values() for t in v),
         },
     }

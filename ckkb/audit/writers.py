@@ -14,7 +14,15 @@ INFO_URI = "https://github.com/ROCm/composable_kernel"
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:
-    return {"rule": f.rule, "severity": f.severity, "file": f.file, "line": f.line, "op": f.op, "message": f.message, "evidence": f.evidence}
+    return {
+        "rule": f.rule,
+        "severity": f.severity,
+        "file": f.file,
+        "line": f.line,
+        "op": f.op,
+        "message": f.message,
+        "evidence": f.evidence,
+    }
 
 
 def to_json(r: AuditResult) -> dict[str, Any]:
@@ -80,7 +88,14 @@ def to_sarif(r: AuditResult) -> dict[str, Any]:
         "version": "2.1.0",
         "runs": [
             {
-                "tool": {"driver": {"name": "ckkb", "version": ckkb.__version__, "informationUri": INFO_URI, "rules": rules}},
+                "tool": {
+                    "driver": {
+                        "name": "ckkb",
+                        "version": ckkb.__version__,
+                        "informationUri": INFO_URI,
+                        "rules": rules,
+                    }
+                },
                 "results": results,
                 "properties": {"aiter": r.aiter, "arch": r.arch, "skipped": r.skipped},
             }

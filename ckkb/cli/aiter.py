@@ -15,13 +15,35 @@ from ckkb.errors import CkkbError
 @click.argument("csvs", nargs=-1, type=click.Path())
 @aiter_option
 @arch_option
-@click.option("--env", "env_file", type=click.Path(), default=None, help="Shell/env file with AITER_CONFIG_* settings to audit and apply.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True)
-@click.option("--fail-on", type=click.Choice(["error", "warning", "note"]), default="error", show_default=True,
-              help="Exit 1 when a finding at or above this severity exists.")
-@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
-              help="Knowledge base for the rules that need one (baselines, CK gates); default $CKKB_DB, else "
-                   "db/ckkb.db. When it does not exist those rules are reported as skipped, never passed.")
+@click.option(
+    "--env",
+    "env_file",
+    type=click.Path(),
+    default=None,
+    help="Shell/env file with AITER_CONFIG_* settings to audit and apply.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif"]),
+    default="text",
+    show_default=True,
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "note"]),
+    default="error",
+    show_default=True,
+    help="Exit 1 when a finding at or above this severity exists.",
+)
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Knowledge base for the rules that need one (baselines, CK gates); default $CKKB_DB, else "
+    "db/ckkb.db. When it does not exist those rules are reported as skipped, never passed.",
+)
 def audit_cmd(csvs, aiter_path, arch, env_file, fmt, fail_on, db_path):
     """Audit aiter tuned/untuned config CSVs (default: the aiter tree's own configs).
 
@@ -36,7 +58,9 @@ def audit_cmd(csvs, aiter_path, arch, env_file, fmt, fail_on, db_path):
         raise CkkbError(f"unknown arch {arch!r}", hint="e.g. --arch gfx942 or --arch gfx950")
     from ckkb import settings
 
-    result = audit(aiter_path, list(csvs), arch=arch, env_file=env_file, db_path=str(settings.db_path(db_path)))
+    result = audit(
+        aiter_path, list(csvs), arch=arch, env_file=env_file, db_path=str(settings.db_path(db_path))
+    )
     sys.stdout.write(render(result, fmt))
     if result.fails(fail_on):
         sys.exit(1)
@@ -71,7 +95,13 @@ def find_op(ctx, op: str):
 @aiter_group.command("merge")
 @click.argument("op")
 @aiter_option
-@click.option("--env", "env_file", type=click.Path(), default=None, help="Shell/env file setting AITER_CONFIG_<OP>.")
+@click.option(
+    "--env",
+    "env_file",
+    type=click.Path(),
+    default=None,
+    help="Shell/env file setting AITER_CONFIG_<OP>.",
+)
 @json_option
 def merge_cmd(op, aiter_path, env_file, as_json):
     """Preview what the runtime loads for OP (such as gemm_a8w8_blockscale): files, merged rows, losers."""
@@ -82,7 +112,9 @@ def merge_cmd(op, aiter_path, env_file, as_json):
     if as_json:
         emit_json(p)
         return
-    click.echo(f"op {p['op']}: {p['env_var']} {'set (--env): only these files' if p['env_set'] else 'unset: default set'}")
+    click.echo(
+        f"op {p['op']}: {p['env_var']} {'set (--env): only these files' if p['env_set'] else 'unset: default set'}"
+    )
     r = p["rule"]
     click.echo(f"rule {r['id']} ({r['file']}:{r['line']}): {r['description']}")
     print_table(p["files"], ["file", "exists", "rows"])
@@ -90,14 +122,22 @@ def merge_cmd(op, aiter_path, env_file, as_json):
         click.echo(f"error: {e['message']}")
     click.echo(f"merged rows: {p['merged_rows']}  (key: {', '.join(p['merge_key']) or 'none'})")
     same = [lo for lo in p["losers"] if lo["same_part"]]
-    click.echo(f"rows losing a duplicate contest: {len(p['losers'])} ({len(same)} same part, "
-               f"{len(p['losers']) - len(same)} of other parts dropped; by cu_num: {p['dropped_by_cu_num'] or '-'})")
+    click.echo(
+        f"rows losing a duplicate contest: {len(p['losers'])} ({len(same)} same part, "
+        f"{len(p['losers']) - len(same)} of other parts dropped; by cu_num: {p['dropped_by_cu_num'] or '-'})"
+    )
     for lo in p["losers"][:20]:
         w = lo["winner"]
-        click.echo(f"  {lo['file']}:{lo['line']} cu_num={lo['cu_num']} us={lo['us']} loses to {w['file']}:{w['line']} cu_num={w['cu_num']} us={w['us']}")
+        click.echo(
+            f"  {lo['file']}:{lo['line']} cu_num={lo['cu_num']} us={lo['us']} loses to {w['file']}:{w['line']} cu_num={w['cu_num']} us={w['us']}"
+        )
     if len(p["losers"]) > 20:
         click.echo(f"  ... {len(p['losers']) - 20} more (--json lists all)")
-    fills = "fills gfx from cu_num" if ctx.runtime_for(p["op"]).merge_fills_gfx else "has no gfx handling (rows stay without gfx)"
+    fills = (
+        "fills gfx from cu_num"
+        if ctx.runtime_for(p["op"]).merge_fills_gfx
+        else "has no gfx handling (rows stay without gfx)"
+    )
     click.echo(f"rows without gfx: {len(p['gfx_missing'])} (this core.py {fills})")
 
 
@@ -115,8 +155,10 @@ def summary_cmd(aiter_path, as_json):
     print_table(s["ops"], ["op", "kernel_list_file", "kernel_ids", "tuned_rows"], title="ops")
     print_table(s["kernel_files"], ["file", "lists", "ids"], title="kernel-list files")
     t = s["totals"]
-    click.echo(f"{t['kernel_files']} kernel-list files, {t['kernel_lists']} lists, {t['kernel_ids']} ids; "
-               f"{t['tuned_files']} tuned files, {t['tuned_rows']} tuned rows")
+    click.echo(
+        f"{t['kernel_files']} kernel-list files, {t['kernel_lists']} lists, {t['kernel_ids']} ids; "
+        f"{t['tuned_files']} tuned files, {t['tuned_rows']} tuned rows"
+    )
 
 
 def register(group: click.Group) -> None:

@@ -23,10 +23,14 @@ def _trees(ck_path: str | None, aiter_path: str | None, no_aiter: bool) -> dict:
 @click.command("build")
 @ck_option
 @aiter_option
-@click.option("--no-aiter", is_flag=True, help="Read only the CK tree (skip aiter kernel lists and configs).")
+@click.option(
+    "--no-aiter", is_flag=True, help="Read only the CK tree (skip aiter kernel lists and configs)."
+)
 @db_option
 @click.option("--force", is_flag=True, help="Rebuild even when no input changed.")
-@click.option("--jobs", type=int, default=None, help="Worker processes (default: $CKKB_JOBS or one per core).")
+@click.option(
+    "--jobs", type=int, default=None, help="Worker processes (default: $CKKB_JOBS or one per core)."
+)
 @json_option
 def build_cmd(ck_path, aiter_path, no_aiter, db_path, force, jobs, as_json):
     """Read the CK (and aiter) source trees into the knowledge base.
@@ -37,8 +41,13 @@ def build_cmd(ck_path, aiter_path, no_aiter, db_path, force, jobs, as_json):
     trees = _trees(ck_path, aiter_path, no_aiter)
     path = settings.db_path(db_path)
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err_console, transient=True, disable=as_json,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=as_json,
     ) as bar:
         tasks: dict[str, int] = {}
 
@@ -51,27 +60,50 @@ def build_cmd(ck_path, aiter_path, no_aiter, db_path, force, jobs, as_json):
     exit_without_teardown()  # the output below is all that is left to do
     errors = [d for d in summary.diagnostics if d.severity == "error"]
     if as_json:
-        emit_json({
-            "db": str(path), "seconds": round(summary.seconds, 3), "up_to_date": summary.up_to_date,
-            "files": summary.files, "parsed": summary.parsed, "cached": summary.cached,
-            "tables": summary.tables, "carried": summary.carried,
-            "timings": {k: {kk: round(vv, 3) for kk, vv in v.items()} for k, v in summary.timings.items()},
-            "diagnostics": [{"file": d.file, "line": d.line, "severity": d.severity, "message": d.message, "stage": d.stage} for d in summary.diagnostics],
-        })
+        emit_json(
+            {
+                "db": str(path),
+                "seconds": round(summary.seconds, 3),
+                "up_to_date": summary.up_to_date,
+                "files": summary.files,
+                "parsed": summary.parsed,
+                "cached": summary.cached,
+                "tables": summary.tables,
+                "carried": summary.carried,
+                "timings": {
+                    k: {kk: round(vv, 3) for kk, vv in v.items()}
+                    for k, v in summary.timings.items()
+                },
+                "diagnostics": [
+                    {
+                        "file": d.file,
+                        "line": d.line,
+                        "severity": d.severity,
+                        "message": d.message,
+                        "stage": d.stage,
+                    }
+                    for d in summary.diagnostics
+                ],
+            }
+        )
         return
     for d in errors[:20]:
         warn(str(d))
     if len(errors) > 20:
         warn(f"... {len(errors) - 20} more errors (see the diagnostics table)")
     if summary.up_to_date:
-        console.print(f"{path}: up to date ({summary.files} files unchanged, {summary.seconds:.2f} s)")
+        console.print(
+            f"{path}: up to date ({summary.files} files unchanged, {summary.seconds:.2f} s)"
+        )
         return
     for name, tree in trees.items():
         version = getattr(tree, "version", None)
         console.print(f"{name}: {tree.root}" + (f" (version {version})" if version else ""))
     print_table(sorted(summary.tables.items()), ["table", "rows"], title=f"{path}")
     if summary.carried:
-        console.print("carried over: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.carried.items())))
+        console.print(
+            "carried over: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.carried.items()))
+        )
     console.print(
         f"{summary.files} files ({summary.parsed} parsed, {summary.cached} cached), "
         f"{len(summary.diagnostics)} diagnostics ({len(errors)} errors), {summary.seconds:.1f} s"

@@ -42,8 +42,12 @@ def _tile(fields: dict) -> str:
 
 
 @click.command("gates")
-@click.option("--kind", type=click.Choice(["device_name", "capability", "preprocessor", "other"]), default=None,
-              help="Only gates of this kind (default: all).")
+@click.option(
+    "--kind",
+    type=click.Choice(["device_name", "capability", "preprocessor", "other"]),
+    default=None,
+    help="Only gates of this kind (default: all).",
+)
 @arch_option
 @db_option
 @json_option
@@ -59,7 +63,9 @@ def gates_cmd(kind, arch, db_path, as_json):
     per: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for g in res["gates"]:
         per[g["dir"]][g["effect"] or g["kind"]] += 1
-    cols = sorted({k for d in per.values() for k in d}, key=lambda c: (c not in ("exclude", "only"), c))
+    cols = sorted(
+        {k for d in per.values() for k in d}, key=lambda c: (c not in ("exclude", "only"), c)
+    )
     rows = [[d, *[per[d].get(c, 0) for c in cols], sum(per[d].values())] for d in sorted(per)]
     rows.append(["total", *[sum(per[d].get(c, 0) for d in per) for c in cols], len(res["gates"])])
     title = "gates" + (f" ({kind})" if kind else "") + (f" naming {arch}" if arch else "")
@@ -67,8 +73,16 @@ def gates_cmd(kind, arch, db_path, as_json):
 
 
 @click.command("instances")
-@click.option("--dir", "dir_", default=None, help="Directory right under gpu/, e.g. gemm_universal.")
-@click.option("--where", "where", multiple=True, metavar="FIELD=VALUE", help="Filter on a CK parameter (MPerBlock=256) or a normalised column (tile_m=256); repeatable.")
+@click.option(
+    "--dir", "dir_", default=None, help="Directory right under gpu/, e.g. gemm_universal."
+)
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="Filter on a CK parameter (MPerBlock=256) or a normalised column (tile_m=256); repeatable.",
+)
 @arch_option
 @click.option("--limit", type=int, default=None, help="At most this many instances.")
 @db_option
@@ -80,14 +94,31 @@ def instances_cmd(dir_, where, arch, limit, db_path, as_json):
         emit_json(res)
         return
     t = Table(title=f"{len(res['instances'])} instances" + (f" on {arch}" if arch else ""))
-    for c in ("template", "tile", "block", "pipeline", "sched", "list", "status", "regs", *(("on " + arch,) if arch else ())):
+    for c in (
+        "template",
+        "tile",
+        "block",
+        "pipeline",
+        "sched",
+        "list",
+        "status",
+        "regs",
+        *(("on " + arch,) if arch else ()),
+    ):
         t.add_column(c)
     for i in res["instances"]:
         f = i["fields"]
         n_avail = sum(1 for g in i["registrations"] if g["available"])
-        row = [i["template"], _tile(f), _field(f, "BlockSize"), _field(f, "BlkGemmPipelineVer", "PipelineVer"),
-               _field(f, "BlkGemmPipeSched", "LoopSched"), f"{i['list']}\n{i['file']}:{i['line']}", i["status"],
-               str(len(i["registrations"]))]
+        row = [
+            i["template"],
+            _tile(f),
+            _field(f, "BlockSize"),
+            _field(f, "BlkGemmPipelineVer", "PipelineVer"),
+            _field(f, "BlkGemmPipeSched", "LoopSched"),
+            f"{i['list']}\n{i['file']}:{i['line']}",
+            i["status"],
+            str(len(i["registrations"])),
+        ]
         if arch:
             row.append(f"yes ({n_avail})" if i["available"] else "no")
         row[5] = f"{i['list']}\n{_short(i['file'])}:{i['line']}"
@@ -96,9 +127,16 @@ def instances_cmd(dir_, where, arch, limit, db_path, as_json):
 
 
 @click.command("why")
-@click.option("--tile", default=None, metavar="MxNxK", help="MPerBlock x NPerBlock x KPerBlock, e.g. 256x224x64.")
+@click.option(
+    "--tile",
+    default=None,
+    metavar="MxNxK",
+    help="MPerBlock x NPerBlock x KPerBlock, e.g. 256x224x64.",
+)
 @click.argument("where", nargs=-1, metavar="[FIELD=VALUE]...")
-@click.option("--dir", "dir_", default=None, help="Directory right under gpu/, e.g. gemm_universal.")
+@click.option(
+    "--dir", "dir_", default=None, help="Directory right under gpu/, e.g. gemm_universal."
+)
 @arch_option
 @db_option
 @json_option
@@ -108,37 +146,70 @@ def why_cmd(tile, where, dir_, arch, db_path, as_json):
     if as_json:
         emit_json(res)
         return
-    desc = " ".join(x for x in [f"tile {res['query']['tile']}" if res["query"]["tile"] else "",
-                                *[f"{k}={v}" for k, v in res["query"]["where"].items()],
-                                f"in {dir_}" if dir_ else ""] if x) or "all instances"
+    desc = (
+        " ".join(
+            x
+            for x in [
+                f"tile {res['query']['tile']}" if res["query"]["tile"] else "",
+                *[f"{k}={v}" for k, v in res["query"]["where"].items()],
+                f"in {dir_}" if dir_ else "",
+            ]
+            if x
+        )
+        or "all instances"
+    )
     if not res["matches"]:
         console.print(f"No instance matches {desc}.")
         if res.get("nearest"):
-            print_table([[n["tile"], n["template"], n["list"], f"{_short(n['file'])}:{n['line']}",
-                          "yes" if n["available"] else "no"] for n in res["nearest"]],
-                        ["tile", "template", "list", "where", f"on {arch}"], title="nearest existing instances")
+            print_table(
+                [
+                    [
+                        n["tile"],
+                        n["template"],
+                        n["list"],
+                        f"{_short(n['file'])}:{n['line']}",
+                        "yes" if n["available"] else "no",
+                    ]
+                    for n in res["nearest"]
+                ],
+                ["tile", "template", "list", "where", f"on {arch}"],
+                title="nearest existing instances",
+            )
         return
     ok = sum(1 for m in res["matches"] if m["available"])
-    console.print(f"[bold]{len(res['matches'])}[/bold] instance(s) match {desc}: "
-                  f"[green]{ok} available[/green], [red]{len(res['matches']) - ok} not available[/red] on {arch}.\n")
+    console.print(
+        f"[bold]{len(res['matches'])}[/bold] instance(s) match {desc}: "
+        f"[green]{ok} available[/green], [red]{len(res['matches']) - ok} not available[/red] on {arch}.\n"
+    )
     for m in res["matches"]:
         i = m["instance"]
         mark = "[green]available[/green]" if m["available"] else "[red]NOT available[/red]"
         _say(f"{mark} on {arch}: {i['template']} {_tile(i['fields'])}  list {i['list']}")
         _say(f"    entry         {_short(i['file'])}:{i['line']} ({i['status']})")
         if i["list_comment"]:
-            _say(f"    list comment  \"{i['list_comment']}\"")
+            _say(f'    list comment  "{i["list_comment"]}"')
         for g in i["registrations"]:
             state = "[green]adds it[/green]" if g["available"] else "[red]does not add it[/red]"
-            _say(f"    registered    {_short(g['file'])}:{g['line']} {g['function']}<{', '.join(map(str, g['args']))}> {state}")
+            _say(
+                f"    registered    {_short(g['file'])}:{g['line']} {g['function']}<{', '.join(map(str, g['args']))}> {state}"
+            )
         for r in m["reasons"]:
-            _say(f"    [red]{r['layer']:<13}[/red] {_short(r['file'])}:{r['line']}  {r['condition']}")
+            _say(
+                f"    [red]{r['layer']:<13}[/red] {_short(r['file'])}:{r['line']}  {r['condition']}"
+            )
         console.print()
 
 
 @click.command("pool")
-@click.option("--dir", "dir_", default="gemm_universal", show_default=True, help="Directory right under gpu/.")
-@click.option("--dtype", default="bf16", show_default=True, help="A/B/C data type (bf16, f16, f32, f8, i8, or a C++ type).")
+@click.option(
+    "--dir", "dir_", default="gemm_universal", show_default=True, help="Directory right under gpu/."
+)
+@click.option(
+    "--dtype",
+    default="bf16",
+    show_default=True,
+    help="A/B/C data type (bf16, f16, f32, f8, i8, or a C++ type).",
+)
 @db_option
 @json_option
 def pool_cmd(dir_, dtype, db_path, as_json):
@@ -147,9 +218,15 @@ def pool_cmd(dir_, dtype, db_path, as_json):
     if as_json:
         emit_json(res)
         return
-    rows = [[a, *[res["counts"][a][lay] for lay in res["layouts"]], sum(res["counts"][a].values())] for a in ARCHS]
-    print_table(rows, ["arch", *res["layouts"], "total"],
-                title=f"{dir_} {dtype}: available (instance, registration) pairs")
+    rows = [
+        [a, *[res["counts"][a][lay] for lay in res["layouts"]], sum(res["counts"][a].values())]
+        for a in ARCHS
+    ]
+    print_table(
+        rows,
+        ["arch", *res["layouts"], "total"],
+        title=f"{dir_} {dtype}: available (instance, registration) pairs",
+    )
 
 
 def register(group: click.Group) -> None:

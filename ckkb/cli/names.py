@@ -21,7 +21,10 @@ def read_stdin_names(stream=None) -> list[str]:
     """One name per line from standard input (bytes; invalid UTF-8 becomes an error per line)."""
     data = (stream or sys.stdin.buffer).read(STDIN_LIMIT + 1)
     if len(data) > STDIN_LIMIT:
-        raise CkkbError(f"standard input is larger than {STDIN_LIMIT // (1024 * 1024)} MiB", hint="split the input")
+        raise CkkbError(
+            f"standard input is larger than {STDIN_LIMIT // (1024 * 1024)} MiB",
+            hint="split the input",
+        )
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the newline that ends the last line
@@ -33,7 +36,9 @@ def _schemas(db_path: str | None) -> names.SchemaSet | None:
     if not path.exists():
         if db_path:
             raise CkkbError(f"knowledge base not found: {path}", hint=kbdb.BUILD_HINT)
-        warn(f"no knowledge base at {path}: names are read by the grammar only (no CK parameter names); run `ckkb build`")
+        warn(
+            f"no knowledge base at {path}: names are read by the grammar only (no CK parameter names); run `ckkb build`"
+        )
         return None
     try:
         db = kbdb.open_db(path, readonly=True)
@@ -52,7 +57,11 @@ def _show(p: names.ParsedName) -> None:
     if p.schema == "error":
         pos = p.error["position"] if p.error else 0
         shown = p.name if len(p.name) <= 160 else p.name[:160] + "..."
-        console.print(f"[red]error[/red] {p.error['message'] if p.error else ''}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[red]error[/red] {p.error['message'] if p.error else ''}",
+            highlight=False,
+            soft_wrap=True,
+        )
         if pos <= 160 and shown.isprintable():
             console.print("  " + shown, highlight=False, markup=False, soft_wrap=True)
             console.print("  " + " " * pos + "^", highlight=False)
@@ -60,9 +69,15 @@ def _show(p: names.ParsedName) -> None:
     where = f" ({p.device_op}, {p.schema_file}:{p.schema_line})" if p.device_op else ""
     if len(p.device_ops) > 1:
         where += f"; also printed by {', '.join(p.device_ops[1:])}"
-    console.print(f"[bold]{escape(str(p.op))}[/bold] {escape('[' + p.schema + ']')}{escape(where)}", highlight=False, soft_wrap=True)
+    console.print(
+        f"[bold]{escape(str(p.op))}[/bold] {escape('[' + p.schema + ']')}{escape(where)}",
+        highlight=False,
+        soft_wrap=True,
+    )
     rows = [{"field": k, "value": v} for k, v in p.fields.items()]
-    rows += [{"field": k, "value": f"{v} (derived: computed at run time)"} for k, v in p.derived.items()]
+    rows += [
+        {"field": k, "value": f"{v} (derived: computed at run time)"} for k, v in p.derived.items()
+    ]
     if not rows:
         rows = [{"field": f"arg {i}", "value": a} for i, a in enumerate(p.args)]
         rows += [{"field": k, "value": v} for k, v in p.props.items()]
@@ -97,7 +112,11 @@ def parse_cmd(name_args, db_path, as_json):
 
 @click.command("locate")
 @click.argument("name")
-@click.option("--dtype", default=None, help="Data type of the race (bf16, f16, fp8, ...): printed names carry none, so lists of several types share them.")
+@click.option(
+    "--dtype",
+    default=None,
+    help="Data type of the race (bf16, f16, fp8, ...): printed names carry none, so lists of several types share them.",
+)
 @db_option
 @json_option
 def locate_cmd(name, dtype, db_path, as_json):
@@ -119,21 +138,48 @@ def locate_cmd(name, dtype, db_path, as_json):
 def _show_locate(out: dict) -> None:
     n = len(out["entries"])
     if n == 0:
-        console.print(f"no source entry of this tree prints this name (op {out['op']}, key {out['key']})", highlight=False, soft_wrap=True, markup=False)
+        console.print(
+            f"no source entry of this tree prints this name (op {out['op']}, key {out['key']})",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
         return
     if out["ambiguous"]:
         n_active = sum(1 for e in out["entries"] if e["status"] == "active")
-        console.print(f"[yellow]ambiguous:[/yellow] {n_active} compiled source entries print this name", highlight=False)
+        console.print(
+            f"[yellow]ambiguous:[/yellow] {n_active} compiled source entries print this name",
+            highlight=False,
+        )
     for e in out["entries"]:
-        console.print(f"[bold]{escape(e['file'])}:{e['line']}[/bold]", highlight=False, soft_wrap=True)
-        console.print(f"  list {e['list']} ({e['template']}, A type {e['a_dtype'] or '?'})", highlight=False, soft_wrap=True, markup=False)
+        console.print(
+            f"[bold]{escape(e['file'])}:{e['line']}[/bold]", highlight=False, soft_wrap=True
+        )
+        console.print(
+            f"  list {e['list']} ({e['template']}, A type {e['a_dtype'] or '?'})",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
         if e["status"] != "active":
-            console.print(f"  {e['status'].replace('_', ' ')}: not compiled" + (f" ({e['reason']})" if e["reason"] else ""), highlight=False, soft_wrap=True, markup=False)
+            console.print(
+                f"  {e['status'].replace('_', ' ')}: not compiled"
+                + (f" ({e['reason']})" if e["reason"] else ""),
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
         if not e["registrations"]:
             console.print("  no registration instantiates this list", highlight=False)
         for r in e["registrations"]:
             binds = ", ".join(f"{k}={v}" for k, v in r["bindings"].items())
-            console.print(f"  registered by {r['function']} at {r['file']}:{r['line']}" + (f" with {binds}" if binds else ""), highlight=False, soft_wrap=True, markup=False)
+            console.print(
+                f"  registered by {r['function']} at {r['file']}:{r['line']}"
+                + (f" with {binds}" if binds else ""),
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
             av = r["availability"]
             yes = [a for a, v in sorted(av.items()) if v["available"]]
             why: dict[str, list[str]] = {}
@@ -141,9 +187,19 @@ def _show_locate(out: dict) -> None:
                 if not v["available"]:
                     why.setdefault(f"{v['layer'] or '?'}: {v['file']}:{v['line']}", []).append(a)
             if yes:
-                console.print("    available on " + ", ".join(yes), highlight=False, soft_wrap=True, markup=False)
+                console.print(
+                    "    available on " + ", ".join(yes),
+                    highlight=False,
+                    soft_wrap=True,
+                    markup=False,
+                )
             for evidence, archs in why.items():
-                console.print(f"    not on {', '.join(archs)} ({evidence})", highlight=False, soft_wrap=True, markup=False)
+                console.print(
+                    f"    not on {', '.join(archs)} ({evidence})",
+                    highlight=False,
+                    soft_wrap=True,
+                    markup=False,
+                )
 
 
 @click.group("names")
@@ -167,10 +223,16 @@ def coverage_cmd(db_path, as_json):
     console.print(
         f"{out['with_schema']} of {out['implementations']} GetTypeString() implementations have a name schema "
         f"({out['matched']} matched, {out['partial']} partial: derived or conditional values); {out['unsupported']} do not",
-        highlight=False, soft_wrap=True,
+        highlight=False,
+        soft_wrap=True,
     )
     for r in out["without_schema"]:
-        console.print(f"  no schema: {r['device_op']} ({r['file']}:{r['line']})", highlight=False, soft_wrap=True, markup=False)
+        console.print(
+            f"  no schema: {r['device_op']} ({r['file']}:{r['line']})",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
         for why in r["reasons"]:
             console.print(f"    {why}", highlight=False, soft_wrap=True, markup=False)
 

@@ -13,9 +13,17 @@ db_option = click.option(
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 ck_option = click.option(
-    "--ck", "ck_path", type=click.Path(), default=None, help="CK source tree (default: the one in the installed amd-aiter wheel)."
+    "--ck",
+    "ck_path",
+    type=click.Path(),
+    default=None,
+    help="CK source tree (default: the one in the installed amd-aiter wheel).",
 )
 aiter_option = click.option(
-    "--aiter", "aiter_path", type=click.Path(), default=None, help="aiter source tree (default: the installed amd-aiter wheel)."
+    "--aiter",
+    "aiter_path",
+    type=click.Path(),
+    default=None,
+    help="aiter source tree (default: the installed amd-aiter wheel).",
 )
 arch_option = click.option("--arch", default=None, help="GPU architecture, e.g. gfx942 or gfx950.")

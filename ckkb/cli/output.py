@@ -19,7 +19,11 @@ def emit_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
-def print_table(rows: Iterable[dict[str, Any]] | Iterable[Sequence[Any]], columns: Sequence[str], title: str | None = None) -> None:
+def print_table(
+    rows: Iterable[dict[str, Any]] | Iterable[Sequence[Any]],
+    columns: Sequence[str],
+    title: str | None = None,
+) -> None:
     t = Table(title=title, show_lines=False)
     for c in columns:
         t.add_column(c)

@@ -19,7 +19,22 @@ from ckkb.kb import db as kbdb
 from ckkb.profiler_cmd import build_command, load_legend
 from ckkb.queries import sql
 
-RACE_KEYS = ("id", "op", "dtype", "layout", "M", "N", "K", "arch", "timed", "registered", "best", "worst", "spread", "winner")
+RACE_KEYS = (
+    "id",
+    "op",
+    "dtype",
+    "layout",
+    "M",
+    "N",
+    "K",
+    "arch",
+    "timed",
+    "registered",
+    "best",
+    "worst",
+    "spread",
+    "winner",
+)
 
 
 # ----------------------------------------------------------------------------- library functions
@@ -28,12 +43,24 @@ RACE_KEYS = ("id", "op", "dtype", "layout", "M", "N", "K", "arch", "timed", "reg
 def list_ops(db) -> list[dict[str, Any]]:
     out = []
     for r in db.query("select * from profiler_ops order by name"):
-        n = list(db.query("select count(*) as n from profiler_args where op = ? and position is not null", [r["name"]]))[0]["n"]
-        out.append({
-            "name": r["name"], "description": r["description"], "file": r["file"], "line": r["line"],
-            "gemm_family": bool(r["gemm_family"]), "legend": r["legend_kind"], "positional_args": n,
-            "interfaces": json.loads(r["interfaces"] or "[]"),
-        })
+        n = list(
+            db.query(
+                "select count(*) as n from profiler_args where op = ? and position is not null",
+                [r["name"]],
+            )
+        )[0]["n"]
+        out.append(
+            {
+                "name": r["name"],
+                "description": r["description"],
+                "file": r["file"],
+                "line": r["line"],
+                "gemm_family": bool(r["gemm_family"]),
+                "legend": r["legend_kind"],
+                "positional_args": n,
+                "interfaces": json.loads(r["interfaces"] or "[]"),
+            }
+        )
     return out
 
 
@@ -41,15 +68,40 @@ def legend_json(db, op: str) -> dict[str, Any]:
     lg = load_legend(db, op)
     row = list(db.query("select * from profiler_ops where name = ?", [op]))[0]
     args = []
-    for a in db.query("select * from profiler_args where op = ? order by position is null, position, rowid", [op]):
-        args.append({
-            "position": a["position"], "name": a["name"], "codes": json.loads(a["codes"] or "{}"), "enum": json.loads(a["enum"] or "{}"),
-            "optional": bool(a["optional"]), "default": a["default"], "kind": a["kind"], "text": a["text"],
-        })
+    for a in db.query(
+        "select * from profiler_args where op = ? order by position is null, position, rowid", [op]
+    ):
+        args.append(
+            {
+                "position": a["position"],
+                "name": a["name"],
+                "codes": json.loads(a["codes"] or "{}"),
+                "enum": json.loads(a["enum"] or "{}"),
+                "optional": bool(a["optional"]),
+                "default": a["default"],
+                "kind": a["kind"],
+                "text": a["text"],
+            }
+        )
     return {
-        "op": op, "description": row["description"], "file": row["file"], "line": row["line"], "usage": row["usage"],
-        "argc_allowed": lg.argc_allowed, "interfaces": json.loads(row["interfaces"] or "[]"), "args": args,
-        "quirks": [{"kind": q["kind"], "summary": q["summary"], "condition": q["condition"], "file": q["file"], "line": q["line"]} for q in lg.quirks],
+        "op": op,
+        "description": row["description"],
+        "file": row["file"],
+        "line": row["line"],
+        "usage": row["usage"],
+        "argc_allowed": lg.argc_allowed,
+        "interfaces": json.loads(row["interfaces"] or "[]"),
+        "args": args,
+        "quirks": [
+            {
+                "kind": q["kind"],
+                "summary": q["summary"],
+                "condition": q["condition"],
+                "file": q["file"],
+                "line": q["line"],
+            }
+            for q in lg.quirks
+        ],
     }
 
 
@@ -89,9 +141,15 @@ def ops_cmd(gemm_only, db_path, as_json):
     db = _open(db_path)
     ops = [o for o in list_ops(db) if o["gemm_family"] or not gemm_only]
     if as_json:
-        emit_json({"count": len(ops), "gemm_family": sum(o["gemm_family"] for o in ops), "ops": ops})
+        emit_json(
+            {"count": len(ops), "gemm_family": sum(o["gemm_family"] for o in ops), "ops": ops}
+        )
         return
-    print_table(ops, ["name", "description", "positional_args", "gemm_family", "file"], title=f"{len(ops)} ckProfiler ops")
+    print_table(
+        ops,
+        ["name", "description", "positional_args", "gemm_family", "file"],
+        title=f"{len(ops)} ckProfiler ops",
+    )
 
 
 @profiler_group.command("legend")
@@ -105,12 +163,25 @@ def legend_cmd(op, db_path, as_json):
     if as_json:
         emit_json(lg)
         return
-    console.print(f"ckProfiler {op}: {lg['description']}  ({lg['file']}:{lg['line']})", highlight=False)
+    console.print(
+        f"ckProfiler {op}: {lg['description']}  ({lg['file']}:{lg['line']})", highlight=False
+    )
     rows = []
     for a in lg["args"]:
-        codes = "; ".join(f"{k}: {v}" + (f" [{a['enum'][k]}]" if k in a["enum"] else "") for k, v in a["codes"].items())
+        codes = "; ".join(
+            f"{k}: {v}" + (f" [{a['enum'][k]}]" if k in a["enum"] else "")
+            for k, v in a["codes"].items()
+        )
         pos = f"arg{a['position']}" if a["position"] is not None else a["name"]
-        rows.append({"arg": pos, "name": escape(a["name"]), "codes": escape(codes), "optional": "yes" if a["optional"] else "", "default": a["default"]})
+        rows.append(
+            {
+                "arg": pos,
+                "name": escape(a["name"]),
+                "codes": escape(codes),
+                "optional": "yes" if a["optional"] else "",
+                "default": a["default"],
+            }
+        )
     print_table(rows, ["arg", "name", "codes", "optional", "default"])
     for q in lg["quirks"]:
         warn(escape(f"quirk ({q['file']}:{q['line']}): {q['summary']}"))
@@ -118,32 +189,92 @@ def legend_cmd(op, db_path, as_json):
 
 @profiler_group.command("cmd")
 @click.argument("op")
-@click.option("--dtype", required=True, help="Data type: a name from the legend (bf16, fp16, ...) or its code.")
-@click.option("--layout", default=None, help="Layout: mk_nk, mk_kn, km_kn, km_nk, an enum name (MK_NK_MN) or the code.")
+@click.option(
+    "--dtype",
+    required=True,
+    help="Data type: a name from the legend (bf16, fp16, ...) or its code.",
+)
+@click.option(
+    "--layout",
+    default=None,
+    help="Layout: mk_nk, mk_kn, km_kn, km_nk, an enum name (MK_NK_MN) or the code.",
+)
 @click.option("--m", "M", type=int, required=True)
 @click.option("--n", "N", type=int, required=True)
 @click.option("--k", "K", type=int, required=True)
-@click.option("--verify/--no-verify", default=False, help="Verification (arg 'verification'); on for the first run of every new shape.")
-@click.option("--init", default="integer", show_default=True, help="Initialisation: integer | decimal | none.")
+@click.option(
+    "--verify/--no-verify",
+    default=False,
+    help="Verification (arg 'verification'); on for the first run of every new shape.",
+)
+@click.option(
+    "--init", default="integer", show_default=True, help="Initialisation: integer | decimal | none."
+)
 @click.option("--log", "log", is_flag=True, help="Print tensor values.")
 @click.option("--time/--no-time", "time_kernel", default=True, help="Time the kernel (default on).")
 @click.option("--warmup", type=int, default=None, help="Warm-up cycles (ckProfiler's default: 1).")
-@click.option("--iters", type=int, default=None, help="Timed iterations (ckProfiler's default: 10).")
+@click.option(
+    "--iters", type=int, default=None, help="Timed iterations (ckProfiler's default: 10)."
+)
 @click.option("--stride-a", type=int, default=None)
 @click.option("--stride-b", type=int, default=None)
 @click.option("--stride-c", type=int, default=None)
 @click.option("--kbatch", type=int, default=None, help="Split-K batch, for ops that take one.")
-@click.option("--rotating", type=int, default=None, help="Rotating-buffer size in MB, for ops that take one.")
-@click.option("--profiler", default="ckProfiler", show_default=True, help="Executable name to print as argv[0].")
+@click.option(
+    "--rotating", type=int, default=None, help="Rotating-buffer size in MB, for ops that take one."
+)
+@click.option(
+    "--profiler",
+    default="ckProfiler",
+    show_default=True,
+    help="Executable name to print as argv[0].",
+)
 @db_option
 @json_option
-def cmd_cmd(op, dtype, layout, M, N, K, verify, init, log, time_kernel, warmup, iters, stride_a, stride_b, stride_c, kbatch, rotating, profiler, db_path, as_json):
+def cmd_cmd(
+    op,
+    dtype,
+    layout,
+    M,
+    N,
+    K,
+    verify,
+    init,
+    log,
+    time_kernel,
+    warmup,
+    iters,
+    stride_a,
+    stride_b,
+    stride_c,
+    kbatch,
+    rotating,
+    profiler,
+    db_path,
+    as_json,
+):
     """The exact ckProfiler argv for OP, built from its legend, and the checklist warnings."""
     db = _open(db_path)
     cmd = build_command(
-        load_legend(db, op), dtype=dtype, layout=layout, M=M, N=N, K=K, verify=verify, init=init, log=log,
-        time_kernel=time_kernel, warmup=warmup, iters=iters, stride_a=stride_a, stride_b=stride_b, stride_c=stride_c,
-        kbatch=kbatch, rotating=rotating, profiler=profiler, db=db,
+        load_legend(db, op),
+        dtype=dtype,
+        layout=layout,
+        M=M,
+        N=N,
+        K=K,
+        verify=verify,
+        init=init,
+        log=log,
+        time_kernel=time_kernel,
+        warmup=warmup,
+        iters=iters,
+        stride_a=stride_a,
+        stride_b=stride_b,
+        stride_c=stride_c,
+        kbatch=kbatch,
+        rotating=rotating,
+        profiler=profiler,
+        db=db,
     )
     if as_json:
         emit_json(cmd.to_json())
@@ -160,27 +291,47 @@ def cmd_cmd(op, dtype, layout, M, N, K, verify, init, log, time_kernel, warmup, 
 @click.option("--cu", type=int, default=None, help="Compute units of that GPU.")
 @click.option("--rocm", default=None, help="ROCm version.")
 @click.option("--host", default=None, help="Host name the logs ran on.")
-@click.option("--command", "command", default=None, help="The ckProfiler command line that produced the logs.")
+@click.option(
+    "--command", "command", default=None, help="The ckProfiler command line that produced the logs."
+)
 @db_option
 @json_option
 def ingest_cmd(logs, arch, gpu, cu, rocm, host, command, db_path, as_json):
     """Store ckProfiler logs and race/harness bundles (re-ingesting the same file adds nothing)."""
     from ckkb.kb.ingest import ingest  # noqa: PLC0415
 
-    summary = ingest(settings.db_path(db_path), logs, arch=arch, gpu=gpu, cu=cu, rocm=rocm, command=command, host=host)
-    failed = [f for f in summary.files if not f["duplicate"] and not f["stored"]]  # nothing readable in it
+    summary = ingest(
+        settings.db_path(db_path),
+        logs,
+        arch=arch,
+        gpu=gpu,
+        cu=cu,
+        rocm=rocm,
+        command=command,
+        host=host,
+    )
+    failed = [
+        f for f in summary.files if not f["duplicate"] and not f["stored"]
+    ]  # nothing readable in it
     if as_json:
         emit_json(summary.to_json())
     else:
         for e in summary.errors[:50]:
-            warn(escape(f"{e['file']}:{e['line']}: {e['message']}" if e["line"] else f"{e['file']}: {e['message']}"))
+            warn(
+                escape(
+                    f"{e['file']}:{e['line']}: {e['message']}"
+                    if e["line"]
+                    else f"{e['file']}: {e['message']}"
+                )
+            )
         if len(summary.errors) > 50:
             warn(f"... {len(summary.errors) - 50} more (table ingest_errors)")
         dups = sum(1 for f in summary.files if f["duplicate"])
         other = ", ".join(f"{k} {v}" for k, v in sorted(summary.rows_added.items()))
         console.print(
             f"{summary.races_added} races, {summary.results_added} results added"
-            + (f", {other}" if other else "") + (f"; {dups} file(s) already ingested" if dups else ""),
+            + (f", {other}" if other else "")
+            + (f"; {dups} file(s) already ingested" if dups else ""),
             highlight=False,
         )
     if failed:
@@ -199,30 +350,69 @@ def races_cmd(race_id, db_path, as_json):
         emit_json(data)
         return
     # winners are long: the table keeps the numbers readable, the full names follow it
-    print_table(data["races"], [k for k in RACE_KEYS if k != "winner"], title=f"{len(data['races'])} races")
+    print_table(
+        data["races"], [k for k in RACE_KEYS if k != "winner"], title=f"{len(data['races'])} races"
+    )
     for r in data["races"]:
         if r["winner"]:
-            console.print(f"  race {r['id']} winner: {escape(r['winner'])}", highlight=False, soft_wrap=True)
+            console.print(
+                f"  race {r['id']} winner: {escape(r['winner'])}", highlight=False, soft_wrap=True
+            )
     moves = db.execute(sql("winner_moves")).fetchall()
     if moves:
-        console.print(f"{len(moves)} shape/arch pair(s) where the winner moved (canned query winner_moves)")
+        console.print(
+            f"{len(moves)} shape/arch pair(s) where the winner moved (canned query winner_moves)"
+        )
 
 
 @click.command("race")
 @click.argument("op")
 @click.option("--dtype", required=True)
 @click.option("--layout", default=None)
-@click.option("--shapes", "shapes_path", required=True, type=click.Path(), help="CSV with a header: M,N,K[,stride_a,stride_b,stride_c,kbatch].")
-@click.option("--profiler", default=None, help="ckProfiler executable (default: ckProfiler on PATH).")
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds one shape may run before its process group is killed.")
+@click.option(
+    "--shapes",
+    "shapes_path",
+    required=True,
+    type=click.Path(),
+    help="CSV with a header: M,N,K[,stride_a,stride_b,stride_c,kbatch].",
+)
+@click.option(
+    "--profiler", default=None, help="ckProfiler executable (default: ckProfiler on PATH)."
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=600.0,
+    show_default=True,
+    help="Seconds one shape may run before its process group is killed.",
+)
 @click.option("--out", "out", default=None, help="Bundle to write (default: race-OP-TIME.jsonl).")
 @click.option("--warmup", type=int, default=5, show_default=True)
 @click.option("--iters", type=int, default=20, show_default=True)
-@click.option("--ingest/--no-ingest", "do_ingest", default=False, help="Ingest the bundle into --db when done.")
+@click.option(
+    "--ingest/--no-ingest",
+    "do_ingest",
+    default=False,
+    help="Ingest the bundle into --db when done.",
+)
 @click.option("--quiet", is_flag=True, help="Do not stream ckProfiler's output.")
 @db_option
 @json_option
-def race_cmd(op, dtype, layout, shapes_path, profiler, timeout, out, warmup, iters, do_ingest, quiet, db_path, as_json):
+def race_cmd(
+    op,
+    dtype,
+    layout,
+    shapes_path,
+    profiler,
+    timeout,
+    out,
+    warmup,
+    iters,
+    do_ingest,
+    quiet,
+    db_path,
+    as_json,
+):
     """Run ckProfiler OP once per shape and write a portable bundle (`ckkb ingest` merges it)."""
     from ckkb import runner  # noqa: PLC0415
 
@@ -233,8 +423,19 @@ def race_cmd(op, dtype, layout, shapes_path, profiler, timeout, out, warmup, ite
     shapes = runner.read_shapes(shapes_path)
     out = out or f"race-{op}-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
     echo = None if (quiet or as_json) else (lambda s: (sys.stderr.write(s), sys.stderr.flush()))
-    summary = runner.race(legend, shapes, dtype=dtype, layout=layout, out=out, profiler=profiler, timeout=timeout,
-                          warmup=warmup, iters=iters, db=db, echo=echo)
+    summary = runner.race(
+        legend,
+        shapes,
+        dtype=dtype,
+        layout=layout,
+        out=out,
+        profiler=profiler,
+        timeout=timeout,
+        warmup=warmup,
+        iters=iters,
+        db=db,
+        echo=echo,
+    )
     db.close()
     result: dict[str, Any] = summary.to_json()
     if do_ingest:
@@ -244,10 +445,17 @@ def race_cmd(op, dtype, layout, shapes_path, profiler, timeout, out, warmup, ite
     if as_json:
         emit_json(result)
         return
-    print_table(summary.runs, ["M", "N", "K", "status", "failure", "seconds"], title=f"{op}: {summary.bundle}")
+    print_table(
+        summary.runs,
+        ["M", "N", "K", "status", "failure", "seconds"],
+        title=f"{op}: {summary.bundle}",
+    )
     if do_ingest:
         ing = result["ingest"]
-        console.print(f"ingested into {settings.db_path(db_path)}: {ing['races_added']} races, {ing['results_added']} results", highlight=False)
+        console.print(
+            f"ingested into {settings.db_path(db_path)}: {ing['races_added']} races, {ing['results_added']} results",
+            highlight=False,
+        )
     else:
         console.print(f"merge it with: ckkb ingest {summary.bundle}", highlight=False)
 

@@ -18,12 +18,21 @@ def _walk(cmd: click.Command, path: list[str]):
 def cli_reference() -> str:
     from ckkb.cli import main
 
-    out = ["# ckkb command reference", "", "Generated from `--help` by `python -m ckkb.cli.reference`; a test keeps it current.", ""]
+    out = [
+        "# ckkb command reference",
+        "",
+        "Generated from `--help` by `python -m ckkb.cli.reference`; a test keeps it current.",
+        "",
+    ]
     for path, cmd in _walk(main, ["ckkb"]):
         if cmd.hidden:
             continue
         ctx = click.Context(
-            cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100, help_option_names=["-h", "--help"]
+            cmd,
+            info_name=" ".join(path),
+            terminal_width=100,
+            max_content_width=100,
+            help_option_names=["-h", "--help"],
         )
         out += [f"## `{' '.join(path)}`", "", "```", cmd.get_help(ctx).rstrip(), "```", ""]
     return "\n".join(out)

@@ -11,11 +11,27 @@ from ckkb.web import app
 
 @click.command("serve")
 @db_option
-@click.option("--host", default=app.DEFAULT_HOST, show_default=True,
-              help="Interface to bind. The default serves this machine only; 0.0.0.0 exposes it to the network.")
-@click.option("--port", "-p", type=click.IntRange(1, 65535), default=app.DEFAULT_PORT, show_default=True, help="Port.")
-@click.option("--time-limit-ms", type=click.IntRange(1, 600_000), default=app.SQL_TIME_LIMIT_MS, show_default=True,
-              help="Time limit for any one SQL query.")
+@click.option(
+    "--host",
+    default=app.DEFAULT_HOST,
+    show_default=True,
+    help="Interface to bind. The default serves this machine only; 0.0.0.0 exposes it to the network.",
+)
+@click.option(
+    "--port",
+    "-p",
+    type=click.IntRange(1, 65535),
+    default=app.DEFAULT_PORT,
+    show_default=True,
+    help="Port.",
+)
+@click.option(
+    "--time-limit-ms",
+    type=click.IntRange(1, 600_000),
+    default=app.SQL_TIME_LIMIT_MS,
+    show_default=True,
+    help="Time limit for any one SQL query.",
+)
 def serve_cmd(db_path, host, port, time_limit_ms):
     """Serve the knowledge base with Datasette: tables, canned queries (why_missing, pool,
     gate_census, ...), explain pages for instances (/-/ckkb/instance/ID) and charts (/-/ckkb).
@@ -27,7 +43,9 @@ def serve_cmd(db_path, host, port, time_limit_ms):
 
     def ready(ds):
         shown = "[" + host + "]" if ":" in host else host
-        click.echo(f"ckkb: serving {path} read-only at http://{shown}:{port}/ (Ctrl-C to stop)", err=True)
+        click.echo(
+            f"ckkb: serving {path} read-only at http://{shown}:{port}/ (Ctrl-C to stop)", err=True
+        )
 
     app.serve(path, host=host, port=port, time_limit_ms=time_limit_ms, on_ready=ready)
 

@@ -23,7 +23,21 @@ from ckkb.kb.stages import BuildContext, FileResult, StageResult
 
 STAGE_NAME = "aiter.configs"
 
-KEY_COLUMNS = ("gfx", "cu_num", "M", "N", "K", "q_dtype_w", "B", "bias", "dtype", "outdtype", "scaleAB", "bpreshuffle", "libtype")
+KEY_COLUMNS = (
+    "gfx",
+    "cu_num",
+    "M",
+    "N",
+    "K",
+    "q_dtype_w",
+    "B",
+    "bias",
+    "dtype",
+    "outdtype",
+    "scaleAB",
+    "bpreshuffle",
+    "libtype",
+)
 _KEY_SET = frozenset(KEY_COLUMNS)  # config_rows tests every column of every row against it
 INT_KEYS = ("cu_num", "M", "N", "K", "B")
 TYPED = ("kernelId", "kernelName", "splitK", "us")
@@ -67,7 +81,10 @@ def parse_value(s: str) -> Any:
 def read_csv(rel: str, data: bytes) -> ConfigTable:
     t = ConfigTable(rel)
     if b"\x00" in data[:65536]:
-        t.error, t.error_line = "binary data (NUL bytes), not a CSV", data[: data.index(b"\x00")].count(b"\n") + 1
+        t.error, t.error_line = (
+            "binary data (NUL bytes), not a CSV",
+            data[: data.index(b"\x00")].count(b"\n") + 1,
+        )
         return t
     try:
         text = data.decode("utf-8-sig")
@@ -94,11 +111,17 @@ def read_csv(rel: str, data: bytes) -> ConfigTable:
     if len(cols) == 1:
         for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes")):
             if sep in header[0]:
-                t.error, t.error_line = f"wrong delimiter: the header is separated by {name}, aiter reads commas", header_line
+                t.error, t.error_line = (
+                    f"wrong delimiter: the header is separated by {name}, aiter reads commas",
+                    header_line,
+                )
                 return t
     if len(set(cols)) != len(cols):
         dup = sorted({c for c in cols if cols.count(c) > 1})
-        t.error, t.error_line = f"duplicate column names in the header: {', '.join(dup)}", header_line
+        t.error, t.error_line = (
+            f"duplicate column names in the header: {', '.join(dup)}",
+            header_line,
+        )
         return t
     t.columns = cols
     n = len(cols)
@@ -158,19 +181,52 @@ def _str(v: Any) -> str | None:
 
 def config_rows(file_id: int, t: ConfigTable, op: str | None) -> list[Any]:
     kind = t.kind
-    out: list[Any] = [AiterConfigFileRow(id=file_id, file=t.rel, kind=kind, op=op, columns=t.columns, rows=len(t.rows), error=t.error)]
+    out: list[Any] = [
+        AiterConfigFileRow(
+            id=file_id,
+            file=t.rel,
+            kind=kind,
+            op=op,
+            columns=t.columns,
+            rows=len(t.rows),
+            error=t.error,
+        )
+    ]
     for ln, v in t.rows:
         get = v.get
         us = _float(get("us"))
-        out.append(AiterConfigRowRow(
-            file_id=file_id, file=t.rel, line=ln, op=op, kind=kind, gfx=_str(get("gfx")), cu_num=_int(get("cu_num")),
-            arch=arch_of(v), M=_int(get("M")), N=_int(get("N")), K=_int(get("K")), B=_int(get("B")),
-            q_dtype_w=_str(get("q_dtype_w")), bias=_str(get("bias")), dtype=_str(get("dtype")),
-            outdtype=_str(get("outdtype")), scaleAB=_str(get("scaleAB")), bpreshuffle=_str(get("bpreshuffle")),
-            libtype=_str(get("libtype")), kernelId=_int(get("kernelId")), kernelName=_str(get("kernelName")),
-            splitK=_int(get("splitK")), us=None if us is None or math.isnan(us) else us,
-            values={k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in v.items() if k not in _KEY_SET},
-        ))
+        out.append(
+            AiterConfigRowRow(
+                file_id=file_id,
+                file=t.rel,
+                line=ln,
+                op=op,
+                kind=kind,
+                gfx=_str(get("gfx")),
+                cu_num=_int(get("cu_num")),
+                arch=arch_of(v),
+                M=_int(get("M")),
+                N=_int(get("N")),
+                K=_int(get("K")),
+                B=_int(get("B")),
+                q_dtype_w=_str(get("q_dtype_w")),
+                bias=_str(get("bias")),
+                dtype=_str(get("dtype")),
+                outdtype=_str(get("outdtype")),
+                scaleAB=_str(get("scaleAB")),
+                bpreshuffle=_str(get("bpreshuffle")),
+                libtype=_str(get("libtype")),
+                kernelId=_int(get("kernelId")),
+                kernelName=_str(get("kernelName")),
+                splitK=_int(get("splitK")),
+                us=None if us is None or math.isnan(us) else us,
+                values={
+                    k: (None if isinstance(x, float) and math.isnan(x) else x)
+                    for k, x in v.items()
+                    if k not in _KEY_SET
+                },
+            )
+        )
     return out
 
 

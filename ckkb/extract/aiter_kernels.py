@@ -42,14 +42,22 @@ STAGE_NAME = "aiter.kernels"
 # aiter field name -> CK template parameter name, so ckkb.fields.normalise derives the normalised columns.
 AITER_TO_CK = {
     "BLOCK_SIZE": "BlockSize",
-    "MPerBLOCK": "MPerBlock", "MPerBlock": "MPerBlock",
-    "NPerBLOCK": "NPerBlock", "NPerBlock": "NPerBlock",
-    "KPerBLOCK": "KPerBlock", "KPerBlock": "KPerBlock",
-    "WAVE_TILE_M": "MPerXDL", "MPerXDL": "MPerXDL",
-    "WAVE_TILE_N": "NPerXDL", "NPerXDL": "NPerXDL",
-    "WAVE_MAP_M": "MXdlPerWave", "WAVE_MAP_N": "NXdlPerWave",
-    "AK1": "AK1", "BK1": "BK1",
-    "LOOP_SCHED": "BlkGemmPipeSched", "PIPELINE_Sched": "BlkGemmPipeSched",
+    "MPerBLOCK": "MPerBlock",
+    "MPerBlock": "MPerBlock",
+    "NPerBLOCK": "NPerBlock",
+    "NPerBlock": "NPerBlock",
+    "KPerBLOCK": "KPerBlock",
+    "KPerBlock": "KPerBlock",
+    "WAVE_TILE_M": "MPerXDL",
+    "MPerXDL": "MPerXDL",
+    "WAVE_TILE_N": "NPerXDL",
+    "NPerXDL": "NPerXDL",
+    "WAVE_MAP_M": "MXdlPerWave",
+    "WAVE_MAP_N": "NXdlPerWave",
+    "AK1": "AK1",
+    "BK1": "BK1",
+    "LOOP_SCHED": "BlkGemmPipeSched",
+    "PIPELINE_Sched": "BlkGemmPipeSched",
 }
 PIPELINE_FIELDS = ("PIPELINE_VERSION", "GemmPipelineVersion")
 
@@ -116,13 +124,18 @@ def _is_dataclass(node: cst.ClassDef) -> bool:
         dec = d.decorator
         if isinstance(dec, cst.Call):
             dec = dec.func
-        if (isinstance(dec, cst.Name) and dec.value == "dataclass") or (isinstance(dec, cst.Attribute) and dec.attr.value == "dataclass"):
+        if (isinstance(dec, cst.Name) and dec.value == "dataclass") or (
+            isinstance(dec, cst.Attribute) and dec.attr.value == "dataclass"
+        ):
             return True
     return False
 
 
 def _is_property(node: cst.FunctionDef) -> bool:
-    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "property" for d in node.decorators)
+    return any(
+        isinstance(d.decorator, cst.Name) and d.decorator.value == "property"
+        for d in node.decorators
+    )
 
 
 def read_kernel_file(rel: str, data: bytes) -> KernelFile:
@@ -163,7 +176,11 @@ def _read_statements(rel: str, data: bytes) -> KernelFile:
     groups = scan.compounds()
     classes: dict[str, KernelClass] = {}
     for first, header, stop in groups:
-        if lls[header].word != "class" or lls[header].indent != "" or "dataclass" not in text[lls[first].start:lls[header].start]:
+        if (
+            lls[header].word != "class"
+            or lls[header].indent != ""
+            or "dataclass" not in text[lls[first].start : lls[header].start]
+        ):
             continue  # a class without a decorator naming dataclass is not one (_is_dataclass)
         _module, stmt, pos = parse_lines(scan, first, stop)
         if not isinstance(stmt, cst.ClassDef):
@@ -207,7 +224,9 @@ _LITERALS: dict[int, Any] = {}
 _EXPRS_MAX = 50_000
 
 
-def _class_lines(scan: SourceScan, header: int, stop: int, stmt: cst.ClassDef, known: dict[int, int]) -> None:
+def _class_lines(
+    scan: SourceScan, header: int, stop: int, stmt: cst.ClassDef, known: dict[int, int]
+) -> None:
     """The lines _read_class always asks for, from the scanner: the class (its `class` keyword, where
     PositionProvider starts a ClassDef) and each `def name` of its body (a FunctionDef starts at `def`)."""
     lls = scan.logical
@@ -222,7 +241,11 @@ def _class_lines(scan: SourceScan, header: int, stop: int, stmt: cst.ClassDef, k
             m = _DEF_NAME.match(scan.code(ll))
             if m is not None and m.group(1) == "name":
                 defs.append(ll.line)
-    items = [item for item in stmt.body.body if isinstance(item, cst.FunctionDef) and item.name.value == "name"]
+    items = [
+        item
+        for item in stmt.body.body
+        if isinstance(item, cst.FunctionDef) and item.name.value == "name"
+    ]
     if len(items) == len(defs):  # else: resolved from the positions
         for item, ln in zip(items, defs, strict=True):
             known[id(item)] = ln
@@ -234,7 +257,9 @@ _KEYWORD = re.compile(r"([^\W\d]\w*)[ \t]*=(?!=)[ \t]*")
 _DICT_TARGET = re.compile(r"([^\W\d]\w*)[ \t]*=[ \t]*\Z")
 
 
-def _dict_statement(scan: SourceScan, ll: LogicalLine, parsed: dict[str, Any]) -> tuple[str, list[tuple[int, Any, Any]]] | None:
+def _dict_statement(
+    scan: SourceScan, ll: LogicalLine, parsed: dict[str, Any]
+) -> tuple[str, list[tuple[int, Any, Any]]] | None:
     """`NAME = {k: v, ...}` alone on its logical line -> (NAME, [(entry line, key node, value node)]).
 
     Keys and values are parsed one by one with libcst from their tokens (comments and line breaks as
@@ -272,7 +297,9 @@ def _dict_statement(scan: SourceScan, ll: LogicalLine, parsed: dict[str, Any]) -
             try:
                 parsed[src] = cst.parse_expression(src)
             except cst.ParserSyntaxError:
-                raise Fallback(f"line {scan.line_of(first)}: {src[:40]!r} not an expression alone") from None
+                raise Fallback(
+                    f"line {scan.line_of(first)}: {src[:40]!r} not an expression alone"
+                ) from None
         return parsed[src]
 
     def parse_value(first: int, last: int) -> Any:
@@ -286,7 +313,11 @@ def _dict_statement(scan: SourceScan, ll: LogicalLine, parsed: dict[str, Any]) -
         o = first + 1
         while o < last and kinds[o] in _TRIVIA:
             o += 1
-        if kinds[o] != "o" or text[starts[o]] != "(" or not _NAME.fullmatch(text, starts[first], scan.ends[first]):
+        if (
+            kinds[o] != "o"
+            or text[starts[o]] != "("
+            or not _NAME.fullmatch(text, starts[first], scan.ends[first])
+        ):
             return parse(first, last)
         args: list[Any] = []
         depth = 0
@@ -322,7 +353,7 @@ def _dict_statement(scan: SourceScan, ll: LogicalLine, parsed: dict[str, Any]) -
                 else:
                     args.append(_Arg(parse(a, j - 1), None))
                 begin = j + 1
-        return _SplitCall(_Ident(text[starts[first]:scan.ends[first]]), args)
+        return _SplitCall(_Ident(text[starts[first] : scan.ends[first]]), args)
 
     elements: list[tuple[int, Any, Any]] = []
     depth = 0
@@ -368,12 +399,22 @@ def _read_module(rel: str, data: bytes) -> KernelFile:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        diags.append(Diagnostic(rel, line, f"not UTF-8 ({e.reason}); file skipped", "error", STAGE_NAME))
+        diags.append(
+            Diagnostic(rel, line, f"not UTF-8 ({e.reason}); file skipped", "error", STAGE_NAME)
+        )
         return kf
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as e:
-        diags.append(Diagnostic(rel, e.raw_line, f"Python syntax error: {e.message}; file skipped", "error", STAGE_NAME))
+        diags.append(
+            Diagnostic(
+                rel,
+                e.raw_line,
+                f"Python syntax error: {e.message}; file skipped",
+                "error",
+                STAGE_NAME,
+            )
+        )
         return kf
     lines = StatementLines(module)
     line = lines.line
@@ -395,17 +436,31 @@ def _read_module(rel: str, data: bytes) -> KernelFile:
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
         for small in stmt.body:
-            if not (isinstance(small, cst.Assign) and isinstance(small.value, cst.Dict) and len(small.targets) == 1):
+            if not (
+                isinstance(small, cst.Assign)
+                and isinstance(small.value, cst.Dict)
+                and len(small.targets) == 1
+            ):
                 continue
             target = small.targets[0].target
             if not isinstance(target, cst.Name):
                 continue
             d = small.value
-            if not any(isinstance(e, cst.DictElement) and _is_kernel_call(e.value, classes) for e in d.elements):
+            if not any(
+                isinstance(e, cst.DictElement) and _is_kernel_call(e.value, classes)
+                for e in d.elements
+            ):
                 continue  # not a kernel dict (e.g. a dict of lists by dtype)
             lines.locate_elements(stmt, small, d)
-            elements = [(line(el), el.key, el.value) if isinstance(el, cst.DictElement) else (line(el), None, None) for el in d.elements]
-            _read_dict(target.value, line(small), elements, classes, line, report_at, reported, kf, lit)
+            elements = [
+                (line(el), el.key, el.value)
+                if isinstance(el, cst.DictElement)
+                else (line(el), None, None)
+                for el in d.elements
+            ]
+            _read_dict(
+                target.value, line(small), elements, classes, line, report_at, reported, kf, lit
+            )
     for kc in classes.values():
         kc.name_expr = kc.name_fn = None  # keep KernelFile picklable
     return kf
@@ -419,6 +474,7 @@ class _Ident:
 @dataclass(frozen=True, slots=True)
 class _Arg:
     """What _bind reads of a cst.Arg."""
+
     value: Any  # a libcst expression
     keyword: _Ident | None
     star: str = ""
@@ -428,6 +484,7 @@ class _Arg:
 class _SplitCall:
     """`NAME(args)` split by the scanner, each argument parsed with libcst: what _bind reads of a cst.Call
     (building libcst nodes for it costs their validation, once per entry)."""
+
     func: _Ident
     args: list[_Arg]
 
@@ -435,7 +492,11 @@ class _SplitCall:
 def _is_kernel_call(value: Any, classes: dict[str, KernelClass]) -> bool:
     if isinstance(value, _SplitCall):
         return value.func.value in classes
-    return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Name)
+        and value.func.value in classes
+    )
 
 
 def _read_class(stmt: cst.ClassDef, line, report) -> KernelClass:
@@ -455,7 +516,12 @@ def _read_class(stmt: cst.ClassDef, line, report) -> KernelClass:
             kc.name_line = line(item)
             body = item.body.body if isinstance(item.body, cst.IndentedBlock) else []
             rets = [s for s in body if isinstance(s, cst.SimpleStatementLine)]
-            if len(body) == 1 and rets and len(rets[0].body) == 1 and isinstance(rets[0].body[0], cst.Return):
+            if (
+                len(body) == 1
+                and rets
+                and len(rets[0].body) == 1
+                and isinstance(rets[0].body[0], cst.Return)
+            ):
                 kc.name_expr = rets[0].body[0].value
             else:
                 kc.name_problem = "name property is not a single return statement"
@@ -463,8 +529,17 @@ def _read_class(stmt: cst.ClassDef, line, report) -> KernelClass:
     return kc
 
 
-def _read_dict(target: str, stmt_line: int, elements: list[tuple[int, Any, Any]], classes: dict[str, KernelClass],
-               line, report_at, reported: set[tuple[int, str]], kf: KernelFile, lit=literal) -> None:
+def _read_dict(
+    target: str,
+    stmt_line: int,
+    elements: list[tuple[int, Any, Any]],
+    classes: dict[str, KernelClass],
+    line,
+    report_at,
+    reported: set[tuple[int, str]],
+    kf: KernelFile,
+    lit=literal,
+) -> None:
     """One module-level dict literal: (entry line, key node, value node) per entry (None, None: `**x`).
 
     `lit` is `literal` or a cached one (_literals)."""
@@ -486,7 +561,10 @@ def _read_dict(target: str, stmt_line: int, elements: list[tuple[int, Any, Any]]
             key = lit(key_node)
         except Unsupported as u:
             # lines are known for the entry (its key) and the class bodies only
-            report_at(el_line if u.node is key_node else line(u.node), f"{target}: key not a literal ({u.what}); entry skipped")
+            report_at(
+                el_line if u.node is key_node else line(u.node),
+                f"{target}: key not a literal ({u.what}); entry skipped",
+            )
             continue
         values, problem = _bind(kc, value, lit)
         if problem:
@@ -499,7 +577,9 @@ def _read_dict(target: str, stmt_line: int, elements: list[tuple[int, Any, Any]]
                     kc.name_fn = compile_expr(kc.name_expr, kc.name)
                 name = kc.name_fn({}, values)
                 if not isinstance(name, str):
-                    raise Unsupported(kc.name_expr, f"name evaluates to {type(name).__name__}, not str")
+                    raise Unsupported(
+                        kc.name_expr, f"name evaluates to {type(name).__name__}, not str"
+                    )
             except Unsupported as u:
                 name = None
                 k = (line(u.node), u.what)
@@ -570,6 +650,7 @@ def _literals(cache: dict[int, Any] | None = None):
             cache[k] = v
             return _fresh(v)
         return v
+
     return lit
 
 
@@ -621,7 +702,9 @@ class KernelsStage:
 
     def files(self, root: Path) -> list[Path]:
         root = Path(root)
-        return [p.relative_to(root) for p in list_files(root, "csrc", ("_common.py", "_instance.py"))]
+        return [
+            p.relative_to(root) for p in list_files(root, "csrc", ("_common.py", "_instance.py"))
+        ]
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
         if b"dataclass" not in data:
@@ -642,20 +725,47 @@ def kernel_rows(files: list[KernelFile]) -> list[Any]:
     for kf in files:
         for kl in kf.lists:
             lid += 1
-            rows.append(AiterKernelListRow(
-                id=lid, op=kf.op, file=kf.rel, line=kl.line, name=kl.name, class_name=kl.class_name,
-                fields=kl.fields, entries=len(kl.entries), duplicate_ids=kl.duplicate_ids, arch=kl.arch,
-            ))
+            rows.append(
+                AiterKernelListRow(
+                    id=lid,
+                    op=kf.op,
+                    file=kf.rel,
+                    line=kl.line,
+                    name=kl.name,
+                    class_name=kl.class_name,
+                    fields=kl.fields,
+                    entries=len(kl.entries),
+                    duplicate_ids=kl.duplicate_ids,
+                    arch=kl.arch,
+                )
+            )
             for e in kl.entries:
                 n = normalised(e.values)
-                rows.append(AiterKernelRow(
-                    list_id=lid, op=kf.op, list_name=kl.name, file=kf.rel, line=e.line,
-                    kernel_id=e.key if isinstance(e.key, int) and not isinstance(e.key, bool) else None,
-                    key=repr(e.key), values=e.values, name=e.name, shadowed=e.shadowed,
-                    duplicate_of=None if e.duplicate_of is None else repr(e.duplicate_of),
-                    block_size=n["block_size"], tile_m=n["tile_m"], tile_n=n["tile_n"], tile_k=n["tile_k"],
-                    mfma_m=n["mfma_m"], mfma_n=n["mfma_n"], pipeline=n["pipeline"], scheduler=n["scheduler"],
-                ))
+                rows.append(
+                    AiterKernelRow(
+                        list_id=lid,
+                        op=kf.op,
+                        list_name=kl.name,
+                        file=kf.rel,
+                        line=e.line,
+                        kernel_id=e.key
+                        if isinstance(e.key, int) and not isinstance(e.key, bool)
+                        else None,
+                        key=repr(e.key),
+                        values=e.values,
+                        name=e.name,
+                        shadowed=e.shadowed,
+                        duplicate_of=None if e.duplicate_of is None else repr(e.duplicate_of),
+                        block_size=n["block_size"],
+                        tile_m=n["tile_m"],
+                        tile_n=n["tile_n"],
+                        tile_k=n["tile_k"],
+                        mfma_m=n["mfma_m"],
+                        mfma_n=n["mfma_n"],
+                        pipeline=n["pipeline"],
+                        scheduler=n["scheduler"],
+                    )
+                )
     return rows
 
 

@@ -74,7 +74,9 @@ def binary_op(node: cst.BinaryOperation, op: str, a: Any, b: Any) -> Any:
 class Evaluator:
     """Evaluate an expression with `self.<field>` bound to `fields` and names bound to `env`."""
 
-    def __init__(self, env: dict[str, Any], fields: dict[str, Any] | None, class_name: str = "") -> None:
+    def __init__(
+        self, env: dict[str, Any], fields: dict[str, Any] | None, class_name: str = ""
+    ) -> None:
         self.env = env
         self.fields = fields
         self.class_name = class_name
@@ -164,10 +166,14 @@ class Evaluator:
             right = self.eval(target.comparator)
             op = type(target.operator).__name__
             ops = {
-                "Equal": lambda x, y: x == y, "NotEqual": lambda x, y: x != y,
-                "LessThan": lambda x, y: x < y, "GreaterThan": lambda x, y: x > y,
-                "LessThanEqual": lambda x, y: x <= y, "GreaterThanEqual": lambda x, y: x >= y,
-                "In": lambda x, y: x in y, "NotIn": lambda x, y: x not in y,
+                "Equal": lambda x, y: x == y,
+                "NotEqual": lambda x, y: x != y,
+                "LessThan": lambda x, y: x < y,
+                "GreaterThan": lambda x, y: x > y,
+                "LessThanEqual": lambda x, y: x <= y,
+                "GreaterThanEqual": lambda x, y: x >= y,
+                "In": lambda x, y: x in y,
+                "NotIn": lambda x, y: x not in y,
             }
             if op not in ops:
                 raise Unsupported(node, f"unsupported comparison {op}")
@@ -180,16 +186,25 @@ class Evaluator:
         return self.eval(node.body) if self.eval(node.test) else self.eval(node.orelse)
 
     def _Attribute(self, node: cst.Attribute) -> Any:
-        if isinstance(node.value, cst.Name) and node.value.value == "self" and self.fields is not None:
+        if (
+            isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+            and self.fields is not None
+        ):
             name = node.attr.value
             if name not in self.fields:
-                raise Unsupported(node, f"self.{name} is not a field of {self.class_name or 'the dataclass'}")
+                raise Unsupported(
+                    node, f"self.{name} is not a field of {self.class_name or 'the dataclass'}"
+                )
             return self.fields[name]
         raise Unsupported(node, "unsupported attribute access")
 
     def _Lambda(self, node: cst.Lambda) -> Any:
         params = [p.name.value for p in node.params.params]
-        if node.params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or node.params.kwonly_params:
+        if (
+            node.params.star_arg not in (None, cst.MaybeSentinel.DEFAULT)
+            or node.params.kwonly_params
+        ):
             raise Unsupported(node, "unsupported lambda parameters")
         return _Lambda(params, node.body, dict(self.env))
 
@@ -197,13 +212,23 @@ class Evaluator:
         if isinstance(fn, _Lambda):
             if len(args) != len(fn.params):
                 raise Unsupported(node, "lambda called with the wrong number of arguments")
-            sub = Evaluator({**fn.env, **dict(zip(fn.params, args, strict=False))}, self.fields, self.class_name)
+            sub = Evaluator(
+                {**fn.env, **dict(zip(fn.params, args, strict=False))}, self.fields, self.class_name
+            )
             return sub.eval(fn.body)
         if callable(fn):
             return fn(*args)
         raise Unsupported(node, "call of a value that is not a function")
 
-    _BUILTINS = {"str": str, "int": int, "len": len, "list": list, "tuple": tuple, "bool": bool, "float": float}
+    _BUILTINS = {
+        "str": str,
+        "int": int,
+        "len": len,
+        "list": list,
+        "tuple": tuple,
+        "bool": bool,
+        "float": float,
+    }
 
     def _Call(self, node: cst.Call) -> Any:
         if any(a.keyword is not None or a.star for a in node.args):
@@ -218,7 +243,16 @@ class Evaluator:
                 if not all(isinstance(i, str) for i in items):
                     raise Unsupported(node, "join over values that are not strings")
                 return recv.join(items)
-            if isinstance(recv, str) and meth in ("lower", "upper", "strip", "lstrip", "rstrip", "replace", "capitalize", "title"):
+            if isinstance(recv, str) and meth in (
+                "lower",
+                "upper",
+                "strip",
+                "lstrip",
+                "rstrip",
+                "replace",
+                "capitalize",
+                "title",
+            ):
                 return getattr(recv, meth)(*args)
             raise Unsupported(node, f"unsupported method call .{meth}()")
         if isinstance(func, cst.Name):
@@ -265,7 +299,9 @@ class Evaluator:
         return self._comprehension(node, node.elt)
 
 
-def compile_expr(node: cst.BaseExpression, class_name: str = "") -> Callable[[dict[str, Any], dict[str, Any] | None], Any]:
+def compile_expr(
+    node: cst.BaseExpression, class_name: str = ""
+) -> Callable[[dict[str, Any], dict[str, Any] | None], Any]:
     """`node` as a function f(env, fields) that gives what Evaluator(env, fields, class_name).eval(node) gives.
 
     The same values and the same Unsupported (same node, same message, raised at the same point), with
@@ -278,6 +314,7 @@ def compile_expr(node: cst.BaseExpression, class_name: str = "") -> Callable[[di
 def _raiser(node: cst.CSTNode, what: str) -> Callable[[dict[str, Any], dict[str, Any] | None], Any]:
     def f(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
         raise Unsupported(node, what)
+
     return f
 
 
@@ -295,11 +332,14 @@ class _Compiler:
         method = getattr(self, "_" + type(node).__name__, None)
         return self._interpret(node) if method is None else method(node)
 
-    def _interpret(self, node: cst.CSTNode) -> Callable[[dict[str, Any], dict[str, Any] | None], Any]:
+    def _interpret(
+        self, node: cst.CSTNode
+    ) -> Callable[[dict[str, Any], dict[str, Any] | None], Any]:
         class_name = self.class_name
 
         def f(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
             return Evaluator(env, fields, class_name).eval(node)
+
         return f
 
     def _const(self, node: cst.CSTNode) -> Callable[[dict[str, Any], dict[str, Any] | None], Any]:
@@ -335,6 +375,7 @@ class _Compiler:
                     raise Unsupported(part, "unsupported f-string format spec")
                 out.append(converted(part, fn(env, fields)))
             return "".join(out)
+
         return f
 
     def _Name(self, node: cst.Name) -> Any:
@@ -349,6 +390,7 @@ class _Compiler:
             if name in _NAME_CONSTANTS:
                 return _NAME_CONSTANTS[name]
             raise Unsupported(node, f"name {name!r} is not known statically")
+
         return f
 
     def _List(self, node: cst.List) -> Any:
@@ -370,6 +412,7 @@ class _Compiler:
         def f(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
             a, b = left(env, fields), right(env, fields)
             return binary_op(node, op, a, b)
+
         return f
 
     def _IfExp(self, node: cst.IfExp) -> Any:
@@ -388,11 +431,15 @@ class _Compiler:
             if name not in fields:
                 raise Unsupported(node, missing)
             return fields[name]
+
         return f
 
     def _Lambda(self, node: cst.Lambda) -> Any:
         params = [p.name.value for p in node.params.params]
-        if node.params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or node.params.kwonly_params:
+        if (
+            node.params.star_arg not in (None, cst.MaybeSentinel.DEFAULT)
+            or node.params.kwonly_params
+        ):
             return _raiser(node, "unsupported lambda parameters")
         body = self.c(node.body)
         return lambda env, fields: _Lambda(list(params), node.body, dict(env), body)
@@ -422,6 +469,7 @@ class _Compiler:
                     if str_method:
                         return getattr(recv, meth)(*values)
                 raise Unsupported(node, unsupported)
+
             return method_call
         if isinstance(func, cst.Name):
             name = func.value
@@ -430,10 +478,15 @@ class _Compiler:
 
             def name_call(env: dict[str, Any], fields: dict[str, Any] | None) -> Any:
                 if name in env:
-                    return _call_compiled(env[name], [a(env, fields) for a in args], node, fields, class_name)
+                    return _call_compiled(
+                        env[name], [a(env, fields) for a in args], node, fields, class_name
+                    )
                 if is_map:
                     fn = args[0](env, fields)
-                    return [_call_compiled(fn, [x], node, fields, class_name) for x in args[1](env, fields)]
+                    return [
+                        _call_compiled(fn, [x], node, fields, class_name)
+                        for x in args[1](env, fields)
+                    ]
                 if name in builtins:
                     values = [a(env, fields) for a in args]
                     try:
@@ -441,11 +494,14 @@ class _Compiler:
                     except (TypeError, ValueError) as e:
                         raise Unsupported(node, f"{name}() failed: {e}") from None
                 raise Unsupported(node, f"call of {name}() is not evaluated statically")
+
             return name_call
         return _raiser(node, "unsupported call")
 
 
-def _call_compiled(fn: Any, args: list[Any], node: cst.CSTNode, fields: dict[str, Any] | None, class_name: str) -> Any:
+def _call_compiled(
+    fn: Any, args: list[Any], node: cst.CSTNode, fields: dict[str, Any] | None, class_name: str
+) -> Any:
     """Evaluator._call_fn."""
     if isinstance(fn, _Lambda):
         if len(args) != len(fn.params):
@@ -476,7 +532,9 @@ class StatementLines:
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
-        self.base: dict[int, int] = {}  # id(stmt) -> line of the first line of its code (leading lines included)
+        self.base: dict[
+            int, int
+        ] = {}  # id(stmt) -> line of the first line of its code (leading lines included)
         self.known: dict[int, int] = {}  # id(node) -> absolute line
         self.code: dict[int, str] = {}  # id(stmt) -> its generated code
         ln = 1 + "".join(module.code_for_node(h) for h in module.header).count("\n")
@@ -487,7 +545,9 @@ class StatementLines:
             ln += code.count("\n")
 
     def resolve_positions(self, stmt: cst.CSTNode) -> None:
-        pos = cst_metadata.MetadataWrapper(cst.Module(body=[stmt]), unsafe_skip_copy=True).resolve(cst_metadata.PositionProvider)
+        pos = cst_metadata.MetadataWrapper(cst.Module(body=[stmt]), unsafe_skip_copy=True).resolve(
+            cst_metadata.PositionProvider
+        )
         off = self.base[id(stmt)] - 1
         for node, rng in pos.items():
             self.known[id(node)] = off + rng.start.line
@@ -497,7 +557,11 @@ class StatementLines:
         code = self.code[id(stmt)]
         at = code.find("{", code.find(self.module.code_for_node(assign.targets[0].target)))
         self.known[id(assign)] = self.known[id(stmt)]
-        ln = self.base[id(stmt)] + code.count("\n", 0, at) + self.module.code_for_node(d.lbrace).count("\n")
+        ln = (
+            self.base[id(stmt)]
+            + code.count("\n", 0, at)
+            + self.module.code_for_node(d.lbrace).count("\n")
+        )
         for el in d.elements:
             text = self.module.code_for_node(el)
             self.known[id(el)] = ln
@@ -532,7 +596,23 @@ _NEWLINE = re.compile("\n")
 _FIRST_WORD = re.compile(r"@|[^\W\d]\w*")
 # First words of compound statements (their header is a logical line of its own); soft keywords
 # (match, case, type) may also start a simple statement, so callers treat them as ambiguous.
-COMPOUND = frozenset(("if", "elif", "else", "for", "while", "try", "except", "finally", "with", "def", "class", "async", "@"))
+COMPOUND = frozenset(
+    (
+        "if",
+        "elif",
+        "else",
+        "for",
+        "while",
+        "try",
+        "except",
+        "finally",
+        "with",
+        "def",
+        "class",
+        "async",
+        "@",
+    )
+)
 SOFT = frozenset(("match", "case", "type"))
 
 
@@ -586,9 +666,13 @@ class SourceScan:
             elif k == "x":
                 depth -= 1
                 if depth < 0:
-                    raise Fallback(f"unbalanced bracket at line {text.count(chr(10), 0, starts[i]) + 1}")
+                    raise Fallback(
+                        f"unbalanced bracket at line {text.count(chr(10), 0, starts[i]) + 1}"
+                    )
             elif k == "e":
-                raise Fallback(f"unexpected character {text[starts[i]]!r} at line {text.count(chr(10), 0, starts[i]) + 1}")
+                raise Fallback(
+                    f"unexpected character {text[starts[i]]!r} at line {text.count(chr(10), 0, starts[i]) + 1}"
+                )
             if first < 0:
                 first = i
         if depth != 0:
@@ -602,7 +686,9 @@ class SourceScan:
         """Line of token i (1-based): the newlines before it, in any token, plus one."""
         return bisect.bisect_left(self.newlines, self.starts[i]) + 1
 
-    def _logical(self, kinds: list[str], starts: list[int], first: int, last: int, end: int) -> LogicalLine:
+    def _logical(
+        self, kinds: list[str], starts: list[int], first: int, last: int, end: int
+    ) -> LogicalLine:
         while kinds[last] in _TRIVIA:
             last -= 1
         s = starts[first]
@@ -610,14 +696,22 @@ class SourceScan:
         # between the NEWLINE (or backslash continuation) before it and its first token
         ll_start = self.text.rfind("\n", 0, s) + 1
         m = _FIRST_WORD.match(self.text, s)
-        return LogicalLine(first, last, ll_start, end, bisect.bisect_left(self.newlines, s) + 1, self.text[ll_start:s], m.group() if m else "")
+        return LogicalLine(
+            first,
+            last,
+            ll_start,
+            end,
+            bisect.bisect_left(self.newlines, s) + 1,
+            self.text[ll_start:s],
+            m.group() if m else "",
+        )
 
     def source(self, ll: LogicalLine) -> str:
-        return self.text[ll.start:ll.end]
+        return self.text[ll.start : ll.end]
 
     def code(self, ll: LogicalLine) -> str:
         """From its first token to its last (comments and the NEWLINE left out)."""
-        return self.text[self.starts[ll.first]:self.ends[ll.last]]
+        return self.text[self.starts[ll.first] : self.ends[ll.last]]
 
     def normalised(self, first: int, last: int) -> str:
         """Tokens first..last with each run of whitespace, comments and line breaks as one space (same meaning)."""
@@ -631,7 +725,7 @@ class SourceScan:
             if gap and out:
                 out.append(" ")
             gap = False
-            out.append(text[starts[i]:ends[i]])
+            out.append(text[starts[i] : ends[i]])
         return "".join(out)
 
     def compounds(self) -> list[tuple[int, int, int]]:
@@ -661,7 +755,7 @@ def parse_lines(scan: SourceScan, first: int, stop: int) -> tuple[Any, Any, Posi
     libcst strips and codegen of its nodes is what the whole module would give.
     """
     a, b = scan.logical[first], scan.logical[stop - 1]
-    text = scan.text[a.start:b.end]
+    text = scan.text[a.start : b.end]
     if not text.endswith("\n"):
         text += "\n"
     wrapped = a.indent != ""
@@ -704,7 +798,9 @@ def start_lines(module: cst.Module) -> dict[int, int]:
     the public PositionProvider gives the same lines, slower.
     """
     try:
-        state = _line_state()(default_indent=module.default_indent, default_newline=module.default_newline)
+        state = _line_state()(
+            default_indent=module.default_indent, default_newline=module.default_newline
+        )
         module._codegen(state)
         return state.starts
     except (ImportError, AttributeError, TypeError):
@@ -713,7 +809,9 @@ def start_lines(module: cst.Module) -> dict[int, int]:
 
 def _provider_start_lines(module: cst.Module) -> dict[int, int]:
     """start_lines through libcst's public PositionProvider (ids are of `module`'s own nodes)."""
-    pos = cst_metadata.MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst_metadata.PositionProvider)
+    pos = cst_metadata.MetadataWrapper(module, unsafe_skip_copy=True).resolve(
+        cst_metadata.PositionProvider
+    )
     return {id(node): rng.start.line for node, rng in pos.items()}
 
 
@@ -733,7 +831,9 @@ def _line_state() -> type:
 
         def __exit__(self, *exc: Any) -> None:
             starts = self.state.starts
-            starts[id(self.node)] = starts[id(self.start_node)] if self.start_node is not None else self.start
+            starts[id(self.node)] = (
+                starts[id(self.start_node)] if self.start_node is not None else self.start
+            )
 
     @dataclass
     class _LineState(CodegenState):
@@ -760,7 +860,9 @@ def _line_state() -> type:
             start = self.stack.pop()
             self.starts.setdefault(id(node), start)
 
-        def record_syntactic_position(self, node: Any, *, start_node: Any = None, end_node: Any = None) -> Any:
+        def record_syntactic_position(
+            self, node: Any, *, start_node: Any = None, end_node: Any = None
+        ) -> Any:
             return _Syntactic(self, node, start_node)
 
     return _LineState

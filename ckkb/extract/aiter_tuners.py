@@ -107,7 +107,9 @@ class TunerFile:
     classes: dict[str, dict[str, Any]]  # class -> {"defaults": {k: (value, line)}, "spread": bool}
     options: list[TunerOption]
     config_imports: list[str]  # AITER_CONFIG_* names imported from aiter.jit.core
-    kernel_import: tuple[str, str] | None  # (module, name) e.g. ("gemm_a8w8_common", "kernels_list")
+    kernel_import: (
+        tuple[str, str] | None
+    )  # (module, name) e.g. ("gemm_a8w8_common", "kernels_list")
 
 
 def _pos(module: cst.Module, relevant: tuple[str, ...]):
@@ -127,9 +129,25 @@ def _parse(rel: str, data: bytes, diags: list[Diagnostic]) -> cst.Module | None:
     try:
         return cst.parse_module(data.decode("utf-8"))
     except UnicodeDecodeError as e:
-        diags.append(Diagnostic(rel, data[: e.start].count(b"\n") + 1, f"not UTF-8 ({e.reason}); file skipped", "error", STAGE_NAME))
+        diags.append(
+            Diagnostic(
+                rel,
+                data[: e.start].count(b"\n") + 1,
+                f"not UTF-8 ({e.reason}); file skipped",
+                "error",
+                STAGE_NAME,
+            )
+        )
     except cst.ParserSyntaxError as e:
-        diags.append(Diagnostic(rel, e.raw_line, f"Python syntax error: {e.message}; file skipped", "error", STAGE_NAME))
+        diags.append(
+            Diagnostic(
+                rel,
+                e.raw_line,
+                f"Python syntax error: {e.message}; file skipped",
+                "error",
+                STAGE_NAME,
+            )
+        )
     return None
 
 
@@ -199,12 +217,15 @@ def _path_of(module: cst.Module, node: cst.BaseExpression) -> str | None:
         for p in node.parts:
             if isinstance(p, cst.FormattedStringText):
                 parts.append(p.value)
-            elif isinstance(p.expression, cst.Name) and p.expression.value in ("AITER_ROOT_DIR", "AITER_CORE_DIR"):
+            elif isinstance(p.expression, cst.Name) and p.expression.value in (
+                "AITER_ROOT_DIR",
+                "AITER_CORE_DIR",
+            ):
                 parts.append("{ROOT}")
             else:
                 return None
         s = "".join(parts)
-        return s[len("{ROOT}/"):] if s.startswith("{ROOT}/") else None
+        return s[len("{ROOT}/") :] if s.startswith("{ROOT}/") else None
     v = _lit(node)
     return v if isinstance(v, str) else None
 
@@ -237,12 +258,19 @@ def _read_core_statements(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagno
                 raise Fallback(f"line {ll.line}: def not recognised")
             if m.group(1) not in ("update_config_files", "get_config_file"):
                 continue
-        elif first != header or stop != header + 1 or ll.word in COMPOUND or "AITER_CONFIG" not in code:
+        elif (
+            first != header
+            or stop != header + 1
+            or ll.word in COMPOUND
+            or "AITER_CONFIG" not in code
+        ):
             continue
         elif ll.word in SOFT:
             raise Fallback(f"line {ll.line}: soft keyword")
         module, stmt, pos = parse_lines(scan, first, stop)
-        _core_statement(rel, module, stmt, lambda n, pos=pos: pos.get(id(n), 0), facts, by_env, diags)
+        _core_statement(
+            rel, module, stmt, lambda n, pos=pos: pos.get(id(n), 0), facts, by_env, diags
+        )
     return _core_done(rel, facts, by_env, diags)
 
 
@@ -259,8 +287,15 @@ def _read_core_module(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic
     return _core_done(rel, facts, by_env, diags)
 
 
-def _core_statement(rel: str, module: cst.Module, stmt: cst.CSTNode, line, facts: CoreFacts,
-                    by_env: dict[str, RuntimeConfig], diags: list[Diagnostic]) -> None:
+def _core_statement(
+    rel: str,
+    module: cst.Module,
+    stmt: cst.CSTNode,
+    line,
+    facts: CoreFacts,
+    by_env: dict[str, RuntimeConfig],
+    diags: list[Diagnostic],
+) -> None:
     if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "update_config_files":
         facts.rule = _merge_rule(stmt, line)
     if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "get_config_file":
@@ -272,7 +307,11 @@ def _core_statement(rel: str, module: cst.Module, stmt: cst.CSTNode, line, facts
     if not isinstance(stmt, cst.SimpleStatementLine):
         return
     for small in stmt.body:
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+        if not (
+            isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+        ):
             continue
         attr = small.targets[0].target.value
         val = small.value
@@ -284,17 +323,29 @@ def _core_statement(rel: str, module: cst.Module, stmt: cst.CSTNode, line, facts
             env = _lit(args[0])
             if not isinstance(env, str):
                 continue
-            rc = by_env.setdefault(env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small)))
+            rc = by_env.setdefault(
+                env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small))
+            )
             rc.line = line(small)
             if len(args) > 1:
                 rc.default_path = _path_of(module, args[1])
                 if rc.default_path is None:
-                    diags.append(Diagnostic(rel, line(args[1]), f"{env}: default path not read statically: {_code(module, args[1])}", "warning", STAGE_NAME))
+                    diags.append(
+                        Diagnostic(
+                            rel,
+                            line(args[1]),
+                            f"{env}: default path not read statically: {_code(module, args[1])}",
+                            "warning",
+                            STAGE_NAME,
+                        )
+                    )
         elif fname == "get_config_file" and len(args) >= 1:
             env = _lit(args[0])
             if not isinstance(env, str):
                 continue
-            rc = by_env.setdefault(env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small)))
+            rc = by_env.setdefault(
+                env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small))
+            )
             rc.attribute = attr
             rc.file_line = line(small)
             if len(args) >= 3:
@@ -302,17 +353,35 @@ def _core_statement(rel: str, module: cst.Module, stmt: cst.CSTNode, line, facts
                 rc.tuned_name = tn if isinstance(tn, str) else None
 
 
-def _core_done(rel: str, facts: CoreFacts, by_env: dict[str, RuntimeConfig], diags: list[Diagnostic]) -> tuple[CoreFacts, list[Diagnostic]]:
+def _core_done(
+    rel: str, facts: CoreFacts, by_env: dict[str, RuntimeConfig], diags: list[Diagnostic]
+) -> tuple[CoreFacts, list[Diagnostic]]:
     facts.configs = sorted(by_env.values(), key=lambda c: c.line)
     if not facts.configs:
-        diags.append(Diagnostic(rel, 0, "no AITER_CONFIG_* reads recognised in core.py; runtime configs unknown", "warning", STAGE_NAME))
+        diags.append(
+            Diagnostic(
+                rel,
+                0,
+                "no AITER_CONFIG_* reads recognised in core.py; runtime configs unknown",
+                "warning",
+                STAGE_NAME,
+            )
+        )
     if facts.rule.id == "unknown":
-        diags.append(Diagnostic(rel, facts.rule.line, "update_config_files merge rule not recognised; merge previews will say so", "warning", STAGE_NAME))
+        diags.append(
+            Diagnostic(
+                rel,
+                facts.rule.line,
+                "update_config_files merge rule not recognised; merge previews will say so",
+                "warning",
+                STAGE_NAME,
+            )
+        )
     return facts, diags
 
 
 def _op_of_env(env: str) -> str:
-    return env[len("AITER_CONFIG_"):].lower() if env.startswith("AITER_CONFIG_") else env.lower()
+    return env[len("AITER_CONFIG_") :].lower() if env.startswith("AITER_CONFIG_") else env.lower()
 
 
 def _merge_rule(fn: cst.FunctionDef, line) -> MergeRule:
@@ -326,7 +395,9 @@ def _merge_rule(fn: cst.FunctionDef, line) -> MergeRule:
             rule.evidence["sort_by_us"] = line(c)
         elif name == "drop_duplicates":
             keep = _lit(_kw(c, "keep"))
-            rule.evidence["drop_duplicates_keep_" + str(keep if keep is not None else "first")] = line(c)
+            rule.evidence["drop_duplicates_keep_" + str(keep if keep is not None else "first")] = (
+                line(c)
+            )
         elif name in ("duplicated",):
             rule.evidence["duplicated"] = line(c)
         elif name == "exit":
@@ -343,7 +414,11 @@ def _merge_rule(fn: cst.FunctionDef, line) -> MergeRule:
             rule.evidence["single_file_passthrough"] = line(cmp)
     rule.fills_gfx = any("gfx" in s.value for s in v.strings)
     strict = "raise" in rule.evidence or "exit" in rule.evidence
-    if "sort_by_us" in rule.evidence and "drop_duplicates_keep_first" in rule.evidence and not strict:
+    if (
+        "sort_by_us" in rule.evidence
+        and "drop_duplicates_keep_first" in rule.evidence
+        and not strict
+    ):
         # aiter 0.1.7.x (the default wheel), aiter/jit/core.py update_config_files:
         #   merge_df.sort_values("us").drop_duplicates(subset=keys, keep="first")  -- keys = untuned CSV columns
         rule.id = "keep-fastest"
@@ -383,21 +458,25 @@ def _read_tuner_statements(rel: str, data: bytes) -> tuple[TunerFile, list[Diagn
             head = scan.code(ll)
             if not head.endswith(":") or stop == header + 1:
                 raise Fallback(f"line {ll.line}: class on one line")
-            src = text[lls[first].start:ll.end]
+            src = text[lls[first].start : ll.end]
             try:
                 cls_node = cst.parse_module(src + lls[header + 1].indent + "pass\n").body[0]
             except cst.ParserSyntaxError:
                 raise Fallback(f"line {ll.line}: class header not parsed alone") from None
             if not isinstance(cls_node, cst.ClassDef):
                 raise Fallback(f"line {ll.line}: not a class")
-            whole = text[lls[first].start:lls[stop - 1].end]
+            whole = text[lls[first].start : lls[stop - 1].end]
             # as _pos: the `class` line where the class names a marker, else its first line (decorators)
             cls_line = ll.line if any(r in whole for r in TUNER_MARKERS) else lls[first].line
             cls = {"defaults": {}, "spread": False, "line": cls_line}
             body_indent = lls[header + 1].indent
             for j in range(header + 1, stop):
                 item = lls[j]
-                if item.indent != body_indent or item.word in COMPOUND or "ARG_DEFAULTS" not in scan.code(item):
+                if (
+                    item.indent != body_indent
+                    or item.word in COMPOUND
+                    or "ARG_DEFAULTS" not in scan.code(item)
+                ):
                     continue
                 if item.word in SOFT:
                     raise Fallback(f"line {item.line}: soft keyword")
@@ -455,8 +534,12 @@ def _tuner_defaults(module: cst.Module, item: cst.CSTNode, line, cls: dict[str, 
     """`ARG_DEFAULTS = {...}` in a class body."""
     if isinstance(item, cst.SimpleStatementLine):
         for small in item.body:
-            if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name) \
-                    and small.targets[0].target.value == "ARG_DEFAULTS" and isinstance(small.value, cst.Dict):
+            if (
+                isinstance(small, cst.Assign)
+                and isinstance(small.targets[0].target, cst.Name)
+                and small.targets[0].target.value == "ARG_DEFAULTS"
+                and isinstance(small.value, cst.Dict)
+            ):
                 for el in small.value.elements:
                     if isinstance(el, cst.StarredDictElement):
                         cls["spread"] = True
@@ -473,14 +556,29 @@ def _tuner_defaults(module: cst.Module, item: cst.CSTNode, line, cls: dict[str, 
                         cls["defaults"][k] = (val, line(el))
 
 
-def _tuner_options(rel: str, module: cst.Module, calls: list[cst.Call], line, tf: TunerFile, diags: list[Diagnostic]) -> None:
+def _tuner_options(
+    rel: str,
+    module: cst.Module,
+    calls: list[cst.Call],
+    line,
+    tf: TunerFile,
+    diags: list[Diagnostic],
+) -> None:
     for c in calls:
         if _attr_name(c) != "add_argument":
             continue
         flags = [_lit(a.value) for a in c.args if a.keyword is None]
         flags = [f for f in flags if isinstance(f, str)]
         if not flags:
-            diags.append(Diagnostic(rel, line(c), "add_argument with no literal flags; skipped", "warning", STAGE_NAME))
+            diags.append(
+                Diagnostic(
+                    rel,
+                    line(c),
+                    "add_argument with no literal flags; skipped",
+                    "warning",
+                    STAGE_NAME,
+                )
+            )
             continue
         opt = TunerOption(flags=flags, line=line(c))
         for k in ("dest", "action", "help"):
@@ -490,8 +588,16 @@ def _tuner_options(rel: str, module: cst.Module, calls: list[cst.Call], line, tf
         opt.type = _code(module, t) if t is not None else None
         d = _kw(c, "default")
         if d is not None:
-            if isinstance(d, cst.Subscript) and isinstance(d.value, cst.Name) and d.value.value == "defaults":
-                key = _lit(d.slice[0].slice.value) if d.slice and isinstance(d.slice[0].slice, cst.Index) else None
+            if (
+                isinstance(d, cst.Subscript)
+                and isinstance(d.value, cst.Name)
+                and d.value.value == "defaults"
+            ):
+                key = (
+                    _lit(d.slice[0].slice.value)
+                    if d.slice and isinstance(d.slice[0].slice, cst.Index)
+                    else None
+                )
                 opt.default_key = key if isinstance(key, str) else None
                 opt.default = _code(module, d)
             else:
@@ -529,7 +635,11 @@ def stage_paths(root: Path, paths: list[Path]) -> list[Path]:
     return [Path(os.path.relpath(p, Path(root).resolve())) for p in paths]
 
 
-TUNER_DIRS = ("csrc", "hsa", "gradlib")  # per-op tuners live under csrc/ck_*/; the fmoe and bf16 (gradlib) ones elsewhere
+TUNER_DIRS = (
+    "csrc",
+    "hsa",
+    "gradlib",
+)  # per-op tuners live under csrc/ck_*/; the fmoe and bf16 (gradlib) ones elsewhere
 
 
 def is_tuner_file(p: Path) -> bool:
@@ -556,7 +666,11 @@ class TunersStage:
                 if p.is_file():
                     out.append(p)
         for sub in TUNER_DIRS:
-            out += [p.resolve() for p in list_files(Path(root), sub, ("tune.py", "_tuner.py")) if is_tuner_file(p)]
+            out += [
+                p.resolve()
+                for p in list_files(Path(root), sub, ("tune.py", "_tuner.py"))
+                if is_tuner_file(p)
+            ]
         return stage_paths(Path(root), out)
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
@@ -564,7 +678,11 @@ class TunersStage:
         if drel.endswith("jit/core.py"):
             facts, diags = read_core(drel, data)
             return FileResult(diagnostics=diags, facts={"core": facts})
-        if b"add_argument" not in data and b"ARG_DEFAULTS" not in data and b"kernels_list" not in data:
+        if (
+            b"add_argument" not in data
+            and b"ARG_DEFAULTS" not in data
+            and b"kernels_list" not in data
+        ):
             return FileResult()
         tf, diags = read_tuner(drel, data)
         return FileResult(diagnostics=diags, facts={"tuner": tf})
@@ -624,7 +742,9 @@ class TreeFacts:
                     defaults[k] = v
                     where[k] = (tuner.rel, ln)
         out = []
-        opts = (self.base.options if self.base else []) + (tuner.options if tuner and tuner is not self.base else [])
+        opts = (self.base.options if self.base else []) + (
+            tuner.options if tuner and tuner is not self.base else []
+        )
         for o in opts:
             src = self.base if self.base and o in self.base.options else tuner
             d = o.default
@@ -649,10 +769,25 @@ def option_rows(facts: TreeFacts) -> list[Any]:
     groups += [(tuner_name(t.rel), t) for t in facts.tuners]
     for name, t in groups:
         for o, d, f, ln in facts.effective_options(t):
-            rows.append(AiterTunerOptionRow(
-                tuner=name, op=(Path(t.rel).parent.name.removeprefix("ck_") if t and t.rel.startswith("csrc/") else None), file=f, line=ln,
-                option=o.option, flags=o.flags, dest=o.dest, action=o.action, default=json.dumps(d), type=o.type, help=o.help,
-            ))
+            rows.append(
+                AiterTunerOptionRow(
+                    tuner=name,
+                    op=(
+                        Path(t.rel).parent.name.removeprefix("ck_")
+                        if t and t.rel.startswith("csrc/")
+                        else None
+                    ),
+                    file=f,
+                    line=ln,
+                    option=o.option,
+                    flags=o.flags,
+                    dest=o.dest,
+                    action=o.action,
+                    default=json.dumps(d),
+                    type=o.type,
+                    help=o.help,
+                )
+            )
     return rows
 
 
@@ -697,7 +832,7 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
     for rc in facts.core.configs:
         default_exists = False
         if pkg is not None and rc.default_path and rc.default_path.startswith("aiter/"):
-            default_exists = (pkg / rc.default_path[len("aiter/"):]).is_file()
+            default_exists = (pkg / rc.default_path[len("aiter/") :]).is_file()
         untuned_path = None
         key: list[str] = []
         if rc.tuned_name and pkg is not None:
@@ -710,14 +845,28 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
         if tuner is not None and tuner.kernel_import:
             klist_file = str(Path(tuner.rel).parent / (tuner.kernel_import[0] + ".py"))
             klist = tuner.kernel_import[1]
-        rows.append(AiterRuntimeConfigRow(
-            op=rc.op, env_var=rc.env_var, attribute=rc.attribute, tuned_name=rc.tuned_name,
-            default_path=rc.default_path or "", default_exists=default_exists, untuned_path=untuned_path,
-            merge_key=key, model_configs=models, merge_rule=rule.id, merge_rule_line=rule.line or None,
-            merge_evidence=rule.evidence, merge_fills_gfx=rule.fills_gfx,
-            kernel_list_file=klist_file, kernel_list=klist, tuner_file=tuner.rel if tuner else None,
-            file=facts.core.rel, line=rc.line,
-        ))
+        rows.append(
+            AiterRuntimeConfigRow(
+                op=rc.op,
+                env_var=rc.env_var,
+                attribute=rc.attribute,
+                tuned_name=rc.tuned_name,
+                default_path=rc.default_path or "",
+                default_exists=default_exists,
+                untuned_path=untuned_path,
+                merge_key=key,
+                model_configs=models,
+                merge_rule=rule.id,
+                merge_rule_line=rule.line or None,
+                merge_evidence=rule.evidence,
+                merge_fills_gfx=rule.fills_gfx,
+                kernel_list_file=klist_file,
+                kernel_list=klist,
+                tuner_file=tuner.rel if tuner else None,
+                file=facts.core.rel,
+                line=rc.line,
+            )
+        )
     return rows
 
 

@@ -23,7 +23,11 @@ from ckkb.archs import ARCHS
 from ckkb.kb.schema.ck_registrations import AvailabilityRow
 
 LAYER_ORDER = ("build", "preprocessor", "registration", "capability")
-_LAYER_OF_KIND = {"preprocessor": "preprocessor", "device_name": "registration", "capability": "capability"}
+_LAYER_OF_KIND = {
+    "preprocessor": "preprocessor",
+    "device_name": "registration",
+    "capability": "capability",
+}
 
 _GFX9 = ("gfx908", "gfx90a", "gfx942", "gfx950")
 _GFX11 = ("gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152")
@@ -53,7 +57,9 @@ def _int(v: Any) -> int | None:
         return None
 
 
-def evaluate(t: dict[str, Any], arch: str, defines: dict[str, str], caps: dict[str, Any], depth: int = 0) -> int | None:
+def evaluate(
+    t: dict[str, Any], arch: str, defines: dict[str, str], caps: dict[str, Any], depth: int = 0
+) -> int | None:
     """Three-valued: truthy int, 0, or None (cannot tell)."""
     op = t.get("op")
     if op == "dev":
@@ -94,7 +100,11 @@ def evaluate(t: dict[str, Any], arch: str, defines: dict[str, str], caps: dict[s
         a, b = (evaluate(x, arch, defines, caps, depth) for x in t["args"])
         if a is None or b is None:
             return None
-        return int({"==": a == b, "!=": a != b, "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b}[t["cmp"]])
+        return int(
+            {"==": a == b, "!=": a != b, "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b}[
+                t["cmp"]
+            ]
+        )
     return None
 
 
@@ -105,7 +115,9 @@ def guard_text(g: dict[str, Any]) -> str:
     return f"if({t})" if g.get("branch") == "then" else f"else of if({t})"
 
 
-def removing_guards(guards: list[dict[str, Any]], arch: str, defines: dict[str, str], caps: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def removing_guards(
+    guards: list[dict[str, Any]], arch: str, defines: dict[str, str], caps: dict[str, Any]
+) -> list[tuple[str, dict[str, Any]]]:
     """(layer, guard) for every guard that keeps the call from running on arch, outermost first."""
     out = []
     for g in guards:
@@ -122,12 +134,21 @@ def removing_guards(guards: list[dict[str, Any]], arch: str, defines: dict[str, 
 
 # When the tree has no top-level CMakeLists.txt that defines anything (small trees), a default
 # build's data-type switches are assumed: with DTYPES unset, CK's CMake defines all of these.
-DEFAULT_BUILD_DEFINES = ("CK_ENABLE_INT8", "CK_ENABLE_FP8", "CK_ENABLE_BF8", "CK_ENABLE_FP16",
-                         "CK_ENABLE_FP32", "CK_ENABLE_FP64", "CK_ENABLE_BF16")
+DEFAULT_BUILD_DEFINES = (
+    "CK_ENABLE_INT8",
+    "CK_ENABLE_FP8",
+    "CK_ENABLE_BF8",
+    "CK_ENABLE_FP16",
+    "CK_ENABLE_FP32",
+    "CK_ENABLE_FP64",
+    "CK_ENABLE_BF16",
+)
 
 
 def defines_by_arch(ctx, ck_defines: dict[str, tuple[str, int]]) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {a: {k: v for k, (v, _line) in ck_defines.items()} for a in ARCHS}
+    out: dict[str, dict[str, str]] = {
+        a: {k: v for k, (v, _line) in ck_defines.items()} for a in ARCHS
+    }
     if not ctx.table_rows("build_defines"):
         for a in ARCHS:
             out[a].update(dict.fromkeys(DEFAULT_BUILD_DEFINES, "1"))
@@ -149,8 +170,13 @@ def _build_row(builds: dict, file: str, arch: str, includers: dict[str, list[str
     return rows[0]
 
 
-def compute(regs: list[Any], ctx, ck_defines: dict[str, tuple[str, int]], caps: dict[str, Any],
-            includers: dict[str, list[str]] | None = None) -> list[AvailabilityRow]:
+def compute(
+    regs: list[Any],
+    ctx,
+    ck_defines: dict[str, tuple[str, int]],
+    caps: dict[str, Any],
+    includers: dict[str, list[str]] | None = None,
+) -> list[AvailabilityRow]:
     builds = {(r.file, r.arch): r for r in ctx.table_rows("file_builds")}
     rules = {r.id: r for r in ctx.table_rows("build_rules")}
     defs = defines_by_arch(ctx, ck_defines)
@@ -160,18 +186,32 @@ def compute(regs: list[Any], ctx, ck_defines: dict[str, tuple[str, int]], caps: 
             fb = _build_row(builds, reg.file, arch, includers or {})
             if fb is not None and not fb.built:
                 rule = rules.get(fb.rule_id) if fb.rule_id is not None else None
-                out.append(AvailabilityRow(
-                    registration_id=reg.id, arch=arch, available=False, layer="build",
-                    file=rule.file if rule else reg.file, line=fb.line, condition=fb.condition,
-                ))
+                out.append(
+                    AvailabilityRow(
+                        registration_id=reg.id,
+                        arch=arch,
+                        available=False,
+                        layer="build",
+                        file=rule.file if rule else reg.file,
+                        line=fb.line,
+                        condition=fb.condition,
+                    )
+                )
                 continue
             failing = removing_guards(reg.conditions, arch, defs.get(arch, {}), caps)
             if not failing:
                 out.append(AvailabilityRow(registration_id=reg.id, arch=arch, available=True))
                 continue
             layer, g = min(failing, key=lambda lg: LAYER_ORDER.index(lg[0]))
-            out.append(AvailabilityRow(
-                registration_id=reg.id, arch=arch, available=False, layer=layer,
-                file=g.get("file"), line=g.get("line"), condition=guard_text(g),
-            ))
+            out.append(
+                AvailabilityRow(
+                    registration_id=reg.id,
+                    arch=arch,
+                    available=False,
+                    layer=layer,
+                    file=g.get("file"),
+                    line=g.get("line"),
+                    condition=guard_text(g),
+                )
+            )
     return out

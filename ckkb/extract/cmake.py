@@ -144,7 +144,9 @@ def _condition_reader() -> tuple[Any, Any, type[Exception]]:
             return Or(a, b)
 
     grammar = resources.files("ckkb.grammars").joinpath("cmake_condition.lark").read_text()
-    parser = Lark(grammar, parser="lalr", propagate_positions=True, cache=True, maybe_placeholders=False)
+    parser = Lark(
+        grammar, parser="lalr", propagate_positions=True, cache=True, maybe_placeholders=False
+    )
     return parser, ToAst(), LarkError
 
 
@@ -224,7 +226,9 @@ def expand(text: str, env: dict[str, str]) -> str:
     return out
 
 
-def _expand_recording(text: str, env: dict[str, str]) -> tuple[str, tuple[tuple[str, str | None], ...]]:
+def _expand_recording(
+    text: str, env: dict[str, str]
+) -> tuple[str, tuple[tuple[str, str | None], ...]]:
     """expand() without the memo: the result and every (variable, value or None) it looked up."""
     reads: list[tuple[str, str | None]] = []
 
@@ -300,6 +304,7 @@ def _chain(c: Cond, op: type) -> list[Cond]:
 
 def _all_of(tests: list) -> Callable[[dict[str, str]], bool]:
     """AND of tests, short-circuit, in one frame (CK's conditions chain up to a dozen operands)."""
+
     def test(env: dict[str, str]) -> bool:
         for t in tests:
             if not t(env):
@@ -311,6 +316,7 @@ def _all_of(tests: list) -> Callable[[dict[str, str]], bool]:
 
 def _any_of(tests: list) -> Callable[[dict[str, str]], bool]:
     """OR of tests, short-circuit, in one frame."""
+
     def test(env: dict[str, str]) -> bool:
         for t in tests:
             if t(env):
@@ -320,7 +326,9 @@ def _any_of(tests: list) -> Callable[[dict[str, str]], bool]:
     return test
 
 
-_MATCH_MEMOS: list[dict[str, bool]] = []  # one per compiled `x MATCHES "<constant>"`; see forget_matches()
+_MATCH_MEMOS: list[
+    dict[str, bool]
+] = []  # one per compiled `x MATCHES "<constant>"`; see forget_matches()
 
 
 def _matcher(rx: re.Pattern[str], left: Arg):
@@ -384,16 +392,30 @@ def _evaluate(c: Cond, env: dict[str, str]) -> bool:
             return lhs in env.get(expand(c.right.value, env), "").split(";")
         if op.startswith("VERSION_"):
             a, b = _version(lhs), _version(rhs)
-            return {"VERSION_LESS": a < b, "VERSION_GREATER": a > b, "VERSION_EQUAL": a == b,
-                    "VERSION_LESS_EQUAL": a <= b, "VERSION_GREATER_EQUAL": a >= b}[op]
+            return {
+                "VERSION_LESS": a < b,
+                "VERSION_GREATER": a > b,
+                "VERSION_EQUAL": a == b,
+                "VERSION_LESS_EQUAL": a <= b,
+                "VERSION_GREATER_EQUAL": a >= b,
+            }[op]
         if op.startswith("STR"):
-            return {"STRLESS": lhs < rhs, "STRGREATER": lhs > rhs, "STRLESS_EQUAL": lhs <= rhs,
-                    "STRGREATER_EQUAL": lhs >= rhs}[op]
+            return {
+                "STRLESS": lhs < rhs,
+                "STRGREATER": lhs > rhs,
+                "STRLESS_EQUAL": lhs <= rhs,
+                "STRGREATER_EQUAL": lhs >= rhs,
+            }[op]
         a, b = _num(lhs), _num(rhs)
         if a is None or b is None:
             return False
-        return {"EQUAL": a == b, "LESS": a < b, "GREATER": a > b, "LESS_EQUAL": a <= b,
-                "GREATER_EQUAL": a >= b}[op]
+        return {
+            "EQUAL": a == b,
+            "LESS": a < b,
+            "GREATER": a > b,
+            "LESS_EQUAL": a <= b,
+            "GREATER_EQUAL": a >= b,
+        }[op]
     raise TypeError(f"not a condition: {c!r}")
 
 
@@ -554,7 +576,13 @@ def tokenize(text: str) -> list[Command]:
     return out
 
 
-_OPENERS = {"if": "endif", "foreach": "endforeach", "function": "endfunction", "macro": "endmacro", "while": "endwhile"}
+_OPENERS = {
+    "if": "endif",
+    "foreach": "endforeach",
+    "function": "endfunction",
+    "macro": "endmacro",
+    "while": "endwhile",
+}
 
 
 def parse_cmake(text: str) -> tuple[list[Any], list[Diagnostic]]:
@@ -588,7 +616,11 @@ def parse_cmake(text: str) -> tuple[list[Any], list[Diagnostic]]:
                     if closer.name == "endif":
                         break
                     cond = cond_of(closer) if closer.name == "elseif" else None
-                    br = Branch(cond, " ".join(closer.raw.split()) if closer.name == "elseif" else "", closer.line)
+                    br = Branch(
+                        cond,
+                        " ".join(closer.raw.split()) if closer.name == "elseif" else "",
+                        closer.line,
+                    )
                     if closer.name == "elseif" and cond is None:
                         br.text = " ".join(closer.raw.split())
                     node.branches.append(br)
@@ -597,14 +629,26 @@ def parse_cmake(text: str) -> tuple[list[Any], list[Diagnostic]]:
                 inner, closer = block({_OPENERS[c.name]})
                 if closer is None:
                     raise CMakeSyntaxError(f"{c.name}() without {_OPENERS[c.name]}()", c.line)
-                body.append(Foreach(c.line, c.args, inner) if c.name == "foreach" else Command("while", c.args, c.line, c.raw))
+                body.append(
+                    Foreach(c.line, c.args, inner)
+                    if c.name == "foreach"
+                    else Command("while", c.args, c.line, c.raw)
+                )
             elif c.name in ("function", "macro"):
                 inner, closer = block({_OPENERS[c.name]})
                 if closer is None:
                     raise CMakeSyntaxError(f"{c.name}() without {_OPENERS[c.name]}()", c.line)
                 names = [a.value for a in c.args]
                 body.append(Function(c.line, names[0] if names else "", names[1:], inner))
-            elif c.name in ("endif", "endforeach", "endfunction", "endmacro", "endwhile", "else", "elseif"):
+            elif c.name in (
+                "endif",
+                "endforeach",
+                "endfunction",
+                "endmacro",
+                "endwhile",
+                "else",
+                "elseif",
+            ):
                 raise CMakeSyntaxError(f"{c.name}() without a matching opener", c.line)
             else:
                 body.append(c)
@@ -640,7 +684,9 @@ class Interpreter:
         self.file = file
         self.read_file = read_file or (lambda p: "")
         self.stack: list[Branch] = []  # enclosing taken if-branches, innermost last
-        self.removed: dict[tuple[str, str], Branch | None] = {}  # (list var, item) -> branch that removed it
+        self.removed: dict[
+            tuple[str, str], Branch | None
+        ] = {}  # (list var, item) -> branch that removed it
         self.origin: dict[str, Branch | None] = {}  # var -> innermost branch of its last set()
         self.subdirs: list[str] = []
         self.defines: dict[str, tuple[str, int]] = {}  # -DNAME[=VALUE] -> (value, line)
@@ -689,7 +735,8 @@ class Interpreter:
         static = node.__dict__.get("_words")
         if static is None:
             static = node.__dict__["_words"] = (
-                False if any("${" in a.value for a in node.args) else tuple(self.words(node.args)))
+                False if any("${" in a.value for a in node.args) else tuple(self.words(node.args))
+            )
         return self.words(node.args) if static is False else static
 
     def foreach(self, s: Foreach) -> None:
@@ -723,7 +770,9 @@ class Interpreter:
 
     def command(self, c: Command) -> None:
         name = c.name
-        if name not in _INTERPRETED and name not in self.functions:  # message() etc.: no-ops, skipped at once
+        if (
+            name not in _INTERPRETED and name not in self.functions
+        ):  # message() etc.: no-ops, skipped at once
             return
         if name == "break":
             raise _Break()
@@ -747,7 +796,11 @@ class Interpreter:
                 self.env[w[0]] = w[2] if len(w) >= 3 else "OFF"
         elif name == "add_definitions" or name == "add_compile_definitions":
             for w in self.words_of(c):
-                d = w[2:] if w.startswith("-D") else (w if name == "add_compile_definitions" else "")
+                d = (
+                    w[2:]
+                    if w.startswith("-D")
+                    else (w if name == "add_compile_definitions" else "")
+                )
                 if d:
                     k, _, v = d.partition("=")
                     self.defines[k] = (v if _ else "1", c.line)
@@ -803,7 +856,11 @@ class Interpreter:
                 rx = re.compile(w[4])
             except re.error:
                 return
-            keep = [x for x in cur if rx.search(x)] if w[2] == "INCLUDE" else [x for x in cur if not rx.search(x)]
+            keep = (
+                [x for x in cur if rx.search(x)]
+                if w[2] == "INCLUDE"
+                else [x for x in cur if not rx.search(x)]
+            )
             for x in cur:
                 if x not in keep:
                     self.removed.setdefault((var, x), self.here())
@@ -829,14 +886,47 @@ class Interpreter:
 # the same verdict, so the function runs once per class of sources. Anything the check does not model raises
 # _Unsupported, and every source is then run on its own.
 
-Kind = tuple[str, ...]  # how a value derives from the source: () itself, ("NAME",) its file name, ...
-_OPAQUE: Kind = ("?",)  # source text mixed with other text: may be stored and passed on, never looked at
-_KEYWORDS = frozenset({"PARENT_SCOPE", "CACHE", "FORCE", "IN", "LISTS", "ITEMS", "RANGE", "REGEX", "INCLUDE",
-                       "EXCLUDE", "READ", "APPEND", "REMOVE_ITEM"})
+Kind = tuple[
+    str, ...
+]  # how a value derives from the source: () itself, ("NAME",) its file name, ...
+_OPAQUE: Kind = (
+    "?",
+)  # source text mixed with other text: may be stored and passed on, never looked at
+_KEYWORDS = frozenset(
+    {
+        "PARENT_SCOPE",
+        "CACHE",
+        "FORCE",
+        "IN",
+        "LISTS",
+        "ITEMS",
+        "RANGE",
+        "REGEX",
+        "INCLUDE",
+        "EXCLUDE",
+        "READ",
+        "APPEND",
+        "REMOVE_ITEM",
+    }
+)
 _UNPLAIN = re.compile(r'[;${}\\"]')
-_STRAY_DOLLAR = re.compile(r"\$(?:$|[{;./])")  # a `$` that a cut (list item, file name) could put before `{`
-_INTERPRETED = frozenset({"set", "option", "add_definitions", "add_compile_definitions", "unset",
-                          "get_filename_component", "list", "file", "add_subdirectory", "break"})
+_STRAY_DOLLAR = re.compile(
+    r"\$(?:$|[{;./])"
+)  # a `$` that a cut (list item, file name) could put before `{`
+_INTERPRETED = frozenset(
+    {
+        "set",
+        "option",
+        "add_definitions",
+        "add_compile_definitions",
+        "unset",
+        "get_filename_component",
+        "list",
+        "file",
+        "add_subdirectory",
+        "break",
+    }
+)
 
 
 class _Unsupported(Exception):
@@ -920,7 +1010,9 @@ class _SourceFlow:
     def __init__(self, body: list[Any], source_var: str, functions: set[str]) -> None:
         self.functions = functions
         self.kinds: dict[str, Kind] = {source_var: ()}
-        self.mixed: set[str] = set()  # variables that may also hold values not derived from the source
+        self.mixed: set[str] = (
+            set()
+        )  # variables that may also hold values not derived from the source
         self.written: set[str] = set()
         changed = True
         while changed:
@@ -975,7 +1067,11 @@ class _SourceFlow:
                 raise _Unsupported("list() with a computed list name")
             self.written.add(a[1].value)
             if a[0].value != "APPEND":
-                return [(a[1].value, None)] if a[0].value not in ("REMOVE_ITEM", "FILTER", "REMOVE_DUPLICATES") else []
+                return (
+                    [(a[1].value, None)]
+                    if a[0].value not in ("REMOVE_ITEM", "FILTER", "REMOVE_DUPLICATES")
+                    else []
+                )
             taint = self._tainted(a[2:]) or a[1].value in self.kinds
             return [(a[1].value, _OPAQUE if taint else None)]
         var = a[0].value
@@ -1080,8 +1176,16 @@ class _SourceFlow:
             if not (lst in self.kinds or self._tainted(items)):
                 return
             same = [_ref(x) for x in items]
-            ok = (op == "REMOVE_ITEM" and lst in self.kinds and lst not in self.mixed and self.kinds[lst] != _OPAQUE
-                  and all(v in self.kinds and v not in self.mixed and self.kinds[v] == self.kinds[lst] for v in same))
+            ok = (
+                op == "REMOVE_ITEM"
+                and lst in self.kinds
+                and lst not in self.mixed
+                and self.kinds[lst] != _OPAQUE
+                and all(
+                    v in self.kinds and v not in self.mixed and self.kinds[v] == self.kinds[lst]
+                    for v in same
+                )
+            )
             if not ok:
                 raise _Unsupported(f"list({op}) compares the source with other text")
         elif c.name in ("add_definitions", "add_compile_definitions"):
@@ -1106,20 +1210,33 @@ class _SourceFlow:
 class _LibraryVerdicts:
     """_run_library for one arch, run once per class of sources whose probes agree (see _SourceFlow)."""
 
-    def __init__(self, lib: Function, flow: _SourceFlow | None, env: dict[str, str], arch: str, rule_for,
-                 signatures: dict[tuple[Probe, ...], dict[str, tuple[bool, ...] | None]]) -> None:
+    def __init__(
+        self,
+        lib: Function,
+        flow: _SourceFlow | None,
+        env: dict[str, str],
+        arch: str,
+        rule_for,
+        signatures: dict[tuple[Probe, ...], dict[str, tuple[bool, ...] | None]],
+    ) -> None:
         self.lib, self.flow, self.env, self.arch, self.rule_for = lib, flow, env, arch, rule_for
         self.by_class: dict[tuple[bool, ...], tuple[bool, BuildRuleRow | None]] = {}
-        self.signatures: dict[str, tuple[bool, ...] | None] | None = None  # source -> probe outcomes
+        self.signatures: dict[str, tuple[bool, ...] | None] | None = (
+            None  # source -> probe outcomes
+        )
         entry = dict(env, ARGN="")
         entry[_instance_param(lib)] = "device_instance"
-        if flow is None or any(_STRAY_DOLLAR.search(v) for v in entry.values()):  # no `${` may form at run time
+        if flow is None or any(
+            _STRAY_DOLLAR.search(v) for v in entry.values()
+        ):  # no `${` may form at run time
             return
         try:
             probes = flow.probes(lib.body, entry)
         except _Unsupported:
             return
-        self.signatures = signatures.setdefault(probes, {})  # the same probes for most archs: computed once
+        self.signatures = signatures.setdefault(
+            probes, {}
+        )  # the same probes for most archs: computed once
         self.tests = [(_probe_test(leaf, var), kind) for leaf, var, kind in probes]
 
     def __call__(self, path: str) -> tuple[bool, BuildRuleRow | None]:
@@ -1146,7 +1263,12 @@ def _probe_test(leaf: Cond, var: str) -> Callable[[str], bool]:
     """The probe as a function of the tested variable's value. `var MATCHES "<constant>"` searches the
     value directly (what _matcher does once _value has looked `var` up), skipping an env and the memo that
     would keep every file name; other probes run as compiled against {var: value}."""
-    if isinstance(leaf, Binary) and leaf.op == "MATCHES" and leaf.right.quoted and "${" not in leaf.right.value:
+    if (
+        isinstance(leaf, Binary)
+        and leaf.op == "MATCHES"
+        and leaf.right.quoted
+        and "${" not in leaf.right.value
+    ):
         try:
             search = re.compile(leaf.right.value).search
         except re.error:
@@ -1215,7 +1337,9 @@ def _message(body: list[Any]) -> str:
     return ""
 
 
-def _rule_rows(file: str, lib: Function | None, loop: Foreach | None, guard_vars: set[str]) -> dict[int, BuildRuleRow]:
+def _rule_rows(
+    file: str, lib: Function | None, loop: Foreach | None, guard_vars: set[str]
+) -> dict[int, BuildRuleRow]:
     """One BuildRuleRow per if() branch that removes sources/targets or skips a directory."""
     rows: dict[int, BuildRuleRow] = {}
     regions = [(lib.body if lib else [], "function"), (loop.body if loop else [], "loop")]
@@ -1230,20 +1354,40 @@ def _rule_rows(file: str, lib: Function | None, loop: Foreach | None, guard_vars
                 action, targets = None, []
                 if s.name == "list" and len(w) >= 2 and w[0] == "REMOVE_ITEM" and w[1] == "ARGN":
                     action = "remove_source"
-                elif s.name == "list" and len(w) >= 2 and w[0] == "REMOVE_ITEM" and w[1] == "INST_TARGETS":
+                elif (
+                    s.name == "list"
+                    and len(w) >= 2
+                    and w[0] == "REMOVE_ITEM"
+                    and w[1] == "INST_TARGETS"
+                ):
                     action, targets = "remove_targets", w[2:]
-                elif s.name == "list" and len(w) >= 2 and w[0] == "FILTER" and w[1] == "INST_TARGETS":
+                elif (
+                    s.name == "list" and len(w) >= 2 and w[0] == "FILTER" and w[1] == "INST_TARGETS"
+                ):
                     action, targets = "remove_targets", ["FILTER " + " ".join(w[2:])]
-                elif (where == "loop" and s.name == "set" and len(w) >= 2 and w[0] in guard_vars
-                      and w[1] in ("0", "OFF", "FALSE")
-                      and not _contains(node.body, lambda c: c.name == "add_subdirectory")):
+                elif (
+                    where == "loop"
+                    and s.name == "set"
+                    and len(w) >= 2
+                    and w[0] in guard_vars
+                    and w[1] in ("0", "OFF", "FALSE")
+                    and not _contains(node.body, lambda c: c.name == "add_subdirectory")
+                ):
                     action = "skip_directory"
                 if action:
                     text = node.text if node.cond is not None or node.text else "else"
-                    rows.setdefault(node.line, BuildRuleRow(
-                        id=0, file=file, line=node.line, condition=text, action=action,
-                        targets=targets, message=_message(node.body),
-                    ))
+                    rows.setdefault(
+                        node.line,
+                        BuildRuleRow(
+                            id=0,
+                            file=file,
+                            line=node.line,
+                            condition=text,
+                            action=action,
+                            targets=targets,
+                            message=_message(node.body),
+                        ),
+                    )
     for i, line in enumerate(sorted(rows), start=1):
         rows[line].id = i
     return rows
@@ -1269,15 +1413,26 @@ class CMakeStage:
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
         if is_binary(data):
-            return FileResult(diagnostics=[Diagnostic(rel, 0, "binary data, not CMake: skipped", "warning", self.name)])
+            return FileResult(
+                diagnostics=[
+                    Diagnostic(rel, 0, "binary data, not CMake: skipped", "warning", self.name)
+                ]
+            )
         text = data.decode("utf-8", errors="replace")
-        if rel not in (GPU_CMAKE, ROOT_CMAKE):  # a directory's CMakeLists.txt: the loop matches against its text
+        if rel not in (
+            GPU_CMAKE,
+            ROOT_CMAKE,
+        ):  # a directory's CMakeLists.txt: the loop matches against its text
             return FileResult(facts={"text": text})
         try:
             stmts, diags = parse_cmake(text)
         except CMakeSyntaxError as e:
-            return FileResult(diagnostics=[Diagnostic(rel, e.line, f"CMake syntax: {e}", "error", self.name)])
-        if rel == ROOT_CMAKE:  # only option()/set()/add_definitions() matter; say nothing about the rest
+            return FileResult(
+                diagnostics=[Diagnostic(rel, e.line, f"CMake syntax: {e}", "error", self.name)]
+            )
+        if (
+            rel == ROOT_CMAKE
+        ):  # only option()/set()/add_definitions() matter; say nothing about the rest
             diags = []
         diags = [Diagnostic(rel, d.line, d.message, "warning", self.name) for d in diags]
         return FileResult(diagnostics=diags, facts={"stmts": stmts})
@@ -1286,13 +1441,30 @@ class CMakeStage:
         envs, rows = root_environments(results.get(ROOT_CMAKE))
         top = results.get(GPU_CMAKE)
         if top is None or "stmts" not in top.facts:
-            return StageResult(rows=rows, diagnostics=[Diagnostic(GPU_CMAKE, 0, "no build rules read: file missing or unparsable", "warning", self.name)])
-        texts = {k: v.facts.get("text", "") for k, v in results.items() if k not in (GPU_CMAKE, ROOT_CMAKE)}
+            return StageResult(
+                rows=rows,
+                diagnostics=[
+                    Diagnostic(
+                        GPU_CMAKE,
+                        0,
+                        "no build rules read: file missing or unparsable",
+                        "warning",
+                        self.name,
+                    )
+                ],
+            )
+        texts = {
+            k: v.facts.get("text", "")
+            for k, v in results.items()
+            if k not in (GPU_CMAKE, ROOT_CMAKE)
+        }
         more, diags = evaluate_tree(root, top.facts["stmts"], texts, envs=envs)
         return StageResult(rows=rows + more, diagnostics=diags)
 
 
-def root_environments(res: FileResult | None, archs: tuple[str, ...] = ARCHS) -> tuple[dict[str, dict[str, str]], list[Any]]:
+def root_environments(
+    res: FileResult | None, archs: tuple[str, ...] = ARCHS
+) -> tuple[dict[str, dict[str, str]], list[Any]]:
     """Run the top-level CMakeLists.txt once per arch: the variables gpu/ inherits, and its -D macros."""
     envs: dict[str, dict[str, str]] = {}
     rows: list[Any] = []
@@ -1307,13 +1479,18 @@ def root_environments(res: FileResult | None, archs: tuple[str, ...] = ARCHS) ->
             env = it.env
             env["SUPPORTED_GPU_TARGETS"] = arch  # one target per evaluated build
             for name, (value, line) in sorted(it.defines.items()):
-                rows.append(BuildDefineRow(arch=arch, name=name, value=value, file=ROOT_CMAKE, line=line))
+                rows.append(
+                    BuildDefineRow(arch=arch, name=name, value=value, file=ROOT_CMAKE, line=line)
+                )
         envs[arch] = env
     return envs, rows
 
 
 def evaluate_tree(
-    root: Path, stmts: list[Any], dir_texts: dict[str, str], archs: tuple[str, ...] = ARCHS,
+    root: Path,
+    stmts: list[Any],
+    dir_texts: dict[str, str],
+    archs: tuple[str, ...] = ARCHS,
     envs: dict[str, dict[str, str]] | None = None,
 ) -> tuple[list[Any], list[Diagnostic]]:
     """BuildRuleRows + FileBuildRows for every instance source × arch."""
@@ -1322,20 +1499,32 @@ def evaluate_tree(
     lib = _library_function(stmts)
     loop = _find_dir_loop(stmts)
     if lib is None:
-        diags.append(Diagnostic(GPU_CMAKE, 0, "no add_instance_library function found", "warning", "ck.cmake"))
+        diags.append(
+            Diagnostic(
+                GPU_CMAKE, 0, "no add_instance_library function found", "warning", "ck.cmake"
+            )
+        )
     guard_vars: set[str] = set()
     if loop is not None:
         for node in _walk(loop.body):
-            if isinstance(node, Branch) and node.cond is not None and _contains(node.body, lambda c: c.name == "add_subdirectory"):
+            if (
+                isinstance(node, Branch)
+                and node.cond is not None
+                and _contains(node.body, lambda c: c.name == "add_subdirectory")
+            ):
                 guard_vars |= variables(node.cond)
     rules = _rule_rows(GPU_CMAKE, lib, loop, guard_vars)
     out: list[Any] = list(rules.values())
     base = Path(root) / CK_INSTANCE_DIR
     sources = instance_sources(base)
-    by_dir: dict[str, list[tuple[str, str, str]]] = {}  # dir -> (source, path from the CK root, file name)
+    by_dir: dict[
+        str, list[tuple[str, str, str]]
+    ] = {}  # dir -> (source, path from the CK root, file name)
     for s in sources:
         if "/" in s:
-            by_dir.setdefault(s.split("/", 1)[0], []).append((s, f"{CK_INSTANCE_DIR}/{s}", s.rsplit("/", 1)[-1]))
+            by_dir.setdefault(s.split("/", 1)[0], []).append(
+                (s, f"{CK_INSTANCE_DIR}/{s}", s.rsplit("/", 1)[-1])
+            )
 
     def rule_for(br: Branch | None) -> BuildRuleRow | None:
         return rules.get(br.line) if br is not None else None
@@ -1345,7 +1534,9 @@ def evaluate_tree(
     flow = _library_flow(lib) if lib else None
     signatures: dict[tuple[Probe, ...], dict[str, tuple[bool, ...] | None]] = {}
     for arch in archs:
-        env = (envs or {}).get(arch) or dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
+        env = (envs or {}).get(arch) or dict(
+            DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch
+        )
         verdict = _LibraryVerdicts(lib, flow, env, arch, rule_for, signatures) if lib else None
         lib_cache: dict[str, tuple[bool, BuildRuleRow | None]] = {}
         for d, files in dirs:
@@ -1367,17 +1558,30 @@ def evaluate_tree(
                     dir_rule = rule_for(cands[-1]) if cands else None
             for f, path, name in files:
                 if not built_dir:
-                    out.append(FileBuildRow(file=path, arch=arch, built=False,
-                                            rule_id=dir_rule.id if dir_rule else None,
-                                            line=dir_rule.line if dir_rule else None,
-                                            condition=dir_rule.condition if dir_rule else "directory not added"))
+                    out.append(
+                        FileBuildRow(
+                            file=path,
+                            arch=arch,
+                            built=False,
+                            rule_id=dir_rule.id if dir_rule else None,
+                            line=dir_rule.line if dir_rule else None,
+                            condition=dir_rule.condition if dir_rule else "directory not added",
+                        )
+                    )
                     continue
                 if name not in lib_cache:
                     lib_cache[name] = verdict(f) if verdict else (True, None)
                 built, rule = lib_cache[name]
-                out.append(FileBuildRow(file=path, arch=arch, built=built,
-                                        rule_id=rule.id if rule else None, line=rule.line if rule else None,
-                                        condition=rule.condition if rule else None))
+                out.append(
+                    FileBuildRow(
+                        file=path,
+                        arch=arch,
+                        built=built,
+                        rule_id=rule.id if rule else None,
+                        line=rule.line if rule else None,
+                        condition=rule.condition if rule else None,
+                    )
+                )
     forget_matches()
     return out, diags
 
@@ -1392,14 +1596,16 @@ def instance_sources(base: Path) -> list[str]:
     out: list[str] = []
     for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
         dirnames.sort()
-        rel = dirpath[len(top) + 1:].replace(os.sep, "/")
+        rel = dirpath[len(top) + 1 :].replace(os.sep, "/")
         prefix = rel + "/" if rel else ""
         out.extend(prefix + f for f in filenames if f.endswith(SOURCE_SUFFIXES))
     out.sort(key=lambda r: r.split("/"))
     return out
 
 
-def _run_library(lib: Function, env: dict[str, str], source: str, arch: str, rule_for) -> tuple[bool, BuildRuleRow | None]:
+def _run_library(
+    lib: Function, env: dict[str, str], source: str, arch: str, rule_for
+) -> tuple[bool, BuildRuleRow | None]:
     source = source.split("/", 1)[1] if "/" in source else source
     it = Interpreter(env, GPU_CMAKE)
     it.functions[lib.name.lower()] = lib

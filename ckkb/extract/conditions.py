@@ -110,7 +110,9 @@ def expr_tree(node: ts.Node | None, src: bytes, preproc: bool = False) -> dict[s
         return {"op": "unknown", "text": ""}
     t = node.type
     if t in ("parenthesized_expression", "condition_clause"):
-        inner = node.child_by_field_name("value") or next((c for c in node.named_children if c.type != "comment"), None)
+        inner = node.child_by_field_name("value") or next(
+            (c for c in node.named_children if c.type != "comment"), None
+        )
         return expr_tree(inner, src, preproc)
     if t == "binary_expression":
         op = node.child_by_field_name("operator")
@@ -125,17 +127,29 @@ def expr_tree(node: ts.Node | None, src: bytes, preproc: bool = False) -> dict[s
             return {"op": kind, "args": args}
         if ops in ("==", "!="):
             for a, b in ((left, right), (right, left)):
-                if a is not None and b is not None and a.type == "call_expression" and callee(a, src) == DEVICE_NAME_FN:
+                if (
+                    a is not None
+                    and b is not None
+                    and a.type == "call_expression"
+                    and callee(a, src) == DEVICE_NAME_FN
+                ):
                     lit = _string_value(b, src)
                     if lit is not None:
                         return {"op": "dev", "cmp": ops, "arch": lit}
         if ops in ("==", "!=", "<", ">", "<=", ">=") and preproc:
-            return {"op": "cmp", "cmp": ops, "args": [expr_tree(left, src, preproc), expr_tree(right, src, preproc)]}
+            return {
+                "op": "cmp",
+                "cmp": ops,
+                "args": [expr_tree(left, src, preproc), expr_tree(right, src, preproc)],
+            }
         return {"op": "unknown", "text": strip_ws(text(node, src))}
     if t == "unary_expression":
         op = node.child_by_field_name("operator")
         if op is not None and text(op, src) in ("!", "not"):
-            return {"op": "not", "arg": expr_tree(node.child_by_field_name("argument"), src, preproc)}
+            return {
+                "op": "not",
+                "arg": expr_tree(node.child_by_field_name("argument"), src, preproc),
+            }
         return {"op": "unknown", "text": strip_ws(text(node, src))}
     if t == "call_expression":
         name = callee(node, src)
@@ -262,7 +276,9 @@ def _directive_lines_joined(data: bytes) -> tuple[list[tuple[int, int, str, str]
     return out, len(lines)
 
 
-def directives(data: bytes) -> tuple[list[tuple[tuple[int, str, int], ...]], dict[int, list[tuple[int, str]]]]:
+def directives(
+    data: bytes,
+) -> tuple[list[tuple[tuple[int, str, int], ...]], dict[int, list[tuple[int, str]]]]:
     """(directive_stacks(data), directive_sections(data)) from one scan of the directive lines."""
     found, nlines = _directive_lines(data)
     stacks: list[tuple[tuple[int, str, int], ...]] = [()]
@@ -307,7 +323,9 @@ def directive_expr(directive: str) -> dict[str, Any]:
     return expr_tree(node.child_by_field_name("condition"), src, preproc=True)
 
 
-def preprocessor_guards(stack: tuple[tuple[int, str, int], ...], sections: dict[int, list[tuple[int, str]]], rel: str) -> list[dict[str, Any]]:
+def preprocessor_guards(
+    stack: tuple[tuple[int, str, int], ...], sections: dict[int, list[tuple[int, str]]], rel: str
+) -> list[dict[str, Any]]:
     """Guards for a line inside `stack`: for section k>0, every earlier branch is false and the
     k-th (#elif) is true (#else has no condition of its own)."""
     out = []
@@ -325,5 +343,14 @@ def preprocessor_guards(stack: tuple[tuple[int, str, int], ...], sections: dict[
 
 
 def _pp(line_no: int, txt: str, branch: str, rel: str, has_else: bool) -> dict[str, Any]:
-    return {"kind": "preprocessor", "text": txt, "branch": branch, "file": rel, "line": line_no,
-            "arch": None, "op": None, "expr": directive_expr(txt), "has_else": has_else}
+    return {
+        "kind": "preprocessor",
+        "text": txt,
+        "branch": branch,
+        "file": rel,
+        "line": line_no,
+        "arch": None,
+        "op": None,
+        "expr": directive_expr(txt),
+        "has_else": has_else,
+    }

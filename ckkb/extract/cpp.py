@@ -79,10 +79,14 @@ def _walk_all(node: ts.Node) -> Iterator[ts.Node]:
 def _find_sorted(node: ts.Node, types: tuple[str, ...]) -> list[ts.Node] | None:
     """Nodes of `types` under node (itself included) in pre-order: by start, then outermost first.
     None when two matches share one extent (pre-order between them needs the tree walk)."""
-    pattern = "[" + " ".join(f"({t})" for t in types) + "] @n" if len(types) > 1 else f"({types[0]}) @n"
+    pattern = (
+        "[" + " ".join(f"({t})" for t in types) + "] @n" if len(types) > 1 else f"({types[0]}) @n"
+    )
     try:
         query = _query(pattern)
-    except ts.QueryError:  # a type this grammar does not name (or ERROR/MISSING spellings): walk instead
+    except (
+        ts.QueryError
+    ):  # a type this grammar does not name (or ERROR/MISSING spellings): walk instead
         return None
     caps = ts.QueryCursor(query).captures(node).get("n", [])
     if len(caps) < 2:
@@ -147,18 +151,25 @@ def mask_conditionals(data: bytes) -> tuple[bytes, dict[int, tuple[str, ...]]]:
     lines = data.split(b"\n")
     out: list[bytes] = []
     guards: dict[int, tuple[str, ...]] = {}
-    stack: list[list] = []  # per open #if: [conditions of its branches so far, condition of the current branch]
+    stack: list[
+        list
+    ] = []  # per open #if: [conditions of its branches so far, condition of the current branch]
     cont = False
     for i, ln in enumerate(lines, start=1):
         s = ln.lstrip()
-        if cont or (s.startswith(b"#") and s[1:].lstrip().split(b" ", 1)[0].split(b"(", 1)[0].rstrip(b"\r") in _CONDITIONALS):
+        if cont or (
+            s.startswith(b"#")
+            and s[1:].lstrip().split(b" ", 1)[0].split(b"(", 1)[0].rstrip(b"\r") in _CONDITIONALS
+        ):
             if not cont:
                 rest = s[1:].lstrip()
                 word = rest.split(b" ", 1)[0].split(b"(", 1)[0].rstrip(b"\r")
-                arg = rest[len(word):].strip().rstrip(b"\\").strip().decode("utf-8", "replace")
+                arg = rest[len(word) :].strip().rstrip(b"\\").strip().decode("utf-8", "replace")
                 arg = arg.split("//", 1)[0].strip()
                 if word in (b"if", b"ifdef", b"ifndef"):
-                    cond = {b"ifdef": f"defined({arg})", b"ifndef": f"!defined({arg})"}.get(word, arg)
+                    cond = {b"ifdef": f"defined({arg})", b"ifndef": f"!defined({arg})"}.get(
+                        word, arg
+                    )
                     stack.append([[cond], cond])
                 elif word in (b"elif", b"else") and stack:
                     conds = stack[-1][0]
@@ -172,7 +183,9 @@ def mask_conditionals(data: bytes) -> tuple[bytes, dict[int, tuple[str, ...]]]:
             out.append(b" " * len(ln))
             continue
         if any(g[1] == "0" or g[1] == "!(1)" or g[1].startswith("!(1) &&") for g in stack):
-            out.append(b" " * len(ln))  # `#if 0` text is dead (and often not valid C++): nothing to read
+            out.append(
+                b" " * len(ln)
+            )  # `#if 0` text is dead (and often not valid C++): nothing to read
             continue
         if stack:
             guards[i] = tuple(g[1] for g in stack)
@@ -245,7 +258,24 @@ _NOT_ONLY_TEMPLATES = (b"(", b")", b'"', b"'", b"#", b"->", b"<=", b">=", b"<<",
 _ANGLES_AS_PARENS = bytes.maketrans(b"<>", b"()")
 # Types tree-sitter reads as keywords (primitive_type, sized_type_specifier, type_qualifier): written
 # as a call's argument they do not parse, so a body with one keeps its brackets. Cheap test first.
-_KEYWORD_HINTS = (b"int", b"float", b"double", b"char", b"bool", b"void", b"size_t", b"long", b"short", b"signed", b"const", b"volatile", b"auto", b"struct", b"typename", b"decltype")
+_KEYWORD_HINTS = (
+    b"int",
+    b"float",
+    b"double",
+    b"char",
+    b"bool",
+    b"void",
+    b"size_t",
+    b"long",
+    b"short",
+    b"signed",
+    b"const",
+    b"volatile",
+    b"auto",
+    b"struct",
+    b"typename",
+    b"decltype",
+)
 _TYPE_KEYWORD = re.compile(
     rb"\b(?:u?int(?:8|16|32|64|ptr|max)?_t|int|float|double|char(?:8|16|32)?(?:_t)?|bool|void|s?size_t|ptrdiff_t|nullptr_t|max_align_t"
     rb"|long|short|signed|unsigned|const|volatile|auto|struct|class|enum|union|typename|decltype)\b"
@@ -280,7 +310,13 @@ def tuple_lists_as_calls(data: bytes) -> bytes:
             continue
         body = data[start:end]
         close = body.rfind(b">")
-        if close < 0 or b"/*" in body or b"*/" in body or body[close + 1 :].strip() or b"//" in body[body.rfind(b"\n", 0, close) + 1 : close]:
+        if (
+            close < 0
+            or b"/*" in body
+            or b"*/" in body
+            or body[close + 1 :].strip()
+            or b"//" in body[body.rfind(b"\n", 0, close) + 1 : close]
+        ):
             continue  # not closed right before the `;` (or the last `>` is in a comment)
         code = _LINE_COMMENT.sub(b"", body) if b"//" in body else body
         if code.count(b"<") + 1 != code.count(b">") or any(t in code for t in _NOT_ONLY_TEMPLATES):
@@ -336,14 +372,24 @@ def template_params(plist: ts.Node, src: bytes) -> list[dict]:
         if t == "comment":
             continue
         name, kind, ptype, default = "", "value", None, None
-        if t in ("type_parameter_declaration", "optional_type_parameter_declaration", "variadic_type_parameter_declaration"):
+        if t in (
+            "type_parameter_declaration",
+            "optional_type_parameter_declaration",
+            "variadic_type_parameter_declaration",
+        ):
             kind = "pack" if t.startswith("variadic") else "type"
             ptype = "typename"
-            ident = p.child_by_field_name("name") or next((c for c in p.named_children if c.type == "type_identifier"), None)
+            ident = p.child_by_field_name("name") or next(
+                (c for c in p.named_children if c.type == "type_identifier"), None
+            )
             name = text(ident, src) if ident is not None else ""
             d = p.child_by_field_name("default_type")
             default = squash(text(d, src)) if d is not None else None
-        elif t in ("parameter_declaration", "optional_parameter_declaration", "variadic_parameter_declaration"):
+        elif t in (
+            "parameter_declaration",
+            "optional_parameter_declaration",
+            "variadic_parameter_declaration",
+        ):
             ty = p.child_by_field_name("type")
             ptype = squash(text(ty, src)) if ty is not None else None
             decl = p.child_by_field_name("declarator")
@@ -359,9 +405,13 @@ def template_params(plist: ts.Node, src: bytes) -> list[dict]:
             default = squash(text(d, src)) if d is not None else None
         elif t == "template_template_parameter_declaration":
             kind, ptype = "template", "template"
-            inner = next((c for c in p.named_children if c.type.endswith("parameter_declaration")), None)
+            inner = next(
+                (c for c in p.named_children if c.type.endswith("parameter_declaration")), None
+            )
             if inner is not None:
-                ident = inner.child_by_field_name("name") or next((c for c in inner.named_children if c.type == "type_identifier"), None)
+                ident = inner.child_by_field_name("name") or next(
+                    (c for c in inner.named_children if c.type == "type_identifier"), None
+                )
                 name = text(ident, src) if ident is not None else ""
                 d = inner.child_by_field_name("default_type")
                 default = squash(text(d, src)) if d is not None else None

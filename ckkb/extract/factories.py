@@ -39,9 +39,37 @@ ADD_CALL = "add_device_operation_instances"  # the registration helper every add
 _FACTORY_NAME = re.compile(rb"\badd_(?!device_operation_instances?\b)\w*instance")
 _LAYOUT_WORDS = {"Row", "Col", "RowMajor", "ColumnMajor"}
 _DTYPE_WORDS = {
-    "F16", "BF16", "F32", "F64", "F8", "BF8", "I8", "I32", "I4", "F4", "F6", "BF6", "half_t", "bhalf_t",
-    "float", "double", "int8_t", "int32_t", "f8_t", "bf8_t", "pk_i4_t", "f4x2_pk_t", "f6x32_pk_t",
-    "bf6x32_pk_t", "e8m0_bexp_t", "tf32_t", "int4_t", "f8_fnuz_t", "bf8_fnuz_t", "f8_ocp_t", "bf8_ocp_t",
+    "F16",
+    "BF16",
+    "F32",
+    "F64",
+    "F8",
+    "BF8",
+    "I8",
+    "I32",
+    "I4",
+    "F4",
+    "F6",
+    "BF6",
+    "half_t",
+    "bhalf_t",
+    "float",
+    "double",
+    "int8_t",
+    "int32_t",
+    "f8_t",
+    "bf8_t",
+    "pk_i4_t",
+    "f4x2_pk_t",
+    "f6x32_pk_t",
+    "bf6x32_pk_t",
+    "e8m0_bexp_t",
+    "tf32_t",
+    "int4_t",
+    "f8_fnuz_t",
+    "bf8_fnuz_t",
+    "f8_ocp_t",
+    "bf8_ocp_t",
 }
 
 
@@ -72,12 +100,18 @@ def _is_dtype(v: str, param: str | None = None) -> bool:
 
 def _template_args(node: ts.Node, src: bytes) -> tuple[str, list[str]]:
     """A (possibly qualified) template type -> (name, [argument texts])."""
-    while node.type in ("qualified_identifier", "type_descriptor") and (node.child_by_field_name("name") or node.child_by_field_name("type")):
+    while node.type in ("qualified_identifier", "type_descriptor") and (
+        node.child_by_field_name("name") or node.child_by_field_name("type")
+    ):
         node = node.child_by_field_name("name") or node.child_by_field_name("type")
     if node.type not in ("template_type", "template_function"):
         return _last(text(node, src)), []
     args = node.child_by_field_name("arguments")
-    vals = [strip_ws(text(c, src)) for c in args.named_children if c.type != "comment"] if args is not None else []
+    vals = (
+        [strip_ws(text(c, src)) for c in args.named_children if c.type != "comment"]
+        if args is not None
+        else []
+    )
     return text(node.child_by_field_name("name"), src), vals
 
 
@@ -92,13 +126,19 @@ def _same_bindings(cond: ts.Node, src: bytes) -> dict[str, str]:
         if nm not in ("is_same_v", "is_same"):
             continue
         args = n.child_by_field_name("arguments")
-        vals = [strip_ws(text(c, src)) for c in args.named_children if c.type != "comment"] if args is not None else []
+        vals = (
+            [strip_ws(text(c, src)) for c in args.named_children if c.type != "comment"]
+            if args is not None
+            else []
+        )
         if len(vals) == 2:
             out.setdefault(vals[0], vals[1])
     return out
 
 
-def _if_bindings(call: ts.Node, stop: ts.Node, src: bytes, memo: dict | None = None) -> dict[str, str]:
+def _if_bindings(
+    call: ts.Node, stop: ts.Node, src: bytes, memo: dict | None = None
+) -> dict[str, str]:
     """Bindings of every enclosing `if constexpr` whose then-branch holds `call` (inner wins);
     `memo` keeps each condition's _same_bindings (the calls of one branch share their ifs)."""
     out: dict[str, str] = {}
@@ -109,7 +149,11 @@ def _if_bindings(call: ts.Node, stop: ts.Node, src: bytes, memo: dict | None = N
         if node.type == "if_statement":
             alt = node.child_by_field_name("alternative")
             cond = node.child_by_field_name("condition")
-            in_else = alt is not None and alt.start_byte <= child.start_byte and child.end_byte <= alt.end_byte
+            in_else = (
+                alt is not None
+                and alt.start_byte <= child.start_byte
+                and child.end_byte <= alt.end_byte
+            )
             if cond is not None and not in_else:
                 key = (cond.start_byte, cond.end_byte)
                 sb = memo.get(key)
@@ -137,13 +181,22 @@ def _guards(stacks, sections, ln: int) -> list[str]:
     return out
 
 
-_INDEX_TYPES = ("struct_specifier", "class_specifier", "call_expression", "declaration", "field_declaration", "template_type")
+_INDEX_TYPES = (
+    "struct_specifier",
+    "class_specifier",
+    "call_expression",
+    "declaration",
+    "field_declaration",
+    "template_type",
+)
 
 
 def extract_file(rel: str, data: bytes) -> FileResult:
     res = FileResult()
     if is_binary(data):
-        res.diagnostics.append(Diagnostic(rel, 0, "binary data, not C++: skipped", "warning", "ck.factories"))
+        res.diagnostics.append(
+            Diagnostic(rel, 0, "binary data, not C++: skipped", "warning", "ck.factories")
+        )
         return res
     if b"add_" not in data or not _FACTORY_NAME.search(data):
         return res
@@ -156,7 +209,11 @@ def extract_file(rel: str, data: bytes) -> FileResult:
     # calls inside factory specialisations
     for spec in idx.merged(("struct_specifier", "class_specifier")):
         name = spec.child_by_field_name("name")
-        if name is None or name.type != "template_type" or "InstanceFactory" not in text(name.child_by_field_name("name"), data):
+        if (
+            name is None
+            or name.type != "template_type"
+            or "InstanceFactory" not in text(name.child_by_field_name("name"), data)
+        ):
             continue
         args = name.child_by_field_name("arguments")
         if args is None or not args.named_children:
@@ -172,11 +229,18 @@ def extract_file(rel: str, data: bytes) -> FileResult:
             seen_calls.add(call.start_byte)
             b = _if_bindings(call, body, data, memo)
             vals = [(p, b.get(p, p)) for p in iargs]
-            rows.append(FactoryRow(
-                file=rel, line=line(call), function=fn, interface=_last(iface), kind="call",
-                dtypes=[v for p, v in vals if _is_dtype(v, p)], layouts=[v for p, v in vals if _is_layout(v, p)],
-                guards=_guards(stacks, sections, line(call)),
-            ))
+            rows.append(
+                FactoryRow(
+                    file=rel,
+                    line=line(call),
+                    function=fn,
+                    interface=_last(iface),
+                    kind="call",
+                    dtypes=[v for p, v in vals if _is_dtype(v, p)],
+                    layouts=[v for p, v in vals if _is_layout(v, p)],
+                    guards=_guards(stacks, sections, line(call)),
+                )
+            )
     # declarations: void add_x_instances(std::vector<std::unique_ptr<Iface<...>>>&);
     for decl in idx.merged(("declaration", "field_declaration")):
         fd = function_declarator(decl)
@@ -194,14 +258,29 @@ def extract_file(rel: str, data: bytes) -> FileResult:
                 if a is not None and a.named_children:
                     iface, iargs = _template_args(a.named_children[0], data)
                 break
-        rows.append(FactoryRow(
-            file=rel, line=line(decl), function=fname, interface=_last(iface), kind="declaration",
-            dtypes=[v for v in iargs if _is_dtype(v)], layouts=[v for v in iargs if _is_layout(v)],
-            guards=_guards(stacks, sections, line(decl)),
-        ))
+        rows.append(
+            FactoryRow(
+                file=rel,
+                line=line(decl),
+                function=fname,
+                interface=_last(iface),
+                kind="declaration",
+                dtypes=[v for v in iargs if _is_dtype(v)],
+                layouts=[v for v in iargs if _is_layout(v)],
+                guards=_guards(stacks, sections, line(decl)),
+            )
+        )
     errs = error_lines(tree)
     if errs and not rows:
-        res.diagnostics.append(Diagnostic(rel, errs[0], f"malformed C++ (parse errors at line(s) {', '.join(map(str, errs[:5]))}); no factory read", "warning", "ck.factories"))
+        res.diagnostics.append(
+            Diagnostic(
+                rel,
+                errs[0],
+                f"malformed C++ (parse errors at line(s) {', '.join(map(str, errs[:5]))}); no factory read",
+                "warning",
+                "ck.factories",
+            )
+        )
     res.rows = rows
     return res
 

@@ -43,7 +43,12 @@ _CMAKE_VAR = re.compile(rb"@([A-Za-z_][A-Za-z0-9_]*)@")  # CMake configure_file 
 # Byte pre-filter only (the parse is tree-sitter's): a source that may alias another instance list,
 # `using X_instance = device_..._instance<F64, ...>;`, with no `tuple` of its own.
 _MAYBE_LIST_ALIAS = re.compile(rb"using\s+\w+\s*=\s*[\w:]+_instances?\s*<")
-_NS_PREFIXES = ("ck::tensor_operation::device::instance::", "ck::tensor_operation::device::", "ck::tensor_operation::", "ck::")
+_NS_PREFIXES = (
+    "ck::tensor_operation::device::instance::",
+    "ck::tensor_operation::device::",
+    "ck::tensor_operation::",
+    "ck::",
+)
 
 Expr = tuple  # ("int", v) | ("bool", v) | ("name", s) | ("tmpl", name, [Expr]) | ("pack", s) | ("bin", op, a, b) | ("neg", a) | ("text", s)
 
@@ -80,7 +85,12 @@ def short(name: str) -> str:
 def _is_header_comment(body: str) -> bool:
     """CK's `//####| ALayout| BLayout|...` column tables and `clang-format` switches: never a reason."""
     b = body.strip()
-    return b.startswith("#") or b.count("|") >= 3 or b.startswith("clang-format") or not b.strip("-=#*/ ")
+    return (
+        b.startswith("#")
+        or b.count("|") >= 3
+        or b.startswith("clang-format")
+        or not b.strip("-=#*/ ")
+    )
 
 
 # ---------------------------------------------------------------- C++ -> expression trees
@@ -114,7 +124,11 @@ def _misread_in_view(found: dict[str, list], src: bytes) -> bool:
         for c in args.named_children if args is not None else ():
             if c.type == "type_descriptor" and c.named_child_count == 2:
                 d = c.child_by_field_name("declarator")
-                if d is not None and d.type == "abstract_function_declarator" and src[d.start_byte] == _LT:
+                if (
+                    d is not None
+                    and d.type == "abstract_function_declarator"
+                    and src[d.start_byte] == _LT
+                ):
                     return True
     return False
 
@@ -135,10 +149,21 @@ def to_expr(node, src: bytes) -> Expr:
             return ("int", v) if v is not None else ("text", s)
     if t in _NAMES:
         return ("name", src[node.start_byte : node.end_byte].decode("utf-8", "replace"))
-    if t in ("template_type", "template_function"):  # `S<0>` in an expression position reads as a template_function
+    if t in (
+        "template_type",
+        "template_function",
+    ):  # `S<0>` in an expression position reads as a template_function
         name = node.child_by_field_name("name")
         args = node.child_by_field_name("arguments")
-        return ("tmpl", cpp.text(name, src), tuple(_arg_expr(a, src) for a in (args.named_children if args else []) if a.type != "comment"))
+        return (
+            "tmpl",
+            cpp.text(name, src),
+            tuple(
+                _arg_expr(a, src)
+                for a in (args.named_children if args else [])
+                if a.type != "comment"
+            ),
+        )
     if t in ("true", "false"):
         return ("bool", t == "true")
     if t == "call_expression":
@@ -217,8 +242,6 @@ def _mask_cmake(data: bytes) -> tuple[bytes, list[tuple[int, str]]]:
     return _CMAKE_VAR.sub(lambda m: b"_" + m.group(1) + b"_", data), found
 
 
-
-
 def _comment_block_above(node, src: bytes) -> str:
     """The contiguous comment lines ending on the line just above `node`, without markers."""
     lines: list[str] = []
@@ -250,7 +273,12 @@ def _tuple_args(decl, src: bytes):
     if ty.type == "qualified_identifier":
         scope = ty.child_by_field_name("scope")
         name = ty.child_by_field_name("name")
-        if scope is None or cpp.text(scope, src) != "std" or name is None or name.type != "template_type":
+        if (
+            scope is None
+            or cpp.text(scope, src) != "std"
+            or name is None
+            or name.type != "template_type"
+        ):
             return None
         ty = name
     if ty.type != "template_type" or cpp.text(ty.child_by_field_name("name"), src) != "tuple":
@@ -276,7 +304,11 @@ _VIEW_ARG_FACTS: dict[bytes, tuple[Expr, str]] = {}
 
 
 def _entry_facts(node, src: bytes, line: int) -> dict:
-    inner = node.named_child(0) if node.type == "type_descriptor" and node.named_child_count == 1 else node
+    inner = (
+        node.named_child(0)
+        if node.type == "type_descriptor" and node.named_child_count == 1
+        else node
+    )
     if inner.type == "call_expression":
         facts = _view_entry_facts(node, inner, src, line)
         if facts is not None:
@@ -308,12 +340,20 @@ def _view_entry_facts(node, call, src: bytes, line: int) -> dict | None:
             for p, e, a in zip(pieces, exprs, entry["args"], strict=True):  # lengths checked above
                 _VIEW_ARG_FACTS[p] = (e, a)
         return entry
-    return {"line": line, "template": cpp.text(fn, src), "args": [f[1] for f in facts], "exprs": tuple(f[0] for f in facts)}
+    return {
+        "line": line,
+        "template": cpp.text(fn, src),
+        "args": [f[1] for f in facts],
+        "exprs": tuple(f[0] for f in facts),
+    }
 
 
 def _entry_facts_from_nodes(node, inner, src: bytes, line: int) -> dict:
     parts = template_parts(inner, src)
-    if parts is not None and (inner.type in ("template_type", "template_function") or parts[0].type in ("type_identifier", "identifier")):
+    if parts is not None and (
+        inner.type in ("template_type", "template_function")
+        or parts[0].type in ("type_identifier", "identifier")
+    ):
         # the common entry `Op<a, b, ...>`: each argument's expression and text from one memo
         memo = _ARG_FACTS
         facts = []
@@ -338,7 +378,13 @@ def _entry_facts_from_nodes(node, inner, src: bytes, line: int) -> dict:
             "args": [cpp.squash(cpp.text(a, src)) for a in args_nodes],
             "exprs": e[2],
         }
-    return {"line": line, "template": cpp.squash(cpp.text(node, src)), "args": [], "exprs": None, "expr": e}
+    return {
+        "line": line,
+        "template": cpp.squash(cpp.text(node, src)),
+        "args": [],
+        "exprs": None,
+        "expr": e,
+    }
 
 
 _ARG_FACTS: dict[tuple[str, bytes], tuple[Expr, str]] = {}
@@ -351,14 +397,21 @@ def _arg_facts(node, src: bytes) -> tuple[Expr, str]:
     if f is None:
         if len(_ARG_FACTS) > 200_000:
             _ARG_FACTS.clear()
-        f = _ARG_FACTS[key] = (_arg_expr(node, src), " ".join(key[1].decode("utf-8", "replace").split()))
+        f = _ARG_FACTS[key] = (
+            _arg_expr(node, src),
+            " ".join(key[1].decode("utf-8", "replace").split()),
+        )
     return f
 
 
 def node_args(node, src: bytes):
     """Argument nodes of a (possibly qualified) template type node (or of its view form: template_parts)."""
     parts = template_parts(node, src)
-    cur = node.child_by_field_name("type") if parts is None and node.type == "type_descriptor" else node
+    cur = (
+        node.child_by_field_name("type")
+        if parts is None and node.type == "type_descriptor"
+        else node
+    )
     while parts is None and cur is not None:
         parts = template_parts(cur, src)
         if parts is not None or cur.type != "qualified_identifier":
@@ -416,9 +469,16 @@ def _list_entries(args, src: bytes, rel: str, diags: list[Diagnostic]) -> list[d
                 group = [(cpp.line(c) + k, ln) for k, ln in enumerate(body.splitlines())]
                 j = i + 1
                 depth = body.count("<") - body.count(">")
-                while depth > 0 and j < len(children) and children[j].type == "comment" and children[j].start_point[0] == children[j - 1].end_point[0] + 1:
+                while (
+                    depth > 0
+                    and j < len(children)
+                    and children[j].type == "comment"
+                    and children[j].start_point[0] == children[j - 1].end_point[0] + 1
+                ):
                     more = cpp.strip_comment(cpp.text(children[j], src))
-                    group.extend((cpp.line(children[j]) + k, ln) for k, ln in enumerate(more.splitlines()))
+                    group.extend(
+                        (cpp.line(children[j]) + k, ln) for k, ln in enumerate(more.splitlines())
+                    )
                     depth += more.count("<") - more.count(">")
                     j += 1
                 parsed = _commented_entries(group)
@@ -441,7 +501,15 @@ def _list_entries(args, src: bytes, rel: str, diags: list[Diagnostic]) -> list[d
             i += 1
             continue
         if c.type == "ERROR":
-            diags.append(Diagnostic(rel, cpp.line(c), f"unreadable text in instance list: {cpp.squash(cpp.text(c, src))[:60]!r}", "warning", NAME))
+            diags.append(
+                Diagnostic(
+                    rel,
+                    cpp.line(c),
+                    f"unreadable text in instance list: {cpp.squash(cpp.text(c, src))[:60]!r}",
+                    "warning",
+                    NAME,
+                )
+            )
             i += 1
             continue
         e = _entry_facts(c, src, cpp.line(c))
@@ -493,9 +561,13 @@ def _aliases(found: dict[str, list], src: bytes) -> dict[str, dict]:
             entry["params"] = [p["name"] for p in cpp.template_params(plist, src)]
         out[cpp.text(name, src)] = entry
     for decl in found["declaration"]:
-        if not any(c.type == "type_qualifier" and cpp.text(c, src) == "constexpr" for c in decl.children):
+        if not any(
+            c.type == "type_qualifier" and cpp.text(c, src) == "constexpr" for c in decl.children
+        ):
             continue
-        if cpp.is_nested_in(decl, ("compound_statement", "field_declaration_list", "template_declaration")):
+        if cpp.is_nested_in(
+            decl, ("compound_statement", "field_declaration_list", "template_declaration")
+        ):
             continue
         for init in decl.named_children:
             if init.type != "init_declarator":
@@ -505,7 +577,12 @@ def _aliases(found: dict[str, list], src: bytes) -> dict[str, dict]:
                 out[cpp.text(d, src)] = {"expr": to_expr(v, src), "line": cpp.line(init)}
     for td in found["type_definition"]:  # typedef X Y;
         ty, d = td.child_by_field_name("type"), td.child_by_field_name("declarator")
-        if ty is not None and d is not None and d.type == "type_identifier" and not cpp.is_nested_in(td, ("compound_statement", "field_declaration_list")):
+        if (
+            ty is not None
+            and d is not None
+            and d.type == "type_identifier"
+            and not cpp.is_nested_in(td, ("compound_statement", "field_declaration_list"))
+        ):
             out[cpp.text(d, src)] = {"expr": to_expr(ty, src), "line": cpp.line(td)}
     return out
 
@@ -524,7 +601,11 @@ def _list_alias(decl, src: bytes, data: bytes, guards: dict) -> dict | None:
     another instance list; `combine` keeps it when `other_list` is one."""
     name_node = decl.child_by_field_name("name")
     td = decl.child_by_field_name("type")
-    if name_node is None or td is None or cpp.is_nested_in(decl, ("compound_statement", "field_declaration_list")):
+    if (
+        name_node is None
+        or td is None
+        or cpp.is_nested_in(decl, ("compound_statement", "field_declaration_list"))
+    ):
         return None
     name = cpp.text(name_node, data)
     if not (name.endswith("_instance") or name.endswith("_instances")):
@@ -533,12 +614,24 @@ def _list_alias(decl, src: bytes, data: bytes, guards: dict) -> dict | None:
     if e[0] not in ("tmpl", "name"):
         return None
     tdecl, plist = _template_params_of(decl)
-    tparams = [{"name": p["name"], "type": p["type"], "kind": p["kind"]} for p in cpp.template_params(plist, data)] if plist is not None else []
+    tparams = (
+        [
+            {"name": p["name"], "type": p["type"], "kind": p["kind"]}
+            for p in cpp.template_params(plist, data)
+        ]
+        if plist is not None
+        else []
+    )
     above = tdecl if tdecl is not None else decl
     return {
-        "name": name, "line": cpp.line(decl), "template_params": tparams, "comment": _comment_block_above(above, data),
+        "name": name,
+        "line": cpp.line(decl),
+        "template_params": tparams,
+        "comment": _comment_block_above(above, data),
         "guard": " && ".join(guards.get(cpp.line(decl), ())),
-        "target": short(e[1]).rsplit("::", 1)[-1], "target_args": e[2] if e[0] == "tmpl" else [], "text": cpp.squash(cpp.text(td, data)),
+        "target": short(e[1]).rsplit("::", 1)[-1],
+        "target_args": e[2] if e[0] == "tmpl" else [],
+        "text": cpp.squash(cpp.text(td, data)),
     }
 
 
@@ -549,13 +642,19 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
         return res
     has_tuple = b"tuple" in data  # `std::tuple<`, also written `std::\n    tuple<`
     maybe_alias = not has_tuple and _MAYBE_LIST_ALIAS.search(data) is not None
-    if not has_tuple and not maybe_alias and (not rel.endswith(".hpp") or (b"using" not in data and b"constexpr" not in data)):
+    if (
+        not has_tuple
+        and not maybe_alias
+        and (not rel.endswith(".hpp") or (b"using" not in data and b"constexpr" not in data))
+    ):
         return res  # nothing this stage reads: no parse
     if rel.startswith(CK_FACTORY_DIR + "/") and not has_tuple and dir_of(rel) == "":
         return res  # factory headers (A2's stage) declare add functions, not aliases lists need
     src, cmake_vars = _mask_cmake(data) if rel.endswith(".in") else (data, [])
     src, guards = cpp.mask_conditionals(src) if b"#if" in src else (src, {})
-    view = cpp.tuple_lists_as_calls(src) if has_tuple else src  # parses in half the time (see there)
+    view = (
+        cpp.tuple_lists_as_calls(src) if has_tuple else src
+    )  # parses in half the time (see there)
     tree = cpp.parse(view)
     found = _declarations(tree.root_node)
     if view is not src and (tree.root_node.has_error or _misread_in_view(found, data)):
@@ -576,7 +675,14 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
                 continue
             name = cpp.text(decl.child_by_field_name("name"), data)
             tdecl, plist = _template_params_of(decl)
-            tparams = [{"name": p["name"], "type": p["type"], "kind": p["kind"]} for p in cpp.template_params(plist, data)] if plist is not None else []
+            tparams = (
+                [
+                    {"name": p["name"], "type": p["type"], "kind": p["kind"]}
+                    for p in cpp.template_params(plist, data)
+                ]
+                if plist is not None
+                else []
+            )
             above = tdecl if tdecl is not None else decl
             diags: list[Diagnostic] = []
             entries = _list_entries(args, data, rel, diags)
@@ -589,7 +695,9 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
                     "line": cpp.line(decl),
                     "template_params": tparams,
                     "comment": _comment_block_above(above, data),
-                    "cmake_vars": sorted({v for off, v in cmake_vars if above.start_byte <= off < decl.end_byte}),
+                    "cmake_vars": sorted(
+                        {v for off, v in cmake_vars if above.start_byte <= off < decl.end_byte}
+                    ),
                     "guard": " && ".join(guards.get(cpp.line(decl), ())),
                     "entries": entries,
                 }
@@ -598,15 +706,33 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
     res.facts["list_aliases"] = list_aliases
     if tree.root_node.has_error and lists:
         # report recovery only where it can matter: inside an instance list
-        spans = [(lst["line"], lst["entries"][-1]["line"] if lst["entries"] else lst["line"]) for lst in lists]
+        spans = [
+            (lst["line"], lst["entries"][-1]["line"] if lst["entries"] else lst["line"])
+            for lst in lists
+        ]
         for ln in cpp.error_lines(tree):
             if any(a <= ln <= b + 2 for a, b in spans):
-                res.diagnostics.append(Diagnostic(rel, ln, "malformed C++ in an instance list (parser had to recover)", "warning", NAME))
+                res.diagnostics.append(
+                    Diagnostic(
+                        rel,
+                        ln,
+                        "malformed C++ in an instance list (parser had to recover)",
+                        "warning",
+                        NAME,
+                    )
+                )
     elif tree.root_node.has_error and not lists and has_tuple:
         lines = cpp.error_lines(tree)
         res.diagnostics.append(
-            Diagnostic(rel, lines[0] if lines else 0, "malformed C++: no instance list readable (parse errors at lines "
-                       + ", ".join(map(str, lines[:5])) + ")", "warning", NAME)
+            Diagnostic(
+                rel,
+                lines[0] if lines else 0,
+                "malformed C++: no instance list readable (parse errors at lines "
+                + ", ".join(map(str, lines[:5]))
+                + ")",
+                "warning",
+                NAME,
+            )
         )
     return res
 
@@ -620,10 +746,18 @@ _MISS = object()
 class Resolver:
     """Resolve expression trees with an alias environment (a file's aliases over its includes')."""
 
-    def __init__(self, env: dict[str, dict], tparams: set[str], bindings: dict[str, Any] | None = None, memo: dict | None = None):
+    def __init__(
+        self,
+        env: dict[str, dict],
+        tparams: set[str],
+        bindings: dict[str, Any] | None = None,
+        memo: dict | None = None,
+    ):
         self.env = env
         self.tparams = tparams
-        self.bindings = bindings or {}  # template parameter -> value, when a list alias instantiates a list
+        self.bindings = (
+            bindings or {}
+        )  # template parameter -> value, when a list alias instantiates a list
         # expression -> value; shared by every list of one file with the same parameters (the same
         # `S<1, 0, 2>` recurs thousands of times). Values are shared, never mutated.
         self.memo = memo if memo is not None and not self.bindings else None
@@ -739,12 +873,29 @@ def _is_pack_use(e: Expr, p: str) -> bool:
 
 
 def binop(op: str, a: Any, b: Any) -> Any:
-    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool) and not isinstance(b, bool):
+    if (
+        isinstance(a, int)
+        and isinstance(b, int)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
         try:
             return {
-                "+": a + b, "-": a - b, "*": a * b, "/": int(a / b) if b else None, "%": a % b if b else None,
-                "<<": a << b, ">>": a >> b, "&": a & b, "|": a | b,
-                "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b, "==": a == b, "!=": a != b,
+                "+": a + b,
+                "-": a - b,
+                "*": a * b,
+                "/": int(a / b) if b else None,
+                "%": a % b if b else None,
+                "<<": a << b,
+                ">>": a >> b,
+                "&": a & b,
+                "|": a | b,
+                "<": a < b,
+                ">": a > b,
+                "<=": a <= b,
+                ">=": a >= b,
+                "==": a == b,
+                "!=": a != b,
             }.get(op, f"{a} {op} {b}")
         except (ValueError, OverflowError):
             pass
@@ -792,19 +943,32 @@ def _default_value(default: str | None, fields: dict[str, Any]) -> Any:
 
 def arity(params: list[dict]) -> tuple[int, bool]:
     """(required argument count, has a pack) of a template parameter list."""
-    return sum(1 for p in params if p["kind"] != "pack" and p.get("default") is None), any(p["kind"] == "pack" for p in params)
+    return sum(1 for p in params if p["kind"] != "pack" and p.get("default") is None), any(
+        p["kind"] == "pack" for p in params
+    )
 
 
-Plan = tuple[int, bool, tuple[tuple[str, bool, Any], ...]]  # required args, has a pack, (name, is pack, default) per param
+Plan = tuple[
+    int, bool, tuple[tuple[str, bool, Any], ...]
+]  # required args, has a pack, (name, is pack, default) per param
 
 
 def plan_of(params: list[dict]) -> Plan:
     """What map_fields needs of a parameter list, read once per device op instead of once per entry."""
     required, has_pack = arity(params)
-    return required, has_pack, tuple((p["name"] or f"_{k}", p["kind"] == "pack", p.get("default")) for k, p in enumerate(params))
+    return (
+        required,
+        has_pack,
+        tuple(
+            (p["name"] or f"_{k}", p["kind"] == "pack", p.get("default"))
+            for k, p in enumerate(params)
+        ),
+    )
 
 
-def map_fields(params: list[dict], values: list[Any], plan: Plan | None = None) -> tuple[dict[str, Any], list[str], bool]:
+def map_fields(
+    params: list[dict], values: list[Any], plan: Plan | None = None
+) -> tuple[dict[str, Any], list[str], bool]:
     """Positional values -> {param name: value}; defaults fill the rest. Returns (fields, defaulted, arity_ok)."""
     fields: dict[str, Any] = {}
     defaulted: list[str] = []
@@ -838,7 +1002,9 @@ class _Index:
 
     def resolve(self, inc: str, from_rel: str) -> str | None:
         here = from_rel.rsplit("/", 1)[0] if "/" in from_rel else ""
-        cands = [_norm(f"{here}/{inc}" if here and not inc.startswith("/") else inc)] + [f"{d}/{inc}" for d in INCLUDE_DIRS]
+        cands = [_norm(f"{here}/{inc}" if here and not inc.startswith("/") else inc)] + [
+            f"{d}/{inc}" for d in INCLUDE_DIRS
+        ]
         for c in cands:
             if c in self.rels:
                 return c
@@ -920,7 +1086,9 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
     rows: list[Any] = []
     where: dict[str, list[tuple[str, dict]]] = {}  # list name -> [(file, list facts)]
 
-    def emit(lst: dict, list_rel: str, entries_rel: str, resolve: Resolver, alias_of: str = "") -> None:
+    def emit(
+        lst: dict, list_rel: str, entries_rel: str, resolve: Resolver, alias_of: str = ""
+    ) -> None:
         counter["list"] += 1
         lid = counter["list"]
         d = dir_of(list_rel)
@@ -932,17 +1100,40 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
                 n_active += 1
             else:
                 n_out += 1
-            row, diag = _instance_row(e, entries_rel, d, lst, lid, counter["inst"], ordinal, resolve, ops, inc_names, list_names, shapes)
+            row, diag = _instance_row(
+                e,
+                entries_rel,
+                d,
+                lst,
+                lid,
+                counter["inst"],
+                ordinal,
+                resolve,
+                ops,
+                inc_names,
+                list_names,
+                shapes,
+            )
             if alias_of:
                 row.list_name = lst["name"] if "alias_name" not in lst else lst["alias_name"]
-            if diag is not None and not alias_of:  # an alias repeats its target's entries: reported once, there
+            if (
+                diag is not None and not alias_of
+            ):  # an alias repeats its target's entries: reported once, there
                 out.diagnostics.append(diag)
             rows.append(row)
         rows.append(
             InstanceListRow(
-                id=lid, name=lst.get("alias_name", lst["name"]), dir=d, file=list_rel, line=lst.get("alias_line", lst["line"]),
-                template_params=lst.get("alias_params", lst["template_params"]), comment=lst.get("alias_comment", lst["comment"]),
-                entries=n_active, commented_out=n_out, cmake_vars=lst.get("cmake_vars", []), guard=lst.get("alias_guard", lst.get("guard", "")),
+                id=lid,
+                name=lst.get("alias_name", lst["name"]),
+                dir=d,
+                file=list_rel,
+                line=lst.get("alias_line", lst["line"]),
+                template_params=lst.get("alias_params", lst["template_params"]),
+                comment=lst.get("alias_comment", lst["comment"]),
+                entries=n_active,
+                commented_out=n_out,
+                cmake_vars=lst.get("cmake_vars", []),
+                guard=lst.get("alias_guard", lst.get("guard", "")),
                 alias_of=alias_of,
             )
         )
@@ -968,10 +1159,24 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
             target_rel, target = next(((r, t) for r, t in cands if r in seen), cands[0])
             outer = Resolver(env_of(rel), {p["name"] for p in a["template_params"]})
             values = [outer(x) for x in a["target_args"]]
-            bindings = {p["name"]: v for p, v in zip(target["template_params"], values, strict=False)}
-            merged = dict(target, alias_name=a["name"], alias_line=a["line"], alias_params=a["template_params"],
-                          alias_comment=a["comment"], alias_guard=a["guard"])
-            emit(merged, rel, target_rel, Resolver(env_of(target_rel), set(), bindings), alias_of=a["text"])
+            bindings = {
+                p["name"]: v for p, v in zip(target["template_params"], values, strict=False)
+            }
+            merged = dict(
+                target,
+                alias_name=a["name"],
+                alias_line=a["line"],
+                alias_params=a["template_params"],
+                alias_comment=a["comment"],
+                alias_guard=a["guard"],
+            )
+            emit(
+                merged,
+                rel,
+                target_rel,
+                Resolver(env_of(target_rel), set(), bindings),
+                alias_of=a["text"],
+            )
             where.setdefault(a["name"], []).append((rel, dict(target, name=a["name"])))
         if len(later) == len(pending):
             break
@@ -991,7 +1196,9 @@ def _pick_op(cands: list[DeviceOpRow], inc_names: set[str], n_args: int) -> Devi
     return (fits or pool)[0]
 
 
-def _instance_row(e, rel, d, lst, list_id, inst_id, ordinal, resolve, ops, inc_names, list_names, shapes):
+def _instance_row(
+    e, rel, d, lst, list_id, inst_id, ordinal, resolve, ops, inc_names, list_names, shapes
+):
     diag = None
     template = e["template"]
     tname = template.rsplit("::", 1)[-1]
@@ -1007,13 +1214,27 @@ def _instance_row(e, rel, d, lst, list_id, inst_id, ordinal, resolve, ops, inc_n
     defaulted: list[str] = []
     if exprs is None:
         mapping = "not_template"
-        diag = Diagnostic(rel, e["line"], f"entry {template!r} of {lst['name']} is not a device-op template instantiation", "warning", NAME)
+        diag = Diagnostic(
+            rel,
+            e["line"],
+            f"entry {template!r} of {lst['name']} is not a device-op template instantiation",
+            "warning",
+            NAME,
+        )
     elif tname in list_names and tname not in ops:
         mapping = "nested_list"
-        diag = Diagnostic(rel, e["line"], f"entry of {lst['name']} is another instance list ({tname}); its entries are listed there", "warning", NAME)
+        diag = Diagnostic(
+            rel,
+            e["line"],
+            f"entry of {lst['name']} is another instance list ({tname}); its entries are listed there",
+            "warning",
+            NAME,
+        )
     elif tname not in ops:
         mapping = "unknown_template"
-        diag = Diagnostic(rel, e["line"], f"unknown device-op template {tname} in {lst['name']}", "warning", NAME)
+        diag = Diagnostic(
+            rel, e["line"], f"unknown device-op template {tname} in {lst['name']}", "warning", NAME
+        )
     else:
         op = _pick_op(ops[tname], inc_names, len(resolved))
         fields, defaulted, ok = map_fields(op.params, resolved, shapes.get(id(op)))
@@ -1021,16 +1242,33 @@ def _instance_row(e, rel, d, lst, list_id, inst_id, ordinal, resolve, ops, inc_n
         if not ok:
             req = sum(1 for p in op.params if p["kind"] != "pack" and p.get("default") is None)
             diag = Diagnostic(
-                rel, e["line"],
+                rel,
+                e["line"],
                 f"{tname} takes {req}..{len(op.params)} template arguments ({op.file}:{op.line}), entry of {lst['name']} has {len(resolved)}",
-                "warning", NAME,
+                "warning",
+                NAME,
             )
     norm = ckfields.normalise(fields) if fields else {}
     row = InstanceRow(
-        id=inst_id, list_id=list_id, list_name=lst["name"], dir=d, file=rel, line=e["line"], ordinal=ordinal,
-        template=tname, template_file=op.file if op else None, device_op_id=op.id if op else None,
-        status=e["status"], reason=e.get("reason", ""), guard=e.get("guard", ""), args=e["args"], resolved=resolved, fields=fields,
-        defaulted=defaulted, mapping=mapping, **norm,
+        id=inst_id,
+        list_id=list_id,
+        list_name=lst["name"],
+        dir=d,
+        file=rel,
+        line=e["line"],
+        ordinal=ordinal,
+        template=tname,
+        template_file=op.file if op else None,
+        device_op_id=op.id if op else None,
+        status=e["status"],
+        reason=e.get("reason", ""),
+        guard=e.get("guard", ""),
+        args=e["args"],
+        resolved=resolved,
+        fields=fields,
+        defaulted=defaulted,
+        mapping=mapping,
+        **norm,
     )
     return row, diag
 

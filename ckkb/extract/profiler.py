@@ -37,8 +37,15 @@ IMPL_DIR = "profiler/include"
 REGISTER = "REGISTER_PROFILER_OPERATION"
 FACTORY = "DeviceOperationInstanceFactory"
 # what one query over an op source finds (one query costs about a tree walk, however many types)
-_SRC_TYPES = ("preproc_def", "expression_statement", "enum_specifier", "if_statement", "call_expression", "preproc_include",
-              "assignment_expression")
+_SRC_TYPES = (
+    "preproc_def",
+    "expression_statement",
+    "enum_specifier",
+    "if_statement",
+    "call_expression",
+    "preproc_include",
+    "assignment_expression",
+)
 _IMPL_TYPES = ("alias_declaration", "template_type")
 
 
@@ -50,7 +57,20 @@ def _nodes(root, node_type: str, idx: NodeIndex | None) -> list:
 # ----------------------------------------------------------------------------- literals
 
 
-_ESC = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "?": "?"}
+_ESC = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "0": "\0",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    "?": "?",
+}
 
 
 _ESCAPE = re.compile(r"\\(.)", re.S)
@@ -131,7 +151,10 @@ def _print_text(stmt, src: bytes, macros: dict[str, str]) -> str | None:
     if e.type == "binary_expression":
         ops: list[Any] = []
         n = e
-        while n.type == "binary_expression" and cpp.text(n.child_by_field_name("operator"), src) == "<<":
+        while (
+            n.type == "binary_expression"
+            and cpp.text(n.child_by_field_name("operator"), src) == "<<"
+        ):
             ops.append(n.child_by_field_name("right"))
             n = n.child_by_field_name("left")
         if cpp.text(n, src).replace(" ", "") not in ("std::cout", "std::cerr", "cout", "cerr"):
@@ -151,7 +174,9 @@ def _print_text(stmt, src: bytes, macros: dict[str, str]) -> str | None:
 _LEGEND_START = re.compile(r"(^|\n)\s*(arg\d+|--\w)")
 
 
-def _usage(root, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None) -> tuple[str, int | None]:
+def _usage(
+    root, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None
+) -> tuple[str, int | None]:
     """The usage text: every print statement of the block holding the first legend print."""
     for stmt in _nodes(root, "expression_statement", idx):
         t = _print_text(stmt, src, macros)
@@ -219,7 +244,13 @@ def parse_legend(usage: str, first_line: int = 0) -> list[dict[str, Any]]:
             continue
         m = _ENTRY.match(raw)
         if m:
-            cur = {"a": int(m.group("a")), "b": int(m.group("b")) if m.group("b") else None, "text": s, "optional": optional, "kind": "positional"}
+            cur = {
+                "a": int(m.group("a")),
+                "b": int(m.group("b")) if m.group("b") else None,
+                "text": s,
+                "optional": optional,
+                "kind": "positional",
+            }
             entries.append(cur)
             continue
         m = _OPTION.match(raw)
@@ -228,7 +259,9 @@ def parse_legend(usage: str, first_line: int = 0) -> list[dict[str, Any]]:
             entries.append(cur)
             continue
         if s.startswith("{"):
-            cur = None  # a non-literal operand (e.g. a helper message function): not part of an entry
+            cur = (
+                None  # a non-literal operand (e.g. a helper message function): not part of an entry
+            )
             continue
         if cur is not None:
             cur["text"] += "\n" + s
@@ -237,7 +270,17 @@ def parse_legend(usage: str, first_line: int = 0) -> list[dict[str, Any]]:
         text = e["text"]
         flat = re.sub(r"\s*\n\s*", " ", text)
         if e["kind"] == "option":
-            out.append({"position": None, "name": e["flag"], "text": text, "codes": {}, "optional": True, "default": _default(flat), "kind": "option"})
+            out.append(
+                {
+                    "position": None,
+                    "name": e["flag"],
+                    "text": text,
+                    "codes": {},
+                    "optional": True,
+                    "default": _default(flat),
+                    "kind": "option",
+                }
+            )
             continue
         rest = flat.split(":", 1)[1].strip()
         opt = e["optional"] or "(optional)" in rest.lower()
@@ -246,11 +289,28 @@ def parse_legend(usage: str, first_line: int = 0) -> list[dict[str, Any]]:
             count = e["b"] - e["a"] + 1
             if len(names) == count and all(names):
                 for i, n in enumerate(names):
-                    out.append({"position": e["a"] + i, "name": n, "text": text, "codes": {}, "optional": opt, "default": None, "kind": "positional"})
+                    out.append(
+                        {
+                            "position": e["a"] + i,
+                            "name": n,
+                            "text": text,
+                            "codes": {},
+                            "optional": opt,
+                            "default": None,
+                            "kind": "positional",
+                        }
+                    )
                 continue
         out.append(
-            {"position": e["a"], "name": _entry_name(rest), "text": text, "codes": parse_codes(flat), "optional": opt,
-             "default": _default(flat), "kind": "positional"}
+            {
+                "position": e["a"],
+                "name": _entry_name(rest),
+                "text": text,
+                "codes": parse_codes(flat),
+                "optional": opt,
+                "default": _default(flat),
+                "kind": "positional",
+            }
         )
     return out
 
@@ -315,7 +375,11 @@ def _assignments(node, src: bytes, idx: NodeIndex | None = None) -> dict[str, in
     out: dict[str, int] = {}
     if node is None:
         return out
-    for a in idx.within("assignment_expression", node) if idx is not None else cpp.walk(node, "assignment_expression"):
+    for a in (
+        idx.within("assignment_expression", node)
+        if idx is not None
+        else cpp.walk(node, "assignment_expression")
+    ):
         left = a.child_by_field_name("left")
         right = a.child_by_field_name("right")
         if left is None or right is None or left.type != "identifier":
@@ -342,11 +406,20 @@ def _tests(cond, src: bytes) -> list[dict[str, Any]]:
         if not m:
             continue
         mod = re.search(r"%\s*(\d+)\s*$", lt)
-        tests.append({"position": int(m.group(2)), "mod": int(mod.group(1)) if mod else None, "cmp": op, "value": value})
+        tests.append(
+            {
+                "position": int(m.group(2)),
+                "mod": int(mod.group(1)) if mod else None,
+                "cmp": op,
+                "value": value,
+            }
+        )
     return tests
 
 
-def _quirks(root, src: bytes, names: dict[int, str], idx: NodeIndex | None = None) -> list[dict[str, Any]]:
+def _quirks(
+    root, src: bytes, names: dict[int, str], idx: NodeIndex | None = None
+) -> list[dict[str, Any]]:
     out = []
     for n in _nodes(root, "if_statement", idx):
         alt = n.child_by_field_name("alternative")
@@ -369,9 +442,13 @@ def _quirks(root, src: bytes, names: dict[int, str], idx: NodeIndex | None = Non
         def nm(p: int) -> str:
             return names.get(p, f"arg{p}")
 
-        readable = " && ".join(
-            f"{nm(t['position'])}{' % ' + str(t['mod']) if t['mod'] else ''} {t['cmp']} {t['value']}" for t in tests
-        ) or ctext
+        readable = (
+            " && ".join(
+                f"{nm(t['position'])}{' % ' + str(t['mod']) if t['mod'] else ''} {t['cmp']} {t['value']}"
+                for t in tests
+            )
+            or ctext
+        )
         swaps = ", ".join(f"{nm(a)}<->{nm(b)}" for a, b in pairs)
         out.append(
             {
@@ -393,7 +470,9 @@ def _quirks(root, src: bytes, names: dict[int, str], idx: NodeIndex | None = Non
 # ----------------------------------------------------------------------------- registrations
 
 
-def _registrations(root, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None) -> list[dict[str, Any]]:
+def _registrations(
+    root, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None
+) -> list[dict[str, Any]]:
     out = []
     for c in _nodes(root, "call_expression", idx):
         fn = c.child_by_field_name("function")
@@ -405,7 +484,15 @@ def _registrations(root, src: bytes, macros: dict[str, str], idx: NodeIndex | No
         a = args.named_children
         name = _literal(a[0], src, macros)
         desc = _literal(a[1], src, macros)
-        out.append({"name": name, "description": desc, "function": cpp.text(a[2], src), "line": cpp.line(c), "raw": cpp.text(args, src)})
+        out.append(
+            {
+                "name": name,
+                "description": desc,
+                "function": cpp.text(a[2], src),
+                "line": cpp.line(c),
+                "raw": cpp.text(args, src),
+            }
+        )
     return out
 
 
@@ -460,11 +547,19 @@ class ProfilerStage:
             if FACTORY.encode() not in data:
                 return FileResult()
             tree = cpp.parse(data)
-            return FileResult(facts={"interfaces": _interfaces(tree.root_node, data, NodeIndex(tree.root_node, _IMPL_TYPES))})
+            return FileResult(
+                facts={
+                    "interfaces": _interfaces(
+                        tree.root_node, data, NodeIndex(tree.root_node, _IMPL_TYPES)
+                    )
+                }
+            )
         if REGISTER.encode() not in data:
             return FileResult()
         if cpp.is_binary(data):
-            return FileResult(diagnostics=[Diagnostic(rel, 0, "binary file, not C++", "warning", self.name)])
+            return FileResult(
+                diagnostics=[Diagnostic(rel, 0, "binary file, not C++", "warning", self.name)]
+            )
         tree = cpp.parse(data)
         root_node = tree.root_node
         idx = NodeIndex(root_node, _SRC_TYPES)
@@ -473,7 +568,15 @@ class ProfilerStage:
         regs = _registrations(root_node, data, macros, idx)
         if not regs:
             if re.search(rb"^\s*" + REGISTER.encode() + rb"\s*\(", data, re.M):
-                diags.append(Diagnostic(rel, 0, f"{REGISTER}(...) found but not readable (malformed C++?)", "warning", self.name))
+                diags.append(
+                    Diagnostic(
+                        rel,
+                        0,
+                        f"{REGISTER}(...) found but not readable (malformed C++?)",
+                        "warning",
+                        self.name,
+                    )
+                )
             return FileResult(diagnostics=diags)
         usage, usage_line = _usage(root_node, data, macros, idx)
         legend = parse_legend(usage)
@@ -485,13 +588,26 @@ class ProfilerStage:
             # tree-sitter recovery inside the usage block means the legend may be incomplete (recovery
             # elsewhere in CK's template-heavy code is common and harmless for this stage)
             span = range(usage_line, usage_line + usage.count("\n") + 3)
-            bad = sorted({
-                cpp.line(n) for n in _error_nodes(root_node)
-                if cpp.line(n) in span
-                and not (n.parent is not None and n.parent.type == "concatenated_string")  # "a" MACRO "b": resolved above
-            })
+            bad = sorted(
+                {
+                    cpp.line(n)
+                    for n in _error_nodes(root_node)
+                    if cpp.line(n) in span
+                    and not (
+                        n.parent is not None and n.parent.type == "concatenated_string"
+                    )  # "a" MACRO "b": resolved above
+                }
+            )
             for ln in bad[:3]:
-                diags.append(Diagnostic(rel, ln, "C++ not fully parsed inside the usage text; the legend may be incomplete", "warning", self.name))
+                diags.append(
+                    Diagnostic(
+                        rel,
+                        ln,
+                        "C++ not fully parsed inside the usage text; the legend may be incomplete",
+                        "warning",
+                        self.name,
+                    )
+                )
         return FileResult(
             diagnostics=diags,
             facts={
@@ -509,7 +625,11 @@ class ProfilerStage:
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
         rows: list[Any] = []
         diags: list[Diagnostic] = []
-        interfaces = {rel: fr.facts.get("interfaces", []) for rel, fr in results.items() if rel.endswith(".hpp")}
+        interfaces = {
+            rel: fr.facts.get("interfaces", [])
+            for rel, fr in results.items()
+            if rel.endswith(".hpp")
+        }
         seen: dict[str, str] = {}
         for rel in sorted(results):
             f = results[rel].facts
@@ -518,10 +638,26 @@ class ProfilerStage:
             for reg in f["regs"]:
                 name = reg["name"]
                 if not name:
-                    diags.append(Diagnostic(rel, reg["line"], f"op name of {REGISTER}({reg['raw']}) is not a string literal or string macro", "warning", self.name))
+                    diags.append(
+                        Diagnostic(
+                            rel,
+                            reg["line"],
+                            f"op name of {REGISTER}({reg['raw']}) is not a string literal or string macro",
+                            "warning",
+                            self.name,
+                        )
+                    )
                     continue
                 if name in seen:
-                    diags.append(Diagnostic(rel, reg["line"], f"op {name!r} registered twice (also in {seen[name]}); the first is kept", "warning", self.name))
+                    diags.append(
+                        Diagnostic(
+                            rel,
+                            reg["line"],
+                            f"op {name!r} registered twice (also in {seen[name]}); the first is kept",
+                            "warning",
+                            self.name,
+                        )
+                    )
                     continue
                 seen[name] = rel
                 legend = f["legend"]
@@ -534,26 +670,65 @@ class ProfilerStage:
                 kind = "positional" if positional else ("options" if legend else "none")
                 rows.append(
                     ProfilerOpRow(
-                        name=name, description=reg["description"] or "", file=rel, line=reg["line"], function=reg["function"],
-                        gemm_family="gemm" in name, usage=f["usage"], usage_line=f["usage_line"], legend_kind=kind,
+                        name=name,
+                        description=reg["description"] or "",
+                        file=rel,
+                        line=reg["line"],
+                        function=reg["function"],
+                        gemm_family="gemm" in name,
+                        usage=f["usage"],
+                        usage_line=f["usage_line"],
+                        legend_kind=kind,
                         positional_args=max((e["position"] for e in positional), default=0),
-                        argc_allowed=f["argc"], impl_headers=f["includes"], interfaces=ifaces,
+                        argc_allowed=f["argc"],
+                        impl_headers=f["includes"],
+                        interfaces=ifaces,
                     )
                 )
                 if not legend:
-                    diags.append(Diagnostic(rel, reg["line"], f"op {name!r}: no usage legend found", "warning", self.name))
+                    diags.append(
+                        Diagnostic(
+                            rel,
+                            reg["line"],
+                            f"op {name!r}: no usage legend found",
+                            "warning",
+                            self.name,
+                        )
+                    )
                 min_argc = min(f["argc"]) if f["argc"] else None
                 for e in legend:
                     enum = _match_enum(e, f["enums"])
-                    optional = e["optional"] or (min_argc is not None and e["position"] is not None and e["position"] >= min_argc)
+                    optional = e["optional"] or (
+                        min_argc is not None
+                        and e["position"] is not None
+                        and e["position"] >= min_argc
+                    )
                     rows.append(
                         ProfilerArgRow(
-                            op=name, position=e["position"], name=e["name"], text=e["text"], codes=e["codes"], enum=enum,
-                            optional=optional, default=e["default"], kind=e["kind"], line=f["usage_line"] or 0,
+                            op=name,
+                            position=e["position"],
+                            name=e["name"],
+                            text=e["text"],
+                            codes=e["codes"],
+                            enum=enum,
+                            optional=optional,
+                            default=e["default"],
+                            kind=e["kind"],
+                            line=f["usage_line"] or 0,
                         )
                     )
                 for q in f["quirks"]:
-                    rows.append(ProfilerQuirkRow(op=name, kind=q["kind"], condition=q["condition"], summary=q["summary"], details=q["details"], file=rel, line=q["line"]))
+                    rows.append(
+                        ProfilerQuirkRow(
+                            op=name,
+                            kind=q["kind"],
+                            condition=q["condition"],
+                            summary=q["summary"],
+                            details=q["details"],
+                            file=rel,
+                            line=q["line"],
+                        )
+                    )
         return StageResult(rows=rows, diagnostics=diags)
 
 
@@ -575,7 +750,11 @@ def _match_enum(entry: dict[str, Any], enums: dict[str, list[str]]) -> dict[str,
     if not codes:
         return {}
     low = entry["name"].lower()
-    want = "layout" if "layout" in low else ("datatype" if "data type" in low and "index" not in low else None)
+    want = (
+        "layout"
+        if "layout" in low
+        else ("datatype" if "data type" in low and "index" not in low else None)
+    )
     if want is None:
         return {}
     for ename, vals in enums.items():

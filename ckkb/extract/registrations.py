@@ -58,7 +58,14 @@ _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 # (multiline): each alternative searched from its literal, the line start checked by _alias_decls
 _ALIAS_USING = re.compile(rb"using\s+\w+\s*=[^;{}]{0,400};")
 _ALIAS_STATIC = re.compile(rb"static\s+constexpr\s+auto\s+\w+\s*=[^;{}]{0,400};")
-_INDEX_TYPES = ("function_definition", "compound_statement", "call_expression", "alias_declaration", "declaration", "template_type")
+_INDEX_TYPES = (
+    "function_definition",
+    "compound_statement",
+    "call_expression",
+    "alias_declaration",
+    "declaration",
+    "template_type",
+)
 
 
 def gpu_dir(rel: str) -> str:
@@ -92,22 +99,38 @@ def guard_chain(call: ts.Node, src: bytes, rel: str) -> list[dict[str, Any]]:
         if node.type == "if_statement":
             alt = node.child_by_field_name("alternative")
             cond = node.child_by_field_name("condition")
-            in_else = alt is not None and alt.start_byte <= child.start_byte and child.end_byte <= alt.end_byte
-            in_cond = cond is not None and cond.start_byte <= child.start_byte and child.end_byte <= cond.end_byte
+            in_else = (
+                alt is not None
+                and alt.start_byte <= child.start_byte
+                and child.end_byte <= alt.end_byte
+            )
+            in_cond = (
+                cond is not None
+                and cond.start_byte <= child.start_byte
+                and child.end_byte <= cond.end_byte
+            )
             if not in_cond:
                 tree = expr_tree(cond, src)
                 ctext = strip_ws(text(cond, src))
                 if ctext.startswith("constexpr"):
-                    ctext = ctext[len("constexpr"):].strip()
+                    ctext = ctext[len("constexpr") :].strip()
                 if ctext.startswith("(") and ctext.endswith(")"):
                     ctext = ctext[1:-1].strip()
                 kind = classify(tree, False)
                 effect, arch = device_effect(tree) if kind == "device_name" else (None, None)
-                out.append({
-                    "kind": kind, "text": ctext, "branch": "else" if in_else else "then", "file": rel,
-                    "line": line(node), "arch": arch, "op": effect, "expr": tree,
-                    "has_else": alt is not None,
-                })
+                out.append(
+                    {
+                        "kind": kind,
+                        "text": ctext,
+                        "branch": "else" if in_else else "then",
+                        "file": rel,
+                        "line": line(node),
+                        "arch": arch,
+                        "op": effect,
+                        "expr": tree,
+                        "has_else": alt is not None,
+                    }
+                )
         child, node = node, node.parent
     out.reverse()
     return out
@@ -127,7 +150,9 @@ def _interface(fn: ts.Node, src: bytes, idx: NodeIndex | None = None) -> str:
     params = decl.child_by_field_name("parameters") if decl is not None else None
     if params is None:
         return ""
-    for n in idx.within("template_type", params) if idx is not None else walk(params, "template_type"):
+    for n in (
+        idx.within("template_type", params) if idx is not None else walk(params, "template_type")
+    ):
         name = n.child_by_field_name("name")
         if name is not None and text(name, src) == "unique_ptr":
             args = n.child_by_field_name("arguments")
@@ -149,7 +174,9 @@ def _list_arg(call: ts.Node, src: bytes) -> tuple[str, list[str]] | None:
         return None
     if ty.type == "qualified_identifier":
         inner = ty
-        while inner.type == "qualified_identifier" and inner.child_by_field_name("name") is not None:
+        while (
+            inner.type == "qualified_identifier" and inner.child_by_field_name("name") is not None
+        ):
             inner = inner.child_by_field_name("name")
         ty = inner
     if ty.type == "template_type":
@@ -159,7 +186,10 @@ def _list_arg(call: ts.Node, src: bytes) -> tuple[str, list[str]] | None:
             # ck::util::filter_tuple_by_modulo_t<LIST<...>, Shards, ShardIndex>: a slice of LIST
             inner = targs.named_children[0]
             inner = inner.child_by_field_name("type") or inner
-            while inner.type == "qualified_identifier" and inner.child_by_field_name("name") is not None:
+            while (
+                inner.type == "qualified_identifier"
+                and inner.child_by_field_name("name") is not None
+            ):
                 inner = inner.child_by_field_name("name")
             if inner.type in ("template_type", "type_identifier"):
                 ty = inner
@@ -167,7 +197,11 @@ def _list_arg(call: ts.Node, src: bytes) -> tuple[str, list[str]] | None:
                     return text(ty, src), []
                 name = text(ty.child_by_field_name("name"), src)
                 targs = ty.child_by_field_name("arguments")
-        vals = [strip_ws(text(c, src)) for c in targs.named_children if c.type != "comment"] if targs is not None else []
+        vals = (
+            [strip_ws(text(c, src)) for c in targs.named_children if c.type != "comment"]
+            if targs is not None
+            else []
+        )
         return name, vals
     name = strip_ws(text(ty, src))
     name = re.sub(r"\{\s*\}$", "", name).strip()
@@ -192,7 +226,12 @@ def _aliases(tree: ts.Tree, src: bytes, idx: NodeIndex | None = None) -> dict[st
             if decl is not None and decl.type == "init_declarator":
                 name = decl.child_by_field_name("declarator")
                 val = decl.child_by_field_name("value")
-                if name is not None and val is not None and name.type == "identifier" and len(text(val, src)) < 200:
+                if (
+                    name is not None
+                    and val is not None
+                    and name.type == "identifier"
+                    and len(text(val, src)) < 200
+                ):
                     out[text(name, src)] = strip_ws(text(val, src))
     return out
 
@@ -224,14 +263,32 @@ def _function_units(tree: ts.Tree, src: bytes, idx: NodeIndex):
         yield name, line(fn), _interface(fn, src, idx), body
     for blk in idx["compound_statement"]:
         parent = blk.parent
-        if blk.start_byte in seen or parent is None or parent.type not in ("declaration_list", "translation_unit", "preproc_if", "preproc_ifdef", "preproc_else"):
+        if (
+            blk.start_byte in seen
+            or parent is None
+            or parent.type
+            not in (
+                "declaration_list",
+                "translation_unit",
+                "preproc_if",
+                "preproc_ifdef",
+                "preproc_else",
+            )
+        ):
             continue
         prev = blk.prev_named_sibling
         while prev is not None and prev.type == "comment":
             prev = prev.prev_named_sibling
         if prev is None or prev.type not in ("declaration", "ERROR", "expression_statement"):
             continue
-        name = next((text(n, src) for n in walk(prev, "identifier") if _ADD_FN.match(text(n, src)) and text(n, src) != ADD_CALL), None)
+        name = next(
+            (
+                text(n, src)
+                for n in walk(prev, "identifier")
+                if _ADD_FN.match(text(n, src)) and text(n, src) != ADD_CALL
+            ),
+            None,
+        )
         if name is None:
             continue
         decl_text = strip_ws(text(prev, src))
@@ -256,15 +313,42 @@ def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileRe
             la = _list_arg(call, data)
             cl = line(call) + line_offset
             if la is None:
-                res.diagnostics.append(Diagnostic(rel, cl, f"{ADD_CALL}(...) without a tuple argument: not recorded", "warning", "ck.registrations"))
+                res.diagnostics.append(
+                    Diagnostic(
+                        rel,
+                        cl,
+                        f"{ADD_CALL}(...) without a tuple argument: not recorded",
+                        "warning",
+                        "ck.registrations",
+                    )
+                )
                 continue
-            calls.append({"line": cl, "list": la[0], "args": la[1], "guards": _guards(call, data, rel, line_offset, stacks, sections)})
-        funcs.append({"name": name, "line": fn_line + line_offset, "interface": iface, "calls": calls,
-                      "span": (body.start_point[0] + 1 + line_offset, body.end_point[0] + 1 + line_offset)})
+            calls.append(
+                {
+                    "line": cl,
+                    "list": la[0],
+                    "args": la[1],
+                    "guards": _guards(call, data, rel, line_offset, stacks, sections),
+                }
+            )
+        funcs.append(
+            {
+                "name": name,
+                "line": fn_line + line_offset,
+                "interface": iface,
+                "calls": calls,
+                "span": (
+                    body.start_point[0] + 1 + line_offset,
+                    body.end_point[0] + 1 + line_offset,
+                ),
+            }
+        )
     return funcs, covered
 
 
-def _guards(call: ts.Node, data: bytes, rel: str, line_offset: int, stacks, sections) -> list[dict[str, Any]]:
+def _guards(
+    call: ts.Node, data: bytes, rel: str, line_offset: int, stacks, sections
+) -> list[dict[str, Any]]:
     guards = guard_chain(call, data, rel)
     for g in guards:
         g["line"] += line_offset
@@ -336,7 +420,9 @@ def _line_aliases(data: bytes) -> dict[str, str]:
 def extract_file(rel: str, data: bytes) -> FileResult:
     res = FileResult()
     if is_binary(data):
-        res.diagnostics.append(Diagnostic(rel, 0, "binary data, not C++: skipped", "warning", "ck.registrations"))
+        res.diagnostics.append(
+            Diagnostic(rel, 0, "binary data, not C++: skipped", "warning", "ck.registrations")
+        )
         return res
     includes = _includes_of(data)
     first = _first_add_def(data)
@@ -357,18 +443,33 @@ def extract_file(rel: str, data: bytes) -> FileResult:
     # A construct tree-sitter cannot read above a function (e.g. an `#if` inside a tuple that
     # starts with a comma) can swallow the definition into an ERROR node. Re-read such a function
     # from the start of its own line.
-    stray = [c for c in idx["call_expression"]
-             if callee(c, body_data) == ADD_CALL and not any(a <= c.start_byte < b for a, b in covered)]
+    stray = [
+        c
+        for c in idx["call_expression"]
+        if callee(c, body_data) == ADD_CALL and not any(a <= c.start_byte < b for a, b in covered)
+    ]
     if stray:
         known = {f["name"] for f in funcs}
         for ident in walk(tree.root_node, "identifier"):
             name = text(ident, body_data)
-            if name in known or not _ADD_FN.match(name) or name == ADD_CALL or ident.start_byte > stray[-1].start_byte:
+            if (
+                name in known
+                or not _ADD_FN.match(name)
+                or name == ADD_CALL
+                or ident.start_byte > stray[-1].start_byte
+            ):
                 continue
-            if ident.parent is None or ident.parent.type not in ("ERROR", "function_declarator", "init_declarator", "declaration"):
+            if ident.parent is None or ident.parent.type not in (
+                "ERROR",
+                "function_declarator",
+                "init_declarator",
+                "declaration",
+            ):
                 continue
             cut = body_data.rfind(b"\n", 0, ident.start_byte) + 1
-            more, _ = _collect(parse(body_data[cut:]), body_data[cut:], rel, base + ident.start_point[0], res, pp)
+            more, _ = _collect(
+                parse(body_data[cut:]), body_data[cut:], rel, base + ident.start_point[0], res, pp
+            )
             for f in more:
                 f["span"] = None  # errors here come from the cut, not from the source
                 if f["name"] == name and name not in known:
@@ -377,8 +478,11 @@ def extract_file(rel: str, data: bytes) -> FileResult:
         # Still unplaced (the function itself is damaged): attribute each call to the add function
         # named last before it, best effort; the malformed-C++ warning below says where.
         placed = {c["line"] for f in funcs for c in f["calls"]}
-        names = [(n.start_byte, text(n, body_data), line(n) + base) for n in walk(tree.root_node, "identifier")
-                 if _ADD_FN.match(text(n, body_data)) and text(n, body_data) != ADD_CALL]
+        names = [
+            (n.start_byte, text(n, body_data), line(n) + base)
+            for n in walk(tree.root_node, "identifier")
+            if _ADD_FN.match(text(n, body_data)) and text(n, body_data) != ADD_CALL
+        ]
         for c in stray:
             owner = [x for x in names if x[0] < c.start_byte]
             la = _list_arg(c, body_data)
@@ -390,20 +494,39 @@ def extract_file(rel: str, data: bytes) -> FileResult:
                 f = {"name": name, "line": nline, "interface": "", "calls": []}
                 funcs.append(f)
             f["span"] = (1, 1 << 30)  # damaged: every parse error in the file may matter
-            f["calls"].append({"line": line(c) + base, "list": la[0], "args": la[1],
-                               "guards": _guards(c, body_data, rel, base, *pp)})
+            f["calls"].append(
+                {
+                    "line": line(c) + base,
+                    "list": la[0],
+                    "args": la[1],
+                    "guards": _guards(c, body_data, rel, base, *pp),
+                }
+            )
     if funcs or _ADD_CALL_B in data:
         # Errors inside an add function's body may hide calls; a misread parameter list does not.
         spans = [sp for sp in (f.pop("span") for f in funcs) if sp]
         errs = [e + base for e in error_lines(tree)]
         errs = [e for e in errs if not funcs or any(a <= e <= b for a, b in spans)]
-        if funcs and errs:  # a lone closing brace: tree-sitter nested an #if wrongly, the directive scan did not
+        if (
+            funcs and errs
+        ):  # a lone closing brace: tree-sitter nested an #if wrongly, the directive scan did not
             src_lines = data.split(b"\n")
-            errs = [e for e in errs if e > len(src_lines) or src_lines[e - 1].strip() not in (b"}", b"};")]
+            errs = [
+                e
+                for e in errs
+                if e > len(src_lines) or src_lines[e - 1].strip() not in (b"}", b"};")
+            ]
         if errs:
-            res.diagnostics.append(Diagnostic(
-                rel, errs[0], f"malformed C++ (tree-sitter recovered at line(s) {', '.join(map(str, errs[:5]))}); "
-                "registrations near these lines may be incomplete", "warning", "ck.registrations"))
+            res.diagnostics.append(
+                Diagnostic(
+                    rel,
+                    errs[0],
+                    f"malformed C++ (tree-sitter recovered at line(s) {', '.join(map(str, errs[:5]))}); "
+                    "registrations near these lines may be incomplete",
+                    "warning",
+                    "ck.registrations",
+                )
+            )
     aliases = _line_aliases(data)
     aliases.update(_aliases(tree, body_data, idx))
     res.facts = {"functions": funcs, "aliases": aliases, "includes": includes}
@@ -440,7 +563,12 @@ def extract_capabilities(rel: str, data: bytes) -> FileResult:
     for fn in walk(tree.root_node, "function_definition"):
         name = _function_name(fn, data)
         body = fn.child_by_field_name("body")
-        if not name or body is None or fn.parent is None or fn.parent.type == "template_declaration":
+        if (
+            not name
+            or body is None
+            or fn.parent is None
+            or fn.parent.type == "template_declaration"
+        ):
             continue
         stmts = [c for c in body.named_children if c.type != "comment"]
         if len(stmts) == 1 and stmts[0].type == "return_statement" and stmts[0].named_children:
@@ -509,7 +637,9 @@ class RegistrationsStage:
                 return al
             for inc in fr.facts.get("includes", []):
                 base = inc.rsplit("/", 1)[-1]
-                cands = [r for r in by_base.get(base, []) if r.rsplit("/", 1)[0] == rel.rsplit("/", 1)[0]] or by_base.get(base, [])
+                cands = [
+                    r for r in by_base.get(base, []) if r.rsplit("/", 1)[0] == rel.rsplit("/", 1)[0]
+                ] or by_base.get(base, [])
                 for r in cands[:1]:
                     al.update(results[r].facts.get("aliases", {}))
             al.update(fr.facts.get("aliases", {}))
@@ -521,8 +651,14 @@ class RegistrationsStage:
                 return cands[0] if cands else None
             folder = rel.rsplit("/", 1)[0]
             inc = {i.rsplit("/", 1)[-1] for i in results[rel].facts.get("includes", [])}
-            for pred in (lambda lr: lr.file == rel, lambda lr: lr.file.rsplit("/", 1)[-1] in inc and lr.file.rsplit("/", 1)[0] == folder,
-                         lambda lr: lr.file.rsplit("/", 1)[0] == folder, lambda lr: lr.dir == gpu_dir(rel)):
+            for pred in (
+                lambda lr: lr.file == rel,
+                lambda lr: (
+                    lr.file.rsplit("/", 1)[-1] in inc and lr.file.rsplit("/", 1)[0] == folder
+                ),
+                lambda lr: lr.file.rsplit("/", 1)[0] == folder,
+                lambda lr: lr.dir == gpu_dir(rel),
+            ):
                 hit = [lr for lr in cands if pred(lr)]
                 if hit:
                     return hit[0]
@@ -540,13 +676,30 @@ class RegistrationsStage:
             d = gpu_dir(rel)
             for f in funcs:
                 fid += 1
-                rows.append(AddFunctionRow(id=fid, name=f["name"], dir=d, file=rel, line=f["line"], interface=f["interface"]))
+                rows.append(
+                    AddFunctionRow(
+                        id=fid,
+                        name=f["name"],
+                        dir=d,
+                        file=rel,
+                        line=f["line"],
+                        interface=f["interface"],
+                    )
+                )
                 for c in f["calls"]:
                     rid += 1
                     lr = find_list(c["list"], rel)
                     bindings: dict[str, Any] = {}
                     if lr is None:
-                        diags.append(Diagnostic(rel, c["line"], f"instance list {c['list']} not found: registration kept without a list", "warning", self.name))
+                        diags.append(
+                            Diagnostic(
+                                rel,
+                                c["line"],
+                                f"instance list {c['list']} not found: registration kept without a list",
+                                "warning",
+                                self.name,
+                            )
+                        )
                     else:
                         params = [p.get("name") for p in (lr.template_params or [])]
                         for p, a in zip(params, c["args"], strict=False):
@@ -560,21 +713,44 @@ class RegistrationsStage:
                         if key not in gates:
                             gid += 1
                             gates[key] = GateRow(
-                                id=gid, kind=g["kind"], arch=g["arch"], effect=g["op"], dir=d, file=g["file"],
-                                line=g["line"], condition=g["text"], has_else=bool(g["has_else"]),
+                                id=gid,
+                                kind=g["kind"],
+                                arch=g["arch"],
+                                effect=g["op"],
+                                dir=d,
+                                file=g["file"],
+                                line=g["line"],
+                                condition=g["text"],
+                                has_else=bool(g["has_else"]),
                                 function=f["name"] if g["kind"] != "preprocessor" else None,
                             )
-                    regs.append(RegistrationRow(
-                        id=rid, function=f["name"], function_id=fid, dir=d, file=rel, line=c["line"],
-                        list_name=c["list"], list_id=lr.id if lr is not None else None, args=c["args"],
-                        bindings=bindings, condition=" && ".join(
-                            (f"!({g['text']})" if g["branch"] == "else" else g["text"]) for g in guards),
-                        conditions=guards,
-                    ))
+                    regs.append(
+                        RegistrationRow(
+                            id=rid,
+                            function=f["name"],
+                            function_id=fid,
+                            dir=d,
+                            file=rel,
+                            line=c["line"],
+                            list_name=c["list"],
+                            list_id=lr.id if lr is not None else None,
+                            args=c["args"],
+                            bindings=bindings,
+                            condition=" && ".join(
+                                (f"!({g['text']})" if g["branch"] == "else" else g["text"])
+                                for g in guards
+                            ),
+                            conditions=guards,
+                        )
+                    )
         rows.extend(regs)
         rows.extend(gates.values())
-        defines = (results.get(CK_HPP).facts.get("defines", {}) if results.get(CK_HPP) else {})
-        caps = (results.get(DEVICE_PROP_HPP).facts.get("capabilities", {}) if results.get(DEVICE_PROP_HPP) else {})
+        defines = results.get(CK_HPP).facts.get("defines", {}) if results.get(CK_HPP) else {}
+        caps = (
+            results.get(DEVICE_PROP_HPP).facts.get("capabilities", {})
+            if results.get(DEVICE_PROP_HPP)
+            else {}
+        )
         # headers holding (templated) add functions -> the sources that include them
         reg_headers = {r.file for r in regs if not r.file.endswith((".cpp", ".in"))}
         includers: dict[str, list[str]] = defaultdict(list)

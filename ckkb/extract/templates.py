@@ -51,19 +51,27 @@ def _head(plist, src: bytes) -> dict | None:
         nxt = nxt.next_sibling
     if nxt is None:
         return None
-    if nxt.type == "declaration" and nxt.named_child_count and nxt.named_children[0].type in ("struct_specifier", "class_specifier"):
+    if (
+        nxt.type == "declaration"
+        and nxt.named_child_count
+        and nxt.named_children[0].type in ("struct_specifier", "class_specifier")
+    ):
         nxt = nxt.named_children[0]  # `struct X : Base {...} MACRO;` recovered as a declaration
     if nxt.type in ("struct_specifier", "class_specifier"):
         name = nxt.child_by_field_name("name")
         body = nxt.child_by_field_name("body")
         bases = next((c for c in nxt.named_children if c.type == "base_class_clause"), None)
-    elif nxt.type in ("struct", "class") or (nxt.type == "ERROR" and cpp.text(nxt, src).strip() in ("struct", "class")):
+    elif nxt.type in ("struct", "class") or (
+        nxt.type == "ERROR" and cpp.text(nxt, src).strip() in ("struct", "class")
+    ):
         # Recovered inside an ERROR node: `struct` Name base_class_clause ... as loose siblings.
         name = nxt.next_named_sibling
         bases = name.next_named_sibling if name is not None else None
         if bases is not None and bases.type != "base_class_clause":
             bases = None
-        body = True  # the body follows in the recovered region; this is not a bare forward declaration
+        body = (
+            True  # the body follows in the recovered region; this is not a bare forward declaration
+        )
     else:
         return None
     if name is None or name.type not in ("type_identifier", "template_type"):
@@ -72,12 +80,22 @@ def _head(plist, src: bytes) -> dict | None:
     cls = cpp.text(name.child_by_field_name("name") if specialised else name, src)
     base, base_args = None, []
     if bases is not None:
-        first = next((c for c in bases.named_children if c.type not in ("access_specifier", "comment")), None)
+        first = next(
+            (c for c in bases.named_children if c.type not in ("access_specifier", "comment")), None
+        )
         if first is not None:
             if first.type == "template_type":
                 base = cpp.text(first.child_by_field_name("name"), src)
                 args = first.child_by_field_name("arguments")
-                base_args = [cpp.squash(cpp.text(a, src)) for a in args.named_children if a.type != "comment"] if args else []
+                base_args = (
+                    [
+                        cpp.squash(cpp.text(a, src))
+                        for a in args.named_children
+                        if a.type != "comment"
+                    ]
+                    if args
+                    else []
+                )
             elif first.type == "qualified_identifier":
                 base = cpp.squash(cpp.text(first, src))
                 if "<" in base:
@@ -85,12 +103,22 @@ def _head(plist, src: bytes) -> dict | None:
             else:
                 base = cpp.squash(cpp.text(first, src))
             base = base.rsplit("::", 1)[-1]
-    return {"name": cls, "specialised": specialised, "has_body": body is not None, "base": base, "base_args": base_args}
+    return {
+        "name": cls,
+        "specialised": specialised,
+        "has_body": body is not None,
+        "base": base,
+        "base_args": base_args,
+    }
 
 
 def _is_ge(toks: list, k: int, src: bytes) -> bool:
     """`>` lexed apart from a following `=` (tree-sitter splits `>=` inside template arguments)."""
-    return k + 1 < len(toks) and toks[k + 1][1] == "=" and toks[k][0].end_byte == toks[k + 1][0].start_byte
+    return (
+        k + 1 < len(toks)
+        and toks[k + 1][1] == "="
+        and toks[k][0].end_byte == toks[k + 1][0].start_byte
+    )
 
 
 def _from_tokens(tree, src: bytes, rel: str, diags: list[Diagnostic]) -> list[DeviceOpRow]:
@@ -98,7 +126,11 @@ def _from_tokens(tree, src: bytes, rel: str, diags: list[Diagnostic]) -> list[De
     `typename std::enable_if<N >= 1 && N <= 3, bool>::type = false` parameter, which tree-sitter
     cannot parse): walk the tokens back from `struct Device...` to `template <`, split the
     parameter list at top-level commas and parse each parameter on its own."""
-    toks = [(n, cpp.text(n, src)) for n in cpp.walk(tree.root_node) if n.child_count == 0 and n.type != "comment" and n.end_byte > n.start_byte]
+    toks = [
+        (n, cpp.text(n, src))
+        for n in cpp.walk(tree.root_node)
+        if n.child_count == 0 and n.type != "comment" and n.end_byte > n.start_byte
+    ]
     rows = []
     for i, (_node, word) in enumerate(toks):
         if word not in ("struct", "class") or i + 1 >= len(toks) or "Device" not in toks[i + 1][1]:
@@ -141,7 +173,15 @@ def _from_tokens(tree, src: bytes, rel: str, diags: list[Diagnostic]) -> list[De
         bad = [p for p in params if p["kind"] == "unknown"]
         line = cpp.line(toks[start - 1][0])
         if bad:
-            diags.append(Diagnostic(rel, line, f"template parameters of {name} only partly readable", "warning", NAME))
+            diags.append(
+                Diagnostic(
+                    rel,
+                    line,
+                    f"template parameters of {name} only partly readable",
+                    "warning",
+                    NAME,
+                )
+            )
         base = None
         if i + 2 < len(toks) and toks[i + 2][1] == ":":
             for _n, w in toks[i + 3 : i + 12]:
@@ -150,7 +190,9 @@ def _from_tokens(tree, src: bytes, rel: str, diags: list[Diagnostic]) -> list[De
                 if w in ("<", "{"):
                     break
                 base = w
-        rows.append(DeviceOpRow(name=name, file=rel, line=line, params=params, base=base, base_args=[]))
+        rows.append(
+            DeviceOpRow(name=name, file=rel, line=line, params=params, base=base, base_args=[])
+        )
     return rows
 
 
@@ -164,15 +206,33 @@ def _param_from_chunk(chunk: list, src: bytes) -> dict:
         if len(got) == 1:
             return got[0]
     # unparseable alone too: a SFINAE parameter (`typename std::enable_if<...>::type = false`) is unnamed
-    eq = [k for k, (n, w) in enumerate(chunk) if w == "=" and not (k and chunk[k - 1][1] == ">" and chunk[k - 1][0].end_byte == n.start_byte)]
+    eq = [
+        k
+        for k, (n, w) in enumerate(chunk)
+        if w == "="
+        and not (k and chunk[k - 1][1] == ">" and chunk[k - 1][0].end_byte == n.start_byte)
+    ]
     if eq:
-        head = src[chunk[0][0].start_byte : chunk[eq[-1] - 1][0].end_byte].decode("utf-8", "replace")
-        default = src[chunk[eq[-1] + 1][0].start_byte : chunk[-1][0].end_byte].decode("utf-8", "replace") if eq[-1] + 1 < len(chunk) else None
-        return {"name": "", "kind": "value", "type": cpp.squash(head), "default": cpp.squash(default) if default else None}
+        head = src[chunk[0][0].start_byte : chunk[eq[-1] - 1][0].end_byte].decode(
+            "utf-8", "replace"
+        )
+        default = (
+            src[chunk[eq[-1] + 1][0].start_byte : chunk[-1][0].end_byte].decode("utf-8", "replace")
+            if eq[-1] + 1 < len(chunk)
+            else None
+        )
+        return {
+            "name": "",
+            "kind": "value",
+            "type": cpp.squash(head),
+            "default": cpp.squash(default) if default else None,
+        }
     return {"name": cpp.squash(text), "kind": "unknown", "type": None, "default": None}
 
 
-def _found_in_tree(tree, rel: str, data: bytes, diags: list[Diagnostic]) -> dict[str, tuple[int, DeviceOpRow]]:
+def _found_in_tree(
+    tree, rel: str, data: bytes, diags: list[Diagnostic]
+) -> dict[str, tuple[int, DeviceOpRow]]:
     """Device-op class templates declared at namespace level in `tree`: name -> (rank, row); lower rank wins."""
     found: dict[str, tuple[int, DeviceOpRow]] = {}
     # (member templates - Argument, Invoker, ... - sit in class bodies: not device ops)
@@ -190,10 +250,25 @@ def _found_in_tree(tree, rel: str, data: bytes, diags: list[Diagnostic]) -> dict
         bad = [p for p in params if p["kind"] == "unknown"]
         if bad or plist.has_error:
             err = next((n for n in cpp.walk(plist) if n.type == "ERROR" or n.is_missing), plist)
-            diags.append(Diagnostic(rel, cpp.line(err), f"template parameters of {head['name']} only partly readable", "warning", NAME))
+            diags.append(
+                Diagnostic(
+                    rel,
+                    cpp.line(err),
+                    f"template parameters of {head['name']} only partly readable",
+                    "warning",
+                    NAME,
+                )
+            )
         # primary definition (0) beats forward declaration (1) beats partial specialisation (2)
         rank = 2 if head["specialised"] else (0 if head["has_body"] else 1)
-        row = DeviceOpRow(name=head["name"], file=rel, line=line, params=params, base=head["base"], base_args=head["base_args"])
+        row = DeviceOpRow(
+            name=head["name"],
+            file=rel,
+            line=line,
+            params=params,
+            base=head["base"],
+            base_args=head["base_args"],
+        )
         if head["name"] not in found or rank < found[head["name"]][0]:
             found[head["name"]] = (rank, row)
     return found
@@ -217,16 +292,30 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
         tree = cpp.parse(data)
         found = _found_in_tree(tree, rel, data, diags)
     res.diagnostics.extend(diags)
-    if not found and tree.root_node.has_error and (b"struct Device" in data or b"class Device" in data):
+    if (
+        not found
+        and tree.root_node.has_error
+        and (b"struct Device" in data or b"class Device" in data)
+    ):
         for row in _from_tokens(tree, data, rel, res.diagnostics):
             found.setdefault(row.name, (0, row))
     res.rows = [row for _, row in found.values()]
     res.facts["ranks"] = {name: rank for name, (rank, _) in found.items()}
-    if not found and tree.root_node.has_error and (b"struct Device" in data or b"class Device" in data):
+    if (
+        not found
+        and tree.root_node.has_error
+        and (b"struct Device" in data or b"class Device" in data)
+    ):
         lines = cpp.error_lines(tree)
         where = ", ".join(map(str, lines[:5]))
         res.diagnostics.append(
-            Diagnostic(rel, lines[0] if lines else 0, f"no device-op template readable (parse errors at lines {where})", "warning", NAME)
+            Diagnostic(
+                rel,
+                lines[0] if lines else 0,
+                f"no device-op template readable (parse errors at lines {where})",
+                "warning",
+                NAME,
+            )
         )
     return res
 

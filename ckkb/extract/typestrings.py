@@ -43,12 +43,27 @@ GRID_DIR = "include/ck/tensor_operation/gpu/grid"  # gridwise GEMMs a device op 
 STAGE_NAME = "ck.typestrings"
 
 INT_TYPES = {
-    "index_t", "ck::index_t", "int", "int32_t", "uint32_t", "int64_t", "long_index_t", "ck::long_index_t",
-    "unsigned", "unsigned int", "size_t", "std::size_t", "short", "long", "ck::index_t const",
+    "index_t",
+    "ck::index_t",
+    "int",
+    "int32_t",
+    "uint32_t",
+    "int64_t",
+    "long_index_t",
+    "ck::long_index_t",
+    "unsigned",
+    "unsigned int",
+    "size_t",
+    "std::size_t",
+    "short",
+    "long",
+    "ck::index_t const",
 }
 SPEC_FN = re.compile(r"^(?:ck::)?(?:tensor_operation::device::)?get\w*SpecializationString$")
 STRING_FNS = {"std::string", "::std::string", "std::to_string", "::std::to_string", "ck::to_string"}
-CAST_FNS = re.compile(r"^(?:static_cast|std::to_string|::std::to_string|std::string|::std::string|ck::type_convert)\b")
+CAST_FNS = re.compile(
+    r"^(?:static_cast|std::to_string|::std::to_string|std::string|::std::string|ck::type_convert)\b"
+)
 
 
 # --------------------------------------------------------------------------- per file
@@ -57,7 +72,11 @@ CAST_FNS = re.compile(r"^(?:static_cast|std::to_string|::std::to_string|std::str
 def _lit(node, src: bytes) -> str:
     raw = cpp.text(node, src)
     if node.type == "concatenated_string":
-        return "".join(_lit(c, src) for c in node.named_children if c.type in ("string_literal", "raw_string_literal"))
+        return "".join(
+            _lit(c, src)
+            for c in node.named_children
+            if c.type in ("string_literal", "raw_string_literal")
+        )
     if node.type == "char_literal":
         body = raw[1:-1]
     elif node.type == "raw_string_literal":
@@ -94,13 +113,31 @@ def _params_of_list(plist, src: bytes) -> list[dict[str, Any]]:
         if t in ("type_parameter_declaration", "variadic_type_parameter_declaration"):
             names = [c for c in p.named_children if c.type == "type_identifier"]
             if names:
-                out.append({"name": cpp.text(names[-1], src), "kind": "pack" if "variadic" in t else "type", "type": "typename", "default": None})
+                out.append(
+                    {
+                        "name": cpp.text(names[-1], src),
+                        "kind": "pack" if "variadic" in t else "type",
+                        "type": "typename",
+                        "default": None,
+                    }
+                )
         elif t == "optional_type_parameter_declaration":
             n = p.child_by_field_name("name")
             d = p.child_by_field_name("default_type")
             if n is not None:
-                out.append({"name": cpp.text(n, src), "kind": "type", "type": "typename", "default": cpp.text(d, src) if d else None})
-        elif t in ("parameter_declaration", "optional_parameter_declaration", "variadic_parameter_declaration"):
+                out.append(
+                    {
+                        "name": cpp.text(n, src),
+                        "kind": "type",
+                        "type": "typename",
+                        "default": cpp.text(d, src) if d else None,
+                    }
+                )
+        elif t in (
+            "parameter_declaration",
+            "optional_parameter_declaration",
+            "variadic_parameter_declaration",
+        ):
             ty = p.child_by_field_name("type")
             dc = p.child_by_field_name("declarator")
             dv = p.child_by_field_name("default_value")
@@ -109,7 +146,14 @@ def _params_of_list(plist, src: bytes) -> list[dict[str, Any]]:
             name = cpp.text(dc, src).lstrip(".").strip()
             ty_text = cpp.text(ty, src) if ty is not None else ""
             kind = "pack" if "variadic" in t else _param_kind(ty_text, False)
-            out.append({"name": name, "kind": kind, "type": ty_text, "default": cpp.text(dv, src) if dv else None})
+            out.append(
+                {
+                    "name": name,
+                    "kind": kind,
+                    "type": ty_text,
+                    "default": cpp.text(dv, src) if dv else None,
+                }
+            )
     return out
 
 
@@ -180,13 +224,27 @@ def _operand(node, ctx: _Ctx) -> list[dict[str, Any]]:
     if t == "subscript_expression":
         arg = node.child_by_field_name("argument")
         idx = node.child_by_field_name("indices") or node.child_by_field_name("index")
-        idx_nodes = [c for c in idx.named_children] if idx is not None and idx.type == "subscript_argument_list" else [idx]
+        idx_nodes = (
+            [c for c in idx.named_children]
+            if idx is not None and idx.type == "subscript_argument_list"
+            else [idx]
+        )
         idx_node = idx_nodes[0] if idx_nodes and idx_nodes[0] is not None else None
         inner = _unwrap_string(arg, src)
-        if inner is not None and inner.type == "qualified_identifier" and idx_node is not None and cpp.text(idx_node, src) == "0":
+        if (
+            inner is not None
+            and inner.type == "qualified_identifier"
+            and idx_node is not None
+            and cpp.text(idx_node, src) == "0"
+        ):
             sc = inner.child_by_field_name("scope")
             nm = inner.child_by_field_name("name")
-            if sc is not None and cpp.text(sc, src) in ctx.params and nm is not None and cpp.text(nm, src) == "name":
+            if (
+                sc is not None
+                and cpp.text(sc, src) in ctx.params
+                and nm is not None
+                and cpp.text(nm, src) == "name"
+            ):
                 return [ctx.ref(cpp.text(sc, src), "layout_initial")]
         aname = _ident(arg, src)
         iname = _ident(idx_node, src) if idx_node is not None else None
@@ -209,7 +267,13 @@ def _operand(node, ctx: _Ctx) -> list[dict[str, Any]]:
         if fn is not None and fn.type == "field_expression":  # Map.at(Param)
             obj = fn.child_by_field_name("argument")
             fld = fn.child_by_field_name("field")
-            if _ident(obj, src) in ctx.maps and fld is not None and cpp.text(fld, src) == "at" and len(argv) == 1 and _ident(argv[0], src) in ctx.params:
+            if (
+                _ident(obj, src) in ctx.maps
+                and fld is not None
+                and cpp.text(fld, src) == "at"
+                and len(argv) == 1
+                and _ident(argv[0], src) in ctx.params
+            ):
                 return [ctx.ref(cpp.text(argv[0], src), "enum", map=ctx.maps[cpp.text(obj, src)])]
         if fn is not None and fn.type == "qualified_identifier":
             sc = fn.child_by_field_name("scope")
@@ -223,8 +287,16 @@ def _operand(node, ctx: _Ctx) -> list[dict[str, Any]]:
             if nm_t == "GetTypeString":
                 return [_delegate(sc_t, fn_text, text, ctx)]
         if fn_text.endswith("GetTypeString"):
-            obj = fn.child_by_field_name("argument") if fn is not None and fn.type == "field_expression" else None
-            cls = obj.child_by_field_name("type") if obj is not None and obj.type == "compound_literal_expression" else obj
+            obj = (
+                fn.child_by_field_name("argument")
+                if fn is not None and fn.type == "field_expression"
+                else None
+            )
+            cls = (
+                obj.child_by_field_name("type")
+                if obj is not None and obj.type == "compound_literal_expression"
+                else obj
+            )
             return [_delegate(cpp.text(cls, src) if cls is not None else "", fn_text, text, ctx)]
         if fn_text in ctx.maps and len(argv) == 1 and _ident(argv[0], src) in ctx.params:
             return [ctx.ref(cpp.text(argv[0], src), "enum", map=ctx.maps[fn_text])]
@@ -237,7 +309,12 @@ def _operand(node, ctx: _Ctx) -> list[dict[str, Any]]:
         b = node.child_by_field_name("alternative")
         if a is not None and b is not None:
             ctx.reasons.append(f"conditional: {cpp.text(cond, src) if cond else '?'}")
-            return [{"alt": [_operand(a, ctx), _operand(b, ctx)], "cond": cpp.text(cond, src) if cond else ""}]
+            return [
+                {
+                    "alt": [_operand(a, ctx), _operand(b, ctx)],
+                    "cond": cpp.text(cond, src) if cond else "",
+                }
+            ]
     if t in ("cast_expression", "static_cast_expression"):
         v = node.child_by_field_name("value")
         if v is not None:
@@ -250,7 +327,9 @@ def _delegate(cls: str, fn_text: str, text: str, ctx: _Ctx) -> dict[str, Any]:
     (`using GridwiseGemm64 = GridwiseGemmBase<...>`, `template <...> using GridwiseGemmBase = G<...>`)
     to a class template and its arguments; `combine` splices that class's schema in."""
     if cls in ctx.params:
-        ctx.unsupported.append(f"delegates to {fn_text}(): {cls} is a template parameter, so the name is that op's")
+        ctx.unsupported.append(
+            f"delegates to {fn_text}(): {cls} is a template parameter, so the name is that op's"
+        )
     else:
         ctx.unsupported.append(f"delegates to {fn_text}() (another type's GetTypeString)")
     tok: dict[str, Any] = {"derived": f"{fn_text}()", "expr": text, "delegate": True}
@@ -260,7 +339,9 @@ def _delegate(cls: str, fn_text: str, text: str, ctx: _Ctx) -> dict[str, Any]:
     return tok
 
 
-def _resolve_alias(name: str, args: list[str], aliases: dict[str, dict[str, Any]], depth: int) -> tuple[str, list[str]] | None:
+def _resolve_alias(
+    name: str, args: list[str], aliases: dict[str, dict[str, Any]], depth: int
+) -> tuple[str, list[str]] | None:
     a = aliases.get(name)
     if a is None:
         return (name, args) if depth > 0 else None
@@ -293,10 +374,22 @@ def _aliases(body, src: bytes) -> dict[str, dict[str, Any]]:
         if tt.type == "template_type":
             tname = tt.child_by_field_name("name")
             targs = tt.child_by_field_name("arguments")
-            args = [" ".join(cpp.text(c, src).split()) for c in (targs.named_children if targs is not None else []) if c.type != "comment"]
-            out[cpp.text(name, src)] = {"params": params, "target": cpp.text(tname, src).rsplit("::", 1)[-1], "args": args}
+            args = [
+                " ".join(cpp.text(c, src).split())
+                for c in (targs.named_children if targs is not None else [])
+                if c.type != "comment"
+            ]
+            out[cpp.text(name, src)] = {
+                "params": params,
+                "target": cpp.text(tname, src).rsplit("::", 1)[-1],
+                "args": args,
+            }
         else:
-            out[cpp.text(name, src)] = {"params": params, "target": cpp.text(tt, src).rsplit("::", 1)[-1], "args": []}
+            out[cpp.text(name, src)] = {
+                "params": params,
+                "target": cpp.text(tt, src).rsplit("::", 1)[-1],
+                "args": [],
+            }
     return out
 
 
@@ -308,7 +401,12 @@ def _unwrap_string(node, src: bytes):
             continue
         fn = node.child_by_field_name("function")
         args = node.child_by_field_name("arguments")
-        if fn is None or cpp.text(fn, src) not in STRING_FNS or args is None or len(args.named_children) != 1:
+        if (
+            fn is None
+            or cpp.text(fn, src) not in STRING_FNS
+            or args is None
+            or len(args.named_children) != 1
+        ):
             return node
         node = args.named_children[0]
     return node
@@ -318,7 +416,11 @@ def _chain(node, ctx: _Ctx) -> list[Any] | None:
     """Operands of `stream << a << b ...` (left-nested binary expressions), or None when the leftmost
     operand is not one of the op's streams."""
     operands = []
-    while node is not None and node.type == "binary_expression" and cpp.text(node.child_by_field_name("operator"), ctx.src) == "<<":
+    while (
+        node is not None
+        and node.type == "binary_expression"
+        and cpp.text(node.child_by_field_name("operator"), ctx.src) == "<<"
+    ):
         operands.append(node.child_by_field_name("right"))
         node = node.child_by_field_name("left")
     if node is None:
@@ -391,7 +493,9 @@ def _statements(node, ctx: _Ctx) -> list[Any]:
             if not re.fullmatch(r"\w+\s*\.\s*str\s*\(\s*\)", rtext):
                 toks = _operand(expr, ctx)
                 if "GetTypeString" not in rtext:
-                    ctx.unsupported.append(f"returns {' '.join(rtext.split())[:80]!r} instead of its stream")
+                    ctx.unsupported.append(
+                        f"returns {' '.join(rtext.split())[:80]!r} instead of its stream"
+                    )
                 tokens.extend(toks)
     return tokens
 
@@ -494,7 +598,11 @@ def placeholder(t: dict[str, Any], i: int = 0) -> str:
 
 def _is_device_op(node, src: bytes, any_class: bool = False) -> bool:
     n = node.child_by_field_name("name")
-    return n is not None and node.child_by_field_name("body") is not None and (any_class or cpp.text(n, src).startswith("Device"))
+    return (
+        n is not None
+        and node.child_by_field_name("body") is not None
+        and (any_class or cpp.text(n, src).startswith("Device"))
+    )
 
 
 class _Outline:
@@ -523,7 +631,9 @@ def _enclosing_op(fn, src: bytes, outline: _Outline, any_class: bool = False):
     list just before that class.
     """
     cls = fn.parent
-    while cls is not None and not (cls.type in ("struct_specifier", "class_specifier") and _is_device_op(cls, src, any_class)):
+    while cls is not None and not (
+        cls.type in ("struct_specifier", "class_specifier") and _is_device_op(cls, src, any_class)
+    ):
         cls = cls.parent
     if cls is None:
         before = [s for s in outline.structs if s.start_byte < fn.start_byte]
@@ -559,7 +669,9 @@ def _type_string_functions(tree, parsed: bytes) -> list[Any]:
     return [found[k] for k in sorted(found)]
 
 
-def extract_schemas(rel: str, data: bytes, any_class: bool = False) -> tuple[list[dict[str, Any]], list[Diagnostic]]:
+def extract_schemas(
+    rel: str, data: bytes, any_class: bool = False
+) -> tuple[list[dict[str, Any]], list[Diagnostic]]:
     """Every GetTypeString() in one header as a schema dict (pure; no database). Device ops only
     (classes named Device*), unless any_class (the gridwise headers a device op delegates to)."""
     diags: list[Diagnostic] = []
@@ -607,25 +719,49 @@ def extract_schemas(rel: str, data: bytes, any_class: bool = False) -> tuple[lis
             status = "matched"
         line = cpp.line(fn)
         if any(fn.start_point[0] + 1 <= e <= fn.end_point[0] + 1 for e in errs):
-            diags.append(Diagnostic(rel, line, f"{cname}::GetTypeString(): C++ parse errors inside; schema may be incomplete", "warning", STAGE_NAME))
-        out.append({
-            "device_op": cname, "file": rel, "line": line, "tokens": tokens, "params": params,
-            "ops": ops, "status": status, "reasons": reasons,
-        })
+            diags.append(
+                Diagnostic(
+                    rel,
+                    line,
+                    f"{cname}::GetTypeString(): C++ parse errors inside; schema may be incomplete",
+                    "warning",
+                    STAGE_NAME,
+                )
+            )
+        out.append(
+            {
+                "device_op": cname,
+                "file": rel,
+                "line": line,
+                "tokens": tokens,
+                "params": params,
+                "ops": ops,
+                "status": status,
+                "reasons": reasons,
+            }
+        )
     return out, diags
 
 
 # --------------------------------------------------------------------------- delegation
 
 
-def _substitute(tokens: list[Any], target: dict[str, Any], args: list[str], dev_params: dict[str, dict[str, Any]], reasons: list[str]) -> list[Any]:
+def _substitute(
+    tokens: list[Any],
+    target: dict[str, Any],
+    args: list[str],
+    dev_params: dict[str, dict[str, Any]],
+    reasons: list[str],
+) -> list[Any]:
     """The target's tokens with its template parameters replaced by the device op's arguments."""
     names = [p["name"] for p in target["params"]]
     binding = dict(zip(names, args, strict=False))
     out: list[Any] = []
     for t in tokens:
         if "alt" in t:
-            out.append({**t, "alt": [_substitute(a, target, args, dev_params, reasons) for a in t["alt"]]})
+            out.append(
+                {**t, "alt": [_substitute(a, target, args, dev_params, reasons) for a in t["alt"]]}
+            )
         elif "ref" in t:
             a = binding.get(t["ref"])
             if a is not None and a in dev_params:
@@ -636,7 +772,17 @@ def _substitute(tokens: list[Any], target: dict[str, Any], args: list[str], dev_
                     nt["default"] = p["default"]
                 out.append(nt)
             else:
-                expr = a if a is not None else (next((p.get("default") for p in target["params"] if p["name"] == t["ref"]), None) or t["ref"])
+                expr = (
+                    a
+                    if a is not None
+                    else (
+                        next(
+                            (p.get("default") for p in target["params"] if p["name"] == t["ref"]),
+                            None,
+                        )
+                        or t["ref"]
+                    )
+                )
                 reasons.append(f"derived: {t['ref']} ({expr})")
                 out.append({"derived": t["ref"], "expr": expr})
         else:
@@ -664,9 +810,13 @@ def splice_delegates(s: dict[str, Any], targets: dict[str, dict[str, Any]]) -> d
                     missing.append(t["derived"])
                     out.append(t)
                     continue
-                reasons.append(f"via {tgt['device_op']}::GetTypeString() ({tgt['file']}:{tgt['line']})")
+                reasons.append(
+                    f"via {tgt['device_op']}::GetTypeString() ({tgt['file']}:{tgt['line']})"
+                )
                 reasons.extend(r for r in tgt["reasons"] if not r.startswith("derived:"))
-                out.extend(_substitute(tgt["tokens"], tgt, t.get("args") or [], dev_params, reasons))
+                out.extend(
+                    _substitute(tgt["tokens"], tgt, t.get("args") or [], dev_params, reasons)
+                )
             else:
                 out.append(t)
         return out
@@ -681,7 +831,10 @@ def splice_delegates(s: dict[str, Any], targets: dict[str, dict[str, Any]]) -> d
     derivedish = any("derived" in t for t in _flat(tokens)) or has_alt
     status = "partial" if derivedish else "matched"
     if not ops:
-        status, all_reasons = "unsupported", ["the output does not start with a literal op name", *all_reasons]
+        status, all_reasons = (
+            "unsupported",
+            ["the output does not start with a literal op name", *all_reasons],
+        )
     return {**s, "tokens": tokens, "ops": ops, "status": status, "reasons": all_reasons}
 
 
@@ -689,8 +842,14 @@ def splice_delegates(s: dict[str, Any], targets: dict[str, dict[str, Any]]) -> d
 
 
 _SPEC_PREFIXES = ("Gemm", "ConvFwd", "ConvBwdData", "ConvBwdWeight", "Conv")
-_ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-          ast.Div: operator.floordiv, ast.Mod: operator.mod}
+_ARITH = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.floordiv,
+    ast.Mod: operator.mod,
+}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -776,7 +935,7 @@ def printed_value(t: dict[str, Any], v: Any) -> str | None:
     if conv == "spec":
         for p in _SPEC_PREFIXES:
             if w.startswith(p) and len(w) > len(p) and (w[len(p)].isupper() or w[len(p)].isdigit()):
-                return w[len(p):]
+                return w[len(p) :]
         return w
     if conv == "layout_initial":
         return {"Row": "R", "Col": "C"}.get(w, w[0])
@@ -824,12 +983,16 @@ class _Run:
         self.fields: list[str] = []  # per ref: the field it prints
         self.defaults: list[Any] = []  # per ref: its value where the field is None
         self.printed: list[_Printed] = []  # per ref
-        self.exprs: list[str | None] = []  # per run-time value: the expression to evaluate (None: never)
+        self.exprs: list[
+            str | None
+        ] = []  # per run-time value: the expression to evaluate (None: never)
         self.derived: list[str] = []
         n_refs = sum(1 for t in tokens if "lit" not in t and "ref" in t)
         self.key_parts: list[str] = [""]  # literals at even positions, a slot per ref between
         self.name_parts: list[str] = [""]  # the same, a slot per ref or run-time value
-        name_slots: list[int] = []  # per name slot: its index in the refs' printed values + run-time values
+        name_slots: list[
+            int
+        ] = []  # per name slot: its index in the refs' printed values + run-time values
         for t in tokens:
             if "lit" in t:
                 self.key_parts[-1] += "".join(t["lit"].split())
@@ -852,10 +1015,17 @@ class _Run:
     def __call__(self, fields: dict[str, Any]) -> tuple[str, str | None, list[str]]:
         values = list(map(fields.get, self.fields))
         if None in values:
-            values = [default if v is None else v for v, default in zip(values, self.defaults, strict=True)]
+            values = [
+                default if v is None else v
+                for v, default in zip(values, self.defaults, strict=True)
+            ]
         printed = self._printed(values)
         if None in printed:
-            return _fill(self.key_parts, [UNKNOWN if p is None else p for p in printed]), None, list(self.derived)
+            return (
+                _fill(self.key_parts, [UNKNOWN if p is None else p for p in printed]),
+                None,
+                list(self.derived),
+            )
         key = _fill(self.key_parts, printed)
         if not self.exprs:
             return key, _fill(self.name_parts, printed), list(self.derived)
@@ -945,11 +1115,29 @@ UNKNOWN = "{unknown}"  # in a key: a value no registration binds (never matches 
 # all registrations of an instance) and kinds (layouts and padding, often bound by the registration).
 # normalise computes a column from its SYNONYMS only (tile_k also from K0PerBlock*K1, waves from the
 # tile and wave sizes), so each group is a function of its _INPUTS; a unit test checks this.
-_SIZE_COLUMNS = ("block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n", "xdl_m", "xdl_n", "waves_m", "waves_n")
+_SIZE_COLUMNS = (
+    "block_size",
+    "tile_m",
+    "tile_n",
+    "tile_k",
+    "mfma_m",
+    "mfma_n",
+    "xdl_m",
+    "xdl_n",
+    "waves_m",
+    "waves_n",
+)
 _KIND_COLUMNS = ("a_layout", "b_layout", "c_layout", "scheduler", "pipeline", "padding")
-_VEC_FIELDS = ("ABlockTransferSrcScalarPerVector", "BBlockTransferSrcScalarPerVector")  # a_vec, b_vec
-_SIZE_INPUTS = tuple(dict.fromkeys(
-    [n for c in _SIZE_COLUMNS for n in SYNONYMS.get(c, ())] + ["K0PerBlock", "KPerBlock0", "K1", "AK1", *_VEC_FIELDS]))
+_VEC_FIELDS = (
+    "ABlockTransferSrcScalarPerVector",
+    "BBlockTransferSrcScalarPerVector",
+)  # a_vec, b_vec
+_SIZE_INPUTS = tuple(
+    dict.fromkeys(
+        [n for c in _SIZE_COLUMNS for n in SYNONYMS.get(c, ())]
+        + ["K0PerBlock", "KPerBlock0", "K1", "AK1", *_VEC_FIELDS]
+    )
+)
 _KIND_INPUTS = tuple(dict.fromkeys(n for c in _KIND_COLUMNS for n in SYNONYMS.get(c, ())))
 _NAME = re.compile(r"\w+")
 
@@ -997,12 +1185,17 @@ class _KeyPlan:
 
     def __init__(self, schema: NameSchemaRow, present: set[str] | None = None) -> None:
         self.schema = schema
-        self.defaults = [(p["name"], p["default"]) for p in schema.params if p.get("default") is not None]
+        self.defaults = [
+            (p["name"], p["default"]) for p in schema.params if p.get("default") is not None
+        ]
         self.spec = next((t for t in _flat(schema.tokens) if t.get("conv") == "spec"), None)
         rendering = _Rendering(schema.tokens)
-        steps = rendering.steps  # a schema without conditionals is one run: call it without the wrapper
+        steps = (
+            rendering.steps
+        )  # a schema without conditionals is one run: call it without the wrapper
         self.render: Callable[[dict[str, Any]], tuple[str, str | None, list[str]]] = (
-            steps[0] if len(steps) == 1 and type(steps[0]) is _Run else rendering)
+            steps[0] if len(steps) == 1 and type(steps[0]) is _Run else rendering
+        )
         self.kind_inputs = _KIND_INPUTS + ((self.spec["ref"],) if self.spec else ())
         self.render_inputs = tuple(_fields_read(schema.tokens))
         defaults = dict(self.defaults)
@@ -1017,7 +1210,9 @@ class _KeyPlan:
             at = [where[name] for name in names if name in where]
             return _getter(at + [width + i for i in at])
 
-        self.render_of = group(self.render_inputs)  # memo keys of the groups' inputs (the others are None)
+        self.render_of = group(
+            self.render_inputs
+        )  # memo keys of the groups' inputs (the others are None)
         self.kinds_of = group(self.kind_inputs)
         self.sizes_of = group(_SIZE_INPUTS)
         # sizes are memoised across plans: their keys say which _SIZE_INPUTS the values are of
@@ -1025,8 +1220,12 @@ class _KeyPlan:
         self.input_defaults = [(i, defaults[n]) for i, n in enumerate(self.inputs) if n in defaults]
         self.schema_part = (schema.op, schema.device_op, schema.id)
         self.results: dict[tuple[Any, ...], Any] = {}
-        self.kinds: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # _kinds by typed kind_inputs values
-        self.renders: dict[tuple[Any, ...], tuple[str, str | None, list[str]]] = {}  # render by typed render_inputs values
+        self.kinds: dict[
+            tuple[Any, ...], tuple[Any, ...]
+        ] = {}  # _kinds by typed kind_inputs values
+        self.renders: dict[
+            tuple[Any, ...], tuple[str, str | None, list[str]]
+        ] = {}  # render by typed render_inputs values
 
     def base_fields(self, inst: Any) -> dict[str, Any]:
         """The instance's fields, a parameter it leaves out (or None) set to the schema's default."""
@@ -1053,8 +1252,12 @@ class _KeyPlan:
         padding = printed_value(spec, fields.get(spec["ref"])) if spec else norm["padding"]
         return (*(norm[c] for c in _KIND_COLUMNS[:-1]), padding)
 
-    def columns(self, typed: tuple[Any, ...] | None, fields_of: Callable[[], dict[str, Any]],
-                sizes_memo: dict[tuple[Any, ...], tuple[Any, ...]]) -> tuple[list[str], tuple[Any, ...]]:
+    def columns(
+        self,
+        typed: tuple[Any, ...] | None,
+        fields_of: Callable[[], dict[str, Any]],
+        sizes_memo: dict[tuple[Any, ...], tuple[Any, ...]],
+    ) -> tuple[list[str], tuple[Any, ...]]:
         """(derived, _ROW_COLUMNS values) of an instance's (bound) fields, `fields_of()`, whose `inputs`
         have the values, then the types, in `typed` (None: a value cannot be hashed, nothing is
         memoised). Render and the two column groups are memoised apart by their own inputs' values
@@ -1065,7 +1268,11 @@ class _KeyPlan:
             rk = kk = sk = None
             rendered = kinds = sizes = None
         else:
-            rk, kk, sk = self.render_of(typed), self.kinds_of(typed), (self.size_names, self.sizes_of(typed))
+            rk, kk, sk = (
+                self.render_of(typed),
+                self.kinds_of(typed),
+                (self.size_names, self.sizes_of(typed)),
+            )
             rendered = self.renders.get(rk)
             kinds = self.kinds.get(kk)
             sizes = sizes_memo.get(sk)
@@ -1110,7 +1317,9 @@ def _bindable(fields: dict[str, Any], params: set[str]) -> list[str]:
     return [k for k, v in fields.items() if isinstance(v, str) and v in params] if params else []
 
 
-def _bind(base: dict[str, Any], bindable: list[str], bindings: dict[str, Any], unbound: set[str]) -> dict[str, Any]:
+def _bind(
+    base: dict[str, Any], bindable: list[str], bindings: dict[str, Any], unbound: set[str]
+) -> dict[str, Any]:
     """Substitute the list's template parameters (GemmSpec -> Default) by a registration's bindings;
     a parameter nothing binds becomes None (unknown), not its own name."""
     if not bindable:
@@ -1126,7 +1335,16 @@ def _bind(base: dict[str, Any], bindable: list[str], bindings: dict[str, Any], u
 # An InstanceKeyRow's fields in the order _make_row takes them: per row, per instance, then the
 # computed columns (render's key and name, then _KIND_COLUMNS, then _SIZE_COLUMNS and a_vec, b_vec).
 _ROW_PER_ROW = ("id", "registration_id", "bindings", "derived")
-_ROW_PER_INSTANCE = ("status", "list_name", "file", "line", "instance_id", "op", "device_op", "schema_id")
+_ROW_PER_INSTANCE = (
+    "status",
+    "list_name",
+    "file",
+    "line",
+    "instance_id",
+    "op",
+    "device_op",
+    "schema_id",
+)
 _ROW_COLUMNS = ("key", "printed_name", "complete", *_KIND_COLUMNS, *_SIZE_COLUMNS, "a_vec", "b_vec")
 _ROW_ORDER = (*_ROW_PER_ROW, *_ROW_PER_INSTANCE, *_ROW_COLUMNS)
 
@@ -1138,10 +1356,18 @@ def _row_maker() -> Callable[..., InstanceKeyRow]:
     cls = InstanceKeyRow
     params = getattr(cls, "__dataclass_params__", None)
     names = [f.name for f in dataclasses.fields(cls)] if params is not None else []
-    if sorted(names) != sorted(_ROW_ORDER) or params.frozen or hasattr(cls, "__post_init__") or cls.__new__ is not object.__new__:
+    if (
+        sorted(names) != sorted(_ROW_ORDER)
+        or params.frozen
+        or hasattr(cls, "__post_init__")
+        or cls.__new__ is not object.__new__
+    ):
         return lambda *values: cls(**dict(zip(_ROW_ORDER, values, strict=True)))
-    src = (f"def make({', '.join(_ROW_ORDER)}):\n    r = _new(_cls)\n"
-           + "".join(f"    r.{n} = {n}\n" for n in _ROW_ORDER) + "    return r\n")
+    src = (
+        f"def make({', '.join(_ROW_ORDER)}):\n    r = _new(_cls)\n"
+        + "".join(f"    r.{n} = {n}\n" for n in _ROW_ORDER)
+        + "    return r\n"
+    )
     namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
     exec(src, namespace)  # noqa: S102 - source built from the field names above
     return namespace["make"]
@@ -1151,7 +1377,10 @@ _make_row = _row_maker()
 
 
 def instance_keys(
-    schemas: list[NameSchemaRow], instances: list[Any], registrations: list[Any], lists: list[Any] = ()
+    schemas: list[NameSchemaRow],
+    instances: list[Any],
+    registrations: list[Any],
+    lists: list[Any] = (),
 ) -> list[InstanceKeyRow]:
     present: dict[str, set[str]] = {}  # per template: every field name of its instances
     for inst in instances:
@@ -1167,16 +1396,27 @@ def instance_keys(
     for r in registrations:
         if getattr(r, "list_id", None) is not None:
             regs_by_list.setdefault(r.list_id, []).append(r)
-    list_params = {lr.id: {p.get("name") for p in (lr.template_params or []) if p.get("name")} for lr in lists}
+    list_params = {
+        lr.id: {p.get("name") for p in (lr.template_params or []) if p.get("name")} for lr in lists
+    }
     # the names _bind replaces: the list's parameters, and whatever a registration of the list binds
     bind_names = {lid: set(params) for lid, params in list_params.items()}
     for lid, regs in regs_by_list.items():
-        bind_names.setdefault(lid, set()).update(k for r in regs for k in (getattr(r, "bindings", None) or {}))
+        bind_names.setdefault(lid, set()).update(
+            k for r in regs for k in (getattr(r, "bindings", None) or {})
+        )
     # per list: (registration id, its bindings) of each registration, or one (None, {}) if none
-    list_regs = {lid: [(r.id, getattr(r, "bindings", None) or {}) for r in regs] for lid, regs in regs_by_list.items()}
+    list_regs = {
+        lid: [(r.id, getattr(r, "bindings", None) or {}) for r in regs]
+        for lid, regs in regs_by_list.items()
+    }
     no_regs = [(None, {})]
-    signatures: dict[tuple[Any, tuple[str, ...]], list[Any]] = {}  # (list, bound parameter names) -> per registration
-    sizes_memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # shared: sizes do not depend on the schema
+    signatures: dict[
+        tuple[Any, tuple[str, ...]], list[Any]
+    ] = {}  # (list, bound parameter names) -> per registration
+    sizes_memo: dict[
+        tuple[Any, ...], tuple[Any, ...]
+    ] = {}  # shared: sizes do not depend on the schema
     rows: list[InstanceKeyRow] = []
     append = rows.append
     make = _make_row
@@ -1193,17 +1433,32 @@ def instance_keys(
             vals = tuple(tuple(v) if type(v) is list else v for v in vals)
         try:  # hashing raises TypeError for a value that cannot be hashed: nothing is memoised then
             # (a value in `names` is a str: no other hashable value equals one)
-            bound = tuple(compress(plan.positions, map(names.__contains__, vals))) if names and not names.isdisjoint(vals) else ()
+            bound = (
+                tuple(compress(plan.positions, map(names.__contains__, vals)))
+                if names and not names.isdisjoint(vals)
+                else ()
+            )
             ikey: tuple[Any, ...] | None = (vals, types, bound)
             entry = plan.results.get(ikey)
         except TypeError:
             ikey, entry = None, None
             base = plan.base_fields(inst)
             bound = tuple(_bindable(base, names)) if names else ()
-        head = (getattr(inst, "status", "active") or "active", inst.list_name, inst.file, inst.line, inst.id, *plan.schema_part)
+        head = (
+            getattr(inst, "status", "active") or "active",
+            inst.list_name,
+            inst.file,
+            inst.line,
+            inst.id,
+            *plan.schema_part,
+        )
         if not bound:  # no registration changes an input: the same columns for all of them
             if entry is None:
-                entry = plan.columns(vals + types if ikey is not None else None, functools.partial(plan.base_fields, inst), sizes_memo)
+                entry = plan.columns(
+                    vals + types if ikey is not None else None,
+                    functools.partial(plan.base_fields, inst),
+                    sizes_memo,
+                )
                 if ikey is not None:
                     plan.results[ikey] = entry
             derived, cols = entry
@@ -1216,13 +1471,17 @@ def instance_keys(
             if ikey is not None:
                 plan.results[ikey] = entry
         unbound = list_params.get(lid, set())
-        binder = _Binder(plan, inst, [plan.inputs[i] for i in bound] if ikey is not None else bound, unbound)
+        binder = _Binder(
+            plan, inst, [plan.inputs[i] for i in bound] if ikey is not None else bound, unbound
+        )
         width = len(vals)  # the types of the inputs follow their values in `typed`
         if ikey is not None:
             pnames = tuple(vals[i] for i in bound)
             sigs = signatures.get((lid, pnames))
             if sigs is None:
-                sigs = signatures[lid, pnames] = [_signature(pnames, bindings, unbound) for _rid, bindings in regs]
+                sigs = signatures[lid, pnames] = [
+                    _signature(pnames, bindings, unbound) for _rid, bindings in regs
+                ]
         else:
             sigs = [None] * len(regs)
         for (rid, bindings), sig in zip(regs, sigs, strict=True):
@@ -1248,7 +1507,9 @@ class _Binder:
     ikey) these are only the bound inputs: the computed columns read no other field, so whatever the
     other bindable fields become cannot change them."""
 
-    def __init__(self, plan: _KeyPlan, inst: Any, bindable: list[str] | tuple[str, ...], unbound: set[str]) -> None:
+    def __init__(
+        self, plan: _KeyPlan, inst: Any, bindable: list[str] | tuple[str, ...], unbound: set[str]
+    ) -> None:
         self.plan, self.inst, self.bindable, self.unbound = plan, inst, bindable, unbound
         self.base: dict[str, Any] | None = None
 
@@ -1258,7 +1519,9 @@ class _Binder:
         return _bind(self.base, self.bindable, bindings, self.unbound)
 
 
-def _signature(pnames: tuple[str, ...], bindings: dict[str, Any], unbound: set[str]) -> tuple[Any, ...] | None:
+def _signature(
+    pnames: tuple[str, ...], bindings: dict[str, Any], unbound: set[str]
+) -> tuple[Any, ...] | None:
     """The typed values a registration gives the list parameters `pnames` (as _bind does), a memo key;
     None when one cannot be hashed."""
     vals = tuple(bindings.get(p) if p in bindings or p in unbound else p for p in pnames)
@@ -1302,7 +1565,9 @@ class TypeStringsStage:
     tree = "ck"
 
     def files(self, root: Path) -> list[Path]:
-        return list_files(Path(root), IMPL_DIR, (".hpp", ".h")) + list_files(Path(root), GRID_DIR, (".hpp", ".h"))
+        return list_files(Path(root), IMPL_DIR, (".hpp", ".h")) + list_files(
+            Path(root), GRID_DIR, (".hpp", ".h")
+        )
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
         if rel.startswith(GRID_DIR + "/"):
@@ -1318,27 +1583,60 @@ class TypeStringsStage:
         diags: list[Diagnostic] = []
         device = [s for rel in sorted(results) for s in results[rel].facts.get("schemas", [])]
         targets: dict[str, dict[str, Any]] = {}
-        for s in [*device, *(s for rel in sorted(results) for s in results[rel].facts.get("gridwise", []))]:
+        for s in [
+            *device,
+            *(s for rel in sorted(results) for s in results[rel].facts.get("gridwise", [])),
+        ]:
             targets.setdefault(s["device_op"], s)
         for s in device:
             s = splice_delegates(s, targets)
-            rows.append(NameSchemaRow(
-                id=len(rows) + 1, device_op=s["device_op"], op=s["ops"][0] if s["ops"] else None, ops=s["ops"],
-                file=s["file"], line=s["line"], tokens=s["tokens"], params=s["params"], status=s["status"],
-                reasons=s["reasons"], example=example(s["tokens"]) if s["status"] != "unsupported" else None,
-            ))
-        counts = {k: sum(1 for r in rows if r.status == k) for k in ("matched", "partial", "unsupported")}
+            rows.append(
+                NameSchemaRow(
+                    id=len(rows) + 1,
+                    device_op=s["device_op"],
+                    op=s["ops"][0] if s["ops"] else None,
+                    ops=s["ops"],
+                    file=s["file"],
+                    line=s["line"],
+                    tokens=s["tokens"],
+                    params=s["params"],
+                    status=s["status"],
+                    reasons=s["reasons"],
+                    example=example(s["tokens"]) if s["status"] != "unsupported" else None,
+                )
+            )
+        counts = {
+            k: sum(1 for r in rows if r.status == k) for k in ("matched", "partial", "unsupported")
+        }
         for r in rows:
             if r.status == "unsupported":
-                diags.append(Diagnostic(r.file, r.line, f"{r.device_op}::GetTypeString(): no name schema: {'; '.join(r.reasons[:2])}", "warning", STAGE_NAME))
-        diags.append(Diagnostic(
-            IMPL_DIR, 0,
-            f"GetTypeString() name schemas: {counts['matched'] + counts['partial']} of {len(rows)} implementations "
-            f"({counts['matched']} matched, {counts['partial']} partial with derived or conditional values, "
-            f"{counts['unsupported']} unsupported)", "info", STAGE_NAME,
-        ))
+                diags.append(
+                    Diagnostic(
+                        r.file,
+                        r.line,
+                        f"{r.device_op}::GetTypeString(): no name schema: {'; '.join(r.reasons[:2])}",
+                        "warning",
+                        STAGE_NAME,
+                    )
+                )
+        diags.append(
+            Diagnostic(
+                IMPL_DIR,
+                0,
+                f"GetTypeString() name schemas: {counts['matched'] + counts['partial']} of {len(rows)} implementations "
+                f"({counts['matched']} matched, {counts['partial']} partial with derived or conditional values, "
+                f"{counts['unsupported']} unsupported)",
+                "info",
+                STAGE_NAME,
+            )
+        )
         with _gc_paused():
-            keys = instance_keys(rows, ctx.table_rows("instances"), ctx.table_rows("registrations"), ctx.table_rows("instance_lists"))
+            keys = instance_keys(
+                rows,
+                ctx.table_rows("instances"),
+                ctx.table_rows("registrations"),
+                ctx.table_rows("instance_lists"),
+            )
         return StageResult(rows=[*rows, *keys], diagnostics=diags)
 
 

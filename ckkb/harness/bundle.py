@@ -45,7 +45,12 @@ def record(row: HarnessResultRow | HarnessCeilingRow) -> dict[str, Any]:
     return {"record": row.__table__, **_clean(row_dict(row))}
 
 
-def write_bundle(path: str | Path, created: str, host: dict[str, Any], rows: Iterable[HarnessResultRow | HarnessCeilingRow]) -> int:
+def write_bundle(
+    path: str | Path,
+    created: str,
+    host: dict[str, Any],
+    rows: Iterable[HarnessResultRow | HarnessCeilingRow],
+) -> int:
     """Write the bundle atomically; returns the number of records (header excluded)."""
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")

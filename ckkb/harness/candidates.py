@@ -34,13 +34,19 @@ def aiter_status() -> AiterStatus:
             import torch
 
             if getattr(torch.version, "hip", None) is None:
-                _AITER = AiterStatus(False, "aiter candidates skipped: not a ROCm host (aiter needs ROCm); timing torch candidates only")
+                _AITER = AiterStatus(
+                    False,
+                    "aiter candidates skipped: not a ROCm host (aiter needs ROCm); timing torch candidates only",
+                )
             else:
                 import aiter  # noqa: F401
 
                 _AITER = AiterStatus(True, "aiter imported")
         except Exception as e:  # ImportError, or aiter's own start-up failing
-            _AITER = AiterStatus(False, f"aiter candidates skipped: `import aiter` failed ({type(e).__name__}: {e}); timing torch candidates only")
+            _AITER = AiterStatus(
+                False,
+                f"aiter candidates skipped: `import aiter` failed ({type(e).__name__}: {e}); timing torch candidates only",
+            )
     return _AITER
 
 
@@ -48,11 +54,22 @@ def candidates_for(shape: Shape, *, aiter: bool = False) -> list[Candidate]:
     """The candidates for one shape. With `aiter`, an a8w8 config row adds aiter's tuned kernel
     (its kernelId) and the default (kernelId 0) as incumbent."""
     if shape.dtype == "fp8":
-        out = [Candidate("torch._scaled_mm:rowwise", "tn"), Candidate("torch._scaled_mm:tensorwise", "tn")]
-        if aiter and shape.config and "a8w8" in shape.config and "blockscale" not in shape.config and "bpreshuffle" not in shape.config:
+        out = [
+            Candidate("torch._scaled_mm:rowwise", "tn"),
+            Candidate("torch._scaled_mm:tensorwise", "tn"),
+        ]
+        if (
+            aiter
+            and shape.config
+            and "a8w8" in shape.config
+            and "blockscale" not in shape.config
+            and "bpreshuffle" not in shape.config
+        ):
             out.append(Candidate("aiter:gemm_a8w8_tune:0", "tn", 0))
             if shape.kernel_id not in (None, 0):
-                out.append(Candidate(f"aiter:gemm_a8w8_tune:{shape.kernel_id}", "tn", shape.kernel_id))
+                out.append(
+                    Candidate(f"aiter:gemm_a8w8_tune:{shape.kernel_id}", "tn", shape.kernel_id)
+                )
         return out
     return [Candidate("torch.linear", "tn"), Candidate("torch.mm", "nn")]
 
@@ -143,7 +160,9 @@ def make_call(cand: Candidate, shape: Shape):
     if cand.name == "torch.mm":
         return lambda o: torch.mm(o["a"], o["b"])
     if cand.name.startswith("torch._scaled_mm"):
-        return lambda o: torch._scaled_mm(o["a"], o["b"].t(), scale_a=o["sa"], scale_b=o["sb"], out_dtype=torch.bfloat16)
+        return lambda o: torch._scaled_mm(
+            o["a"], o["b"].t(), scale_a=o["sa"], scale_b=o["sb"], out_dtype=torch.bfloat16
+        )
     if cand.name.startswith("aiter:gemm_a8w8_tune:"):
         st = aiter_status()
         if not st.available:

@@ -10,7 +10,15 @@ import click
 from ckkb.errors import CkkbError
 
 
-def run_command(shapes_file: str | None, from_config: str | None, dtype: str | None, out: str | None, limit: int | None, passes: int, quiet: bool = False) -> Path:
+def run_command(
+    shapes_file: str | None,
+    from_config: str | None,
+    dtype: str | None,
+    out: str | None,
+    limit: int | None,
+    passes: int,
+    quiet: bool = False,
+) -> Path:
     """Read and check the shapes, time them, write the bundle. Returns the bundle path."""
     from ckkb.harness.bundle import write_bundle
     from ckkb.harness.shapes import config_name, parse_dtype_list, read_shapes, resolve_config
@@ -40,7 +48,14 @@ def run_command(shapes_file: str | None, from_config: str | None, dtype: str | N
 
     dev = preflight(shapes)  # one line, before any progress bar: bad shape, no torch, no GPU, dtype
     err = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, disable=quiet) as prog:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet,
+    ) as prog:
         task = prog.add_task("harness", total=None)
 
         def on_start(total: int) -> None:
@@ -55,23 +70,56 @@ def run_command(shapes_file: str | None, from_config: str | None, dtype: str | N
     n = write_bundle(out_path, res.created, res.host, [*res.ceilings, *res.results])
     ok = sum(1 for r in res.results if r.status == "ok")
     bad = len(res.results) - ok
-    err.print(f"wrote {out_path}: {n} records ({ok} timed, {bad} not timed) on {res.host['device']} ({res.host['arch']})", highlight=False)
+    err.print(
+        f"wrote {out_path}: {n} records ({ok} timed, {bad} not timed) on {res.host['device']} ({res.host['arch']})",
+        highlight=False,
+    )
     for c in res.ceilings:
         db = f"{c.do_bench_us:.1f} us" if c.do_bench_us else "n/a"
         ratio = f"{c.ratio:.3f}" if c.ratio else "n/a"
         burst = c.extra.get("burst_us")
         b = f"; burst {burst:.1f} us" if burst else ""
-        err.print(f"ceiling {c.what} {c.size}: harness {c.us:.1f} us ({c.value:.0f} {c.unit}), do_bench {db}, ratio {ratio}{b}", highlight=False)
+        err.print(
+            f"ceiling {c.what} {c.size}: harness {c.us:.1f} us ({c.value:.0f} {c.unit}), do_bench {db}, ratio {ratio}{b}",
+            highlight=False,
+        )
     return out_path
 
 
 @click.command("harness")
-@click.option("--shapes", "shapes_file", type=click.Path(dir_okay=False), default=None, help="CSV with columns M,N,K (optionally dtype, kernelId, splitK, us, config, config_row).")
-@click.option("--from-config", "from_config", type=click.Path(dir_okay=False), default=None, help="An aiter tuned/untuned GEMM config CSV (a path, or a name under the installed aiter's configs/, e.g. bf16_tuned_gemm.csv); its rows' M,N,K and dtype are timed.")
-@click.option("--dtype", default=None, help="Comma-separated dtypes to time every shape in: bf16,fp16,fp8 (default: each row's own).")
-@click.option("--out", default=None, type=click.Path(dir_okay=False), help="Bundle to write (JSON lines; default harness.jsonl). Written atomically at the end.")
+@click.option(
+    "--shapes",
+    "shapes_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="CSV with columns M,N,K (optionally dtype, kernelId, splitK, us, config, config_row).",
+)
+@click.option(
+    "--from-config",
+    "from_config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="An aiter tuned/untuned GEMM config CSV (a path, or a name under the installed aiter's configs/, e.g. bf16_tuned_gemm.csv); its rows' M,N,K and dtype are timed.",
+)
+@click.option(
+    "--dtype",
+    default=None,
+    help="Comma-separated dtypes to time every shape in: bf16,fp16,fp8 (default: each row's own).",
+)
+@click.option(
+    "--out",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Bundle to write (JSON lines; default harness.jsonl). Written atomically at the end.",
+)
 @click.option("--limit", type=int, default=None, help="Time only the first N shapes.")
-@click.option("--passes", type=int, default=2, show_default=True, help="Passes over the whole shape set (two give the run-to-run spread).")
+@click.option(
+    "--passes",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Passes over the whole shape set (two give the run-to-run spread).",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def harness_command(shapes_file, from_config, dtype, out, limit, passes, quiet):
     """Time GEMMs warm and cold on this host's GPU, with a roofline; write a bundle for `ckkb ingest`.

@@ -42,7 +42,9 @@ class Peaks:
     bf16_tflops: float  # fp16 is the same on every part listed
     fp8_tflops: float
     hbm_gbps: float  # GB/s, 1 GB = 1e9 bytes
-    llc_bytes: int  # last-level cache a cold regime must exceed (L2 on NVIDIA, MALL/Infinity Cache on AMD)
+    llc_bytes: (
+        int  # last-level cache a cold regime must exceed (L2 on NVIDIA, MALL/Infinity Cache on AMD)
+    )
     llc_name: str
 
     def tflops(self, dtype: str) -> float:
@@ -107,7 +109,11 @@ class Ceilings:
 
     @classmethod
     def from_peaks(cls, p: Peaks) -> Ceilings:
-        return cls({"bf16": p.bf16_tflops, "fp16": p.bf16_tflops, "fp8": p.fp8_tflops}, p.hbm_gbps, f"datasheet:{p.part}")
+        return cls(
+            {"bf16": p.bf16_tflops, "fp16": p.bf16_tflops, "fp8": p.fp8_tflops},
+            p.hbm_gbps,
+            f"datasheet:{p.part}",
+        )
 
 
 @dataclass(frozen=True)
@@ -121,7 +127,9 @@ class Roofline:
     intensity: float  # FLOP per byte
 
 
-def roofline(M: int, N: int, K: int, dtype: str, ceilings: Ceilings, out_dtype: str | None = None) -> Roofline:
+def roofline(
+    M: int, N: int, K: int, dtype: str, ceilings: Ceilings, out_dtype: str | None = None
+) -> Roofline:
     """The two floors of one GEMM against the given ceilings; the larger one is the bound."""
     for name, v in (("M", M), ("N", N), ("K", K)):
         if v <= 0:
@@ -145,4 +153,6 @@ def achieved(r: Roofline, us: float) -> Achieved:
     """Rates reached in `us` microseconds, and the roofline time as a percent of it."""
     if us <= 0:
         raise ValueError(f"time must be positive, got {us}")
-    return Achieved(r.flops / (us * 1e-6) / 1e12, r.bytes / (us * 1e-6) / 1e9, 100.0 * r.t_bound_us / us)
+    return Achieved(
+        r.flops / (us * 1e-6) / 1e12, r.bytes / (us * 1e-6) / 1e9, 100.0 * r.t_bound_us / us
+    )

@@ -34,9 +34,15 @@ def require_torch_gpu():
     try:
         import torch
     except ImportError:
-        raise GpuUnavailable("torch is not installed: the harness times GEMMs through torch", hint="pip install 'ckkb[gpu]' (on a host with a GPU)") from None
+        raise GpuUnavailable(
+            "torch is not installed: the harness times GEMMs through torch",
+            hint="pip install 'ckkb[gpu]' (on a host with a GPU)",
+        ) from None
     if not torch.cuda.is_available():
-        raise GpuUnavailable("no GPU present: torch sees no CUDA or ROCm device", hint="run `ckkb harness` on the GPU host; CPU timings would mean nothing")
+        raise GpuUnavailable(
+            "no GPU present: torch sees no CUDA or ROCm device",
+            hint="run `ckkb harness` on the GPU host; CPU timings would mean nothing",
+        )
     return torch
 
 
@@ -47,14 +53,21 @@ def ceilings_from(measured: list[dict[str, Any]], peaks: Peaks | None) -> Ceilin
     for m in measured:
         # the best the part reached in this run: the sustained window or the short burst
         v = max(m["value"], (m.get("extra") or {}).get("burst_value") or 0.0)
-        if m["what"] in ("copy", "read"):  # the memory roof: the faster of a copy and a read-only stream
+        if m["what"] in (
+            "copy",
+            "read",
+        ):  # the memory roof: the faster of a copy and a read-only stream
             copy = max(copy or 0.0, v)
         elif m["what"].startswith("gemm_"):
             gemm[m["what"][5:]] = v
     if "bf16" in gemm:
         gemm.setdefault("fp16", gemm["bf16"])
     if peaks is not None:
-        for k, v in (("bf16", peaks.bf16_tflops), ("fp16", peaks.bf16_tflops), ("fp8", peaks.fp8_tflops)):
+        for k, v in (
+            ("bf16", peaks.bf16_tflops),
+            ("fp16", peaks.bf16_tflops),
+            ("fp8", peaks.fp8_tflops),
+        ):
             gemm.setdefault(k, v)
         copy = copy or peaks.hbm_gbps
     if copy is None or not gemm:
@@ -79,14 +92,24 @@ def rows_for(
         s = m.shape
         extra = dict(common)
         extra.update(m.meta)
-        extra["ceilings"] = {"source": ceilings.source, "tflops": ceilings.tflops(s.dtype), "gbps": ceilings.copy_gbps}
+        extra["ceilings"] = {
+            "source": ceilings.source,
+            "tflops": ceilings.tflops(s.dtype),
+            "gbps": ceilings.copy_gbps,
+        }
         if m.note:
             extra["note"] = m.note
         if s.tuner_us is not None:
             extra["tuner_us"] = s.tuner_us
         tflops = gbps = pct = None
         r = roofline(s.M, s.N, s.K, s.dtype, ceilings, out_dtype(s))
-        extra["roofline"] = {"flops": r.flops, "bytes": r.bytes, "t_compute_us": r.t_compute_us, "t_memory_us": r.t_memory_us, "intensity": r.intensity}
+        extra["roofline"] = {
+            "flops": r.flops,
+            "bytes": r.bytes,
+            "t_compute_us": r.t_compute_us,
+            "t_memory_us": r.t_memory_us,
+            "intensity": r.intensity,
+        }
         if m.status == "ok" and m.us:
             a = achieved(r, m.us)
             tflops, gbps, pct = a.tflops, a.gbps, a.pct_of_bound
@@ -151,7 +174,10 @@ def preflight(shapes: Sequence[Shape]):
 
     dev = tb.device_info()
     if any(s.dtype == "fp8" for s in shapes) and not fp8_supported(dev.arch):
-        raise CkkbError(f"fp8 is not supported on {dev.name} ({dev.arch})", hint="drop fp8 from --dtype (fp8 needs sm_89+ or gfx942/gfx950)")
+        raise CkkbError(
+            f"fp8 is not supported on {dev.name} ({dev.arch})",
+            hint="drop fp8 from --dtype (fp8 needs sm_89+ or gfx942/gfx950)",
+        )
     return dev
 
 
@@ -183,7 +209,9 @@ def run_harness(
         on_start(total)
     measured: list[dict[str, Any]] = []
     if measure_ceiling:
-        measured = tb.measure_ceilings(dev, fp8=any(s.dtype == "fp8" for s in shapes) or fp8_supported(dev.arch))
+        measured = tb.measure_ceilings(
+            dev, fp8=any(s.dtype == "fp8" for s in shapes) or fp8_supported(dev.arch)
+        )
         if progress:
             progress("ceilings")
     ceil = ceilings_from(measured, peaks)
@@ -193,7 +221,14 @@ def run_harness(
         "clocks_start": dev.clocks,
         "llc_bytes": dev.llc_bytes,
         "llc_source": dev.llc_source,
-        "policy": {"batch": policy.batch, "min_samples": policy.min_samples, "max_samples": policy.max_samples, "rel_tol": policy.rel_tol, "spread_tol": policy.spread_tol, "max_seconds": policy.max_seconds},
+        "policy": {
+            "batch": policy.batch,
+            "min_samples": policy.min_samples,
+            "max_samples": policy.max_samples,
+            "rel_tol": policy.rel_tol,
+            "spread_tol": policy.spread_tol,
+            "max_seconds": policy.max_seconds,
+        },
         "graph_below_us": tb.TorchTimer.GRAPH_BELOW_US,
         "warmup_min_calls": tb.TorchTimer.WARMUP_MIN_CALLS,
         "warmup_min_us": tb.TorchTimer.WARMUP_MIN_US,
@@ -207,14 +242,33 @@ def run_harness(
             try:
                 ms = time_shape(s, cands, backend, policy)
             except torch.cuda.OutOfMemoryError as e:
-                ms = [Measurement(s, c, r, "error", note=f"out of memory: {str(e).splitlines()[0]}") for c in cands for r in ("warm", "cold")]
+                ms = [
+                    Measurement(s, c, r, "error", note=f"out of memory: {str(e).splitlines()[0]}")
+                    for c in cands
+                    for r in ("warm", "cold")
+                ]
                 torch.cuda.empty_cache()
             except Exception as e:  # one shape's failure is recorded; the run goes on
                 first = (str(e).splitlines() or [""])[0]
-                ms = [Measurement(s, c, r, "error", note=f"{type(e).__name__}: {first}") for c in cands for r in ("warm", "cold")]
+                ms = [
+                    Measurement(s, c, r, "error", note=f"{type(e).__name__}: {first}")
+                    for c in cands
+                    for r in ("warm", "cold")
+                ]
             clk = tb.read_clocks()
-            shape_common = dict(common, sm_mhz_after=clk.get("sm_mhz"), temp_c_after=clk.get("temp_c"))
-            results += rows_for(ms, run_id=run_id, device=dev.name, arch=dev.arch, ceilings=ceil, peaks=peaks, pass_no=p, common=shape_common)
+            shape_common = dict(
+                common, sm_mhz_after=clk.get("sm_mhz"), temp_c_after=clk.get("temp_c")
+            )
+            results += rows_for(
+                ms,
+                run_id=run_id,
+                device=dev.name,
+                arch=dev.arch,
+                ceilings=ceil,
+                peaks=peaks,
+                pass_no=p,
+                common=shape_common,
+            )
             torch.cuda.empty_cache()
             if progress:
                 progress(f"pass {p} {s.label}")
@@ -222,7 +276,19 @@ def run_harness(
     host["clocks_end"] = tb.read_clocks()
     host["platform"] = platform.platform()
     ceil_rows = [
-        HarnessCeilingRow(run_id=run_id, device=dev.name, arch=dev.arch, what=m["what"], size=m["size"], us=m["us"], value=m["value"], unit=m["unit"], do_bench_us=m["do_bench_us"], ratio=m["ratio"], extra=m["extra"])
+        HarnessCeilingRow(
+            run_id=run_id,
+            device=dev.name,
+            arch=dev.arch,
+            what=m["what"],
+            size=m["size"],
+            us=m["us"],
+            value=m["value"],
+            unit=m["unit"],
+            do_bench_us=m["do_bench_us"],
+            ratio=m["ratio"],
+            extra=m["extra"],
+        )
         for m in measured
     ]
     return RunResult(created, host, results, ceil_rows, notes)

@@ -48,7 +48,10 @@ def parse_dtype_list(text: str | None) -> list[str] | None:
         if not p:
             continue
         if p not in DTYPES:
-            raise CkkbError(f"unsupported dtype {part.strip()!r} in --dtype", hint="use a comma-separated list of bf16, fp16, fp8")
+            raise CkkbError(
+                f"unsupported dtype {part.strip()!r} in --dtype",
+                hint="use a comma-separated list of bf16, fp16, fp8",
+            )
         if p not in out:
             out.append(p)
     return out or None
@@ -60,7 +63,10 @@ def _int(value: str | None, col: str, where: str) -> int:
     except (TypeError, ValueError):
         raise CkkbError(f"{where}: {col} is not an integer: {value!r}") from None
     if v <= 0:
-        raise CkkbError(f"{where}: {col} must be positive, got {v}", hint="every GEMM dimension must be at least 1")
+        raise CkkbError(
+            f"{where}: {col} must be positive, got {v}",
+            hint="every GEMM dimension must be at least 1",
+        )
     return v
 
 
@@ -91,7 +97,13 @@ def config_dtype(path: Path, row: dict[str, str]) -> str | None:
     return "bf16"
 
 
-def read_shapes(path: str | Path, *, config: str | None = None, dtypes: list[str] | None = None, limit: int | None = None) -> list[Shape]:
+def read_shapes(
+    path: str | Path,
+    *,
+    config: str | None = None,
+    dtypes: list[str] | None = None,
+    limit: int | None = None,
+) -> list[Shape]:
     """Shapes from a CSV with columns M, N, K (and optionally dtype, kernelId, splitK, us, config,
     config_row). `config`, when given, is the repo-style name recorded for rows read from an aiter
     config file. `dtypes` times every shape in each listed dtype instead of the row's own.
@@ -111,7 +123,10 @@ def read_shapes(path: str | Path, *, config: str | None = None, dtypes: list[str
     reader.fieldnames = fields
     missing = [c for c in ("M", "N", "K") if c not in fields]
     if missing:
-        raise CkkbError(f"{p}:1: missing column(s) {', '.join(missing)}", hint="a shapes CSV needs a header with M,N,K")
+        raise CkkbError(
+            f"{p}:1: missing column(s) {', '.join(missing)}",
+            hint="a shapes CSV needs a header with M,N,K",
+        )
     out: list[Shape] = []
     seen: set[tuple[int, int, int, str]] = set()
     for i, row in enumerate(reader, start=1):
@@ -126,7 +141,9 @@ def read_shapes(path: str | Path, *, config: str | None = None, dtypes: list[str
         elif row.get("dtype"):
             own = parse_dtype(row["dtype"])
             if own is None:
-                raise CkkbError(f"{where}: unsupported dtype {row['dtype']!r}", hint="bf16, fp16 or fp8")
+                raise CkkbError(
+                    f"{where}: unsupported dtype {row['dtype']!r}", hint="bf16, fp16 or fp8"
+                )
         else:
             own = "bf16"
         if own is None:
@@ -138,7 +155,10 @@ def read_shapes(path: str | Path, *, config: str | None = None, dtypes: list[str
             seen.add(key)
             out.append(
                 Shape(
-                    M, N, K, dt,
+                    M,
+                    N,
+                    K,
+                    dt,
                     config=config or (row.get("config") or None),
                     config_row=i if config is not None else _opt_int(row.get("config_row")),
                     kernel_id=_opt_int(row.get("kernelId")),

@@ -55,7 +55,9 @@ class Shape:
 @dataclass(frozen=True)
 class Candidate:
     name: str  # torch.linear | torch.mm | torch._scaled_mm:rowwise | aiter:gemm_a8w8_tune:<id>
-    layout: str = "tn"  # tn: B stored N x K (F.linear, the aiter config's layout); nn: B stored K x N
+    layout: str = (
+        "tn"  # tn: B stored N x K (F.linear, the aiter config's layout); nn: B stored K x N
+    )
     kernel_id: int | None = None
 
 
@@ -93,7 +95,14 @@ class Backend(Protocol):
     def timer(self, shape: Shape, cand: Candidate, regime: str) -> Timer: ...
 
 
-def rotation_count(set_bytes: int, llc_bytes: int, *, factor: float = 2.0, min_sets: int = 2, max_bytes: int | None = None) -> int:
+def rotation_count(
+    set_bytes: int,
+    llc_bytes: int,
+    *,
+    factor: float = 2.0,
+    min_sets: int = 2,
+    max_bytes: int | None = None,
+) -> int:
     """How many operand sets the cold regime rotates through: enough that their total is at least
     `factor` times the last-level cache (so every call finds its operands evicted), at least
     `min_sets`. With `max_bytes`, never more sets than fit (but still at least min_sets)."""
@@ -164,7 +173,9 @@ def interleave(
             if r.stable or len(r.samples) >= policy.max_samples:
                 active.remove(k)
         first = False
-        if clock() - start > policy.max_seconds and all(len(res[k].samples) >= policy.batch for k in active):
+        if clock() - start > policy.max_seconds and all(
+            len(res[k].samples) >= policy.batch for k in active
+        ):
             break
     return res
 
@@ -212,11 +223,20 @@ def time_shape(
                 out += [Measurement(shape, c, r, "unsupported", note=str(e)) for r in regimes]
                 continue
             except Exception as e:  # a candidate that crashes must not take the run down
-                out += [Measurement(shape, c, r, "error", note=f"{type(e).__name__}: {e}") for r in regimes]
+                out += [
+                    Measurement(shape, c, r, "error", note=f"{type(e).__name__}: {e}")
+                    for r in regimes
+                ]
                 continue
             if not verified(err, shape.dtype):
-                note = f"error {err:.3g} over tolerance {TOLERANCE.get(shape.dtype, 1e-2):g}" if err is not None else "no output"
-                out += [Measurement(shape, c, r, "verify_failed", err=err, note=note) for r in regimes]
+                note = (
+                    f"error {err:.3g} over tolerance {TOLERANCE.get(shape.dtype, 1e-2):g}"
+                    if err is not None
+                    else "no output"
+                )
+                out += [
+                    Measurement(shape, c, r, "verify_failed", err=err, note=note) for r in regimes
+                ]
                 continue
             errs[c.name] = err
             for r in regimes:
@@ -225,14 +245,31 @@ def time_shape(
                 except Unsupported as e:
                     out.append(Measurement(shape, c, r, "unsupported", err=err, note=str(e)))
                 except Exception as e:
-                    out.append(Measurement(shape, c, r, "error", err=err, note=f"{type(e).__name__}: {e}"))
+                    out.append(
+                        Measurement(shape, c, r, "error", err=err, note=f"{type(e).__name__}: {e}")
+                    )
         results = interleave(timers, policy, trace=trace) if timers else {}
         for (name, r), t in timers.items():
             sr = results[(name, r)]
             med, spr = median_spread(sr.samples)
             meta = dict(t.meta)
-            meta.update(discarded=len(sr.discarded), rounds=sr.rounds, stable=sr.stable, batch=policy.batch)
-            out.append(Measurement(shape, by_name[name], r, "ok", med, spr, len(sr.samples), t.method, errs[name], meta=meta))
+            meta.update(
+                discarded=len(sr.discarded), rounds=sr.rounds, stable=sr.stable, batch=policy.batch
+            )
+            out.append(
+                Measurement(
+                    shape,
+                    by_name[name],
+                    r,
+                    "ok",
+                    med,
+                    spr,
+                    len(sr.samples),
+                    t.method,
+                    errs[name],
+                    meta=meta,
+                )
+            )
     finally:
         for t in timers.values():
             t.close()

@@ -54,7 +54,9 @@ def read_clocks() -> dict[str, Any]:
         import pynvml
 
         pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(int(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or 0))
+        h = pynvml.nvmlDeviceGetHandleByIndex(
+            int(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or 0)
+        )
         out = {
             "sm_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
             "mem_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
@@ -87,11 +89,24 @@ def device_info() -> DeviceInfo:
     part = match_part(p.name, arch)
     if part is not None and part.llc_bytes > llc:  # ROCm reports the L2, not the MALL
         llc, src = part.llc_bytes, f"peaks table: {part.part} {part.llc_name}"
-    return DeviceInfo(p.name, arch, llc, src, p.multi_processor_count, p.total_memory, torch.__version__, runtime, read_clocks())
+    return DeviceInfo(
+        p.name,
+        arch,
+        llc,
+        src,
+        p.multi_processor_count,
+        p.total_memory,
+        torch.__version__,
+        runtime,
+        read_clocks(),
+    )
 
 
 def _events(n: int):
-    return [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    return [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(n)
+    ]
 
 
 def time_events(fn, n: int, per: int = 1) -> list[float]:
@@ -113,14 +128,25 @@ class TorchTimer:
     WARMUP_MIN_CALLS = 3
     WARMUP_MIN_US = 20000.0
 
-    def __init__(self, shape: Shape, cand: Candidate, regime: str, dev: DeviceInfo, *, rotate_factor: float = 2.0, mem_fraction: float = 0.5):
+    def __init__(
+        self,
+        shape: Shape,
+        cand: Candidate,
+        regime: str,
+        dev: DeviceInfo,
+        *,
+        rotate_factor: float = 2.0,
+        mem_fraction: float = 0.5,
+    ):
         self.regime = regime
         self.call = cands.make_call(cand, shape)
         first = cands.make_operands(shape, cand, dev.arch)
         set_bytes = sum(t.numel() * t.element_size() for k, t in first.items() if k in ("a", "b"))
         if regime == "cold":
             free, _total = torch.cuda.mem_get_info()
-            n = rotation_count(set_bytes, dev.llc_bytes, factor=rotate_factor, max_bytes=int(free * mem_fraction))
+            n = rotation_count(
+                set_bytes, dev.llc_bytes, factor=rotate_factor, max_bytes=int(free * mem_fraction)
+            )
             self.sets = [first] + [cands.make_operands(shape, cand, dev.arch) for _ in range(n - 1)]
         else:
             self.sets = [first]
@@ -253,7 +279,9 @@ def _do_bench(fn, rep_ms: int) -> float | None:
     return float(triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median")) * 1000.0
 
 
-def compare_with_do_bench(fn, *, settle_ms: float = 1000.0, window_ms: int = 300, rounds: int = 2) -> dict[str, Any]:
+def compare_with_do_bench(
+    fn, *, settle_ms: float = 1000.0, window_ms: int = 300, rounds: int = 2
+) -> dict[str, Any]:
     """Time fn with the harness's events and with triton.testing.do_bench over the same window,
     alternating (harness, do_bench, harness, do_bench), after the clocks have settled.
 
@@ -312,8 +340,17 @@ def _copy_ceiling(copy_bytes: int) -> dict[str, Any]:
         dst.copy_(src)
 
     r = compare_with_do_bench(copy)
-    r["extra"].update(bytes_counted="read + written", burst_value=2 * copy_bytes / (r["extra"]["burst_us"] * 1e-6) / 1e9)
-    return {"what": "copy", "size": f"{copy_bytes}", "value": 2 * copy_bytes / (r["us"] * 1e-6) / 1e9, "unit": "GB/s", **r}
+    r["extra"].update(
+        bytes_counted="read + written",
+        burst_value=2 * copy_bytes / (r["extra"]["burst_us"] * 1e-6) / 1e9,
+    )
+    return {
+        "what": "copy",
+        "size": f"{copy_bytes}",
+        "value": 2 * copy_bytes / (r["us"] * 1e-6) / 1e9,
+        "unit": "GB/s",
+        **r,
+    }
 
 
 def _read_ceiling(read_bytes: int) -> dict[str, Any]:
@@ -325,8 +362,16 @@ def _read_ceiling(read_bytes: int) -> dict[str, Any]:
         x.sum()
 
     r = compare_with_do_bench(read)
-    r["extra"].update(bytes_counted="read", burst_value=read_bytes / (r["extra"]["burst_us"] * 1e-6) / 1e9)
-    return {"what": "read", "size": f"{read_bytes}", "value": read_bytes / (r["us"] * 1e-6) / 1e9, "unit": "GB/s", **r}
+    r["extra"].update(
+        bytes_counted="read", burst_value=read_bytes / (r["extra"]["burst_us"] * 1e-6) / 1e9
+    )
+    return {
+        "what": "read",
+        "size": f"{read_bytes}",
+        "value": read_bytes / (r["us"] * 1e-6) / 1e9,
+        "unit": "GB/s",
+        **r,
+    }
 
 
 def _gemm_ceiling(gemm: int) -> dict[str, Any]:
@@ -340,14 +385,26 @@ def _gemm_ceiling(gemm: int) -> dict[str, Any]:
     r = compare_with_do_bench(mm)
     flops = 2 * gemm**3
     r["extra"].update(data="randn", burst_value=flops / (r["extra"]["burst_us"] * 1e-6) / 1e12)
-    return {"what": "gemm_bf16", "size": f"{gemm}x{gemm}x{gemm}", "value": flops / (r["us"] * 1e-6) / 1e12, "unit": "TFLOP/s", **r}
+    return {
+        "what": "gemm_bf16",
+        "size": f"{gemm}x{gemm}x{gemm}",
+        "value": flops / (r["us"] * 1e-6) / 1e12,
+        "unit": "TFLOP/s",
+        **r,
+    }
 
 
-def measure_ceilings(dev: DeviceInfo, *, copy_bytes: int = 2 << 30, gemm: int = 8192, fp8: bool = True) -> list[dict[str, Any]]:
+def measure_ceilings(
+    dev: DeviceInfo, *, copy_bytes: int = 2 << 30, gemm: int = 8192, fp8: bool = True
+) -> list[dict[str, Any]]:
     """A large device copy, a large read-only stream and a large GEMM (bf16, and fp8 where
     supported), each timed by the harness (events, median) and by triton.testing.do_bench in the
     same run."""
-    out: list[dict[str, Any]] = [_copy_ceiling(copy_bytes), _read_ceiling(copy_bytes), _gemm_ceiling(gemm)]
+    out: list[dict[str, Any]] = [
+        _copy_ceiling(copy_bytes),
+        _read_ceiling(copy_bytes),
+        _gemm_ceiling(gemm),
+    ]
     flops = 2 * gemm**3
     if fp8 and cands.fp8_supported(dev.arch):
         shape = Shape(gemm, gemm, gemm, "fp8")
@@ -359,8 +416,19 @@ def measure_ceilings(dev: DeviceInfo, *, copy_bytes: int = 2 << 30, gemm: int = 
             call(ops)
 
         r = compare_with_do_bench(mm8)
-        r["extra"].update(data="randn, tensorwise scales", burst_value=flops / (r["extra"]["burst_us"] * 1e-6) / 1e12)
-        out.append({"what": "gemm_fp8", "size": f"{gemm}x{gemm}x{gemm}", "value": flops / (r["us"] * 1e-6) / 1e12, "unit": "TFLOP/s", **r})
+        r["extra"].update(
+            data="randn, tensorwise scales",
+            burst_value=flops / (r["extra"]["burst_us"] * 1e-6) / 1e12,
+        )
+        out.append(
+            {
+                "what": "gemm_fp8",
+                "size": f"{gemm}x{gemm}x{gemm}",
+                "value": flops / (r["us"] * 1e-6) / 1e12,
+                "unit": "TFLOP/s",
+                **r,
+            }
+        )
         del ops
     torch.cuda.empty_cache()
     return out

@@ -76,7 +76,9 @@ class BuildSummary:
 # ---------------------------------------------------------------- per-file extraction (workers)
 
 
-Extracted = tuple[str, str, int, int, str, bytes, float, float]  # stage, rel, size, mtime, sha256, pickled FileResult, CPU s, done at
+Extracted = tuple[
+    str, str, int, int, str, bytes, float, float
+]  # stage, rel, size, mtime, sha256, pickled FileResult, CPU s, done at
 
 
 def _extract_file(root: str, rel: str, stage_names: tuple[str, ...]) -> list[Extracted]:
@@ -91,8 +93,23 @@ def _extract_file(root: str, rel: str, stage_names: tuple[str, ...]) -> list[Ext
     except OSError as e:
         out = []
         for stage_name in stage_names:
-            res = FileResult(diagnostics=[Diagnostic(rel, 0, f"cannot read: {e.strerror or e}", "error", stage_name)])
-            out.append((stage_name, rel, -1, -1, "", pickle.dumps(res), time.process_time() - t0, time.perf_counter()))
+            res = FileResult(
+                diagnostics=[
+                    Diagnostic(rel, 0, f"cannot read: {e.strerror or e}", "error", stage_name)
+                ]
+            )
+            out.append(
+                (
+                    stage_name,
+                    rel,
+                    -1,
+                    -1,
+                    "",
+                    pickle.dumps(res),
+                    time.process_time() - t0,
+                    time.perf_counter(),
+                )
+            )
         return out
     sha = hashlib.sha256(data).hexdigest()
     out = []
@@ -100,10 +117,18 @@ def _extract_file(root: str, rel: str, stage_names: tuple[str, ...]) -> list[Ext
         try:
             res = get_stage(stage_name).extract(Path(root), rel, data)
         except Exception as e:  # an extractor bug must not lose the rest of the tree
-            res = FileResult(diagnostics=[Diagnostic(rel, 0, f"extractor failed: {type(e).__name__}: {e}", "error", stage_name)])
+            res = FileResult(
+                diagnostics=[
+                    Diagnostic(
+                        rel, 0, f"extractor failed: {type(e).__name__}: {e}", "error", stage_name
+                    )
+                ]
+            )
         blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
         t1 = time.process_time()
-        out.append((stage_name, rel, st.st_size, st.st_mtime_ns, sha, blob, t1 - t0, time.perf_counter()))
+        out.append(
+            (stage_name, rel, st.st_size, st.st_mtime_ns, sha, blob, t1 - t0, time.perf_counter())
+        )
         t0 = t1
     return out
 
@@ -160,7 +185,9 @@ def _file_tasks(misses: list[tuple[str, str, str]]) -> list[FileTask]:
     return [(root, rel, tuple(names)) for root, rel, names in tasks]
 
 
-CHUNK_BYTES = 256 * 1024  # input bytes per worker task: few round trips, small enough to balance two workers
+CHUNK_BYTES = (
+    256 * 1024
+)  # input bytes per worker task: few round trips, small enough to balance two workers
 CHUNK_FILES = 32
 
 
@@ -253,7 +280,8 @@ class Cache:
 
     def blobs(self, stage: Stage, root: str) -> dict[str, bytes]:
         cur = self.conn.execute(
-            "select rel, blob from files where stage=? and version=? and root=?", (stage.name, stage.version, root)
+            "select rel, blob from files where stage=? and version=? and root=?",
+            (stage.name, stage.version, root),
         )
         return dict(cur)
 
@@ -262,7 +290,9 @@ class Cache:
             self.conn.executemany("insert or replace into files values (?,?,?,?,?,?,?,?)", rows)
 
     def prune(self, stage: Stage, root: str, keep: set[str]) -> None:
-        cur = self.conn.execute("select rel from files where stage=? and root=?", (stage.name, root))
+        cur = self.conn.execute(
+            "select rel from files where stage=? and root=?", (stage.name, root)
+        )
         gone = [(stage.name, root, r[0]) for r in cur if r[0] not in keep]
         if gone:
             with self.conn:
@@ -275,10 +305,16 @@ class Cache:
 # ---------------------------------------------------------------- writing rows
 
 
-def _row_values(rows: list[Any], cols: list[str], json_cols: set[str], source_id: int | None) -> list[list[Any]]:
+def _row_values(
+    rows: list[Any], cols: list[str], json_cols: set[str], source_id: int | None
+) -> list[list[Any]]:
     """Column values of each row in `cols` order; JSON columns serialised, source_id filled in."""
     fields = [c for c in cols if c != "source_id" or hasattr(rows[0], "source_id")]
-    get = operator.attrgetter(*fields) if len(fields) > 1 else (lambda r, _f=fields[0]: (getattr(r, _f),))
+    get = (
+        operator.attrgetter(*fields)
+        if len(fields) > 1
+        else (lambda r, _f=fields[0]: (getattr(r, _f),))
+    )
     json_pos = [i for i, c in enumerate(fields) if c in json_cols]
     add_source = len(fields) < len(cols)
     source_pos = fields.index("source_id") if not add_source and "source_id" in cols else -1
@@ -318,7 +354,10 @@ def insert_rows(db: Any, rows: Iterable[Any], source_id: int | None = None) -> d
                 db.conn.executemany(sql, values)
         except (sqlite3.InterfaceError, sqlite3.ProgrammingError):
             # a value of an unexpected type (a dict in a TEXT column, say): convert every value
-            slow = [[kbdb.sql_value(v) for v in vals] for vals in _row_values(items, cols, set(), source_id)]
+            slow = [
+                [kbdb.sql_value(v) for v in vals]
+                for vals in _row_values(items, cols, set(), source_id)
+            ]
             with db.conn:
                 db.conn.executemany(sql, slow)
         counts[name] = len(items)
@@ -332,8 +371,12 @@ def _tree_sources(trees: dict[str, Any]) -> dict[str, SourceRow]:
     out = {}
     for i, (kind, tree) in enumerate(sorted(trees.items()), start=1):
         version = getattr(tree, "version", None) if kind == "ck" else None
-        wheel = getattr(tree, "wheel_version", None) if kind == "ck" else getattr(tree, "version", None)
-        out[kind] = SourceRow(id=i, kind=kind, path=str(tree.root), version=version, wheel_version=wheel)
+        wheel = (
+            getattr(tree, "wheel_version", None) if kind == "ck" else getattr(tree, "version", None)
+        )
+        out[kind] = SourceRow(
+            id=i, kind=kind, path=str(tree.root), version=version, wheel_version=wheel
+        )
     return out
 
 
@@ -362,7 +405,9 @@ def _carry_ingested(new: sqlite_utils.Database, old_path: Path) -> dict[str, int
     carried = {}
     new.execute("attach database ? as old", [str(old_path)])
     try:
-        old_tables = {r[0] for r in new.execute("select name from old.sqlite_master where type='table'")}
+        old_tables = {
+            r[0] for r in new.execute("select name from old.sqlite_master where type='table'")
+        }
         for t in TABLES.values():
             if t.kind != INGESTED or t.name not in old_tables:
                 continue
@@ -372,7 +417,9 @@ def _carry_ingested(new: sqlite_utils.Database, old_path: Path) -> dict[str, int
                 continue
             cl = ", ".join(f"[{c}]" for c in cols)
             with new.conn:
-                cur = new.execute(f"insert or ignore into main.[{t.name}] ({cl}) select {cl} from old.[{t.name}]")
+                cur = new.execute(
+                    f"insert or ignore into main.[{t.name}] ({cl}) select {cl} from old.[{t.name}]"
+                )
             if cur.rowcount > 0:
                 carried[t.name] = cur.rowcount
     finally:
@@ -387,7 +434,9 @@ def _stored_fingerprint(db_path: Path) -> str | None:
         conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
         try:
             row = conn.execute("select value from build_info where key='fingerprint'").fetchone()
-            version = conn.execute("select value from build_info where key='schema_version'").fetchone()
+            version = conn.execute(
+                "select value from build_info where key='schema_version'"
+            ).fetchone()
         finally:
             conn.close()
     except sqlite3.DatabaseError:
@@ -436,7 +485,9 @@ def build(
             gc.enable()
 
 
-def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_old, t0) -> BuildSummary:
+def _build(
+    db_path, trees, stages, jobs, force, progress, cache, summary, has_old, t0
+) -> BuildSummary:
     # 1. Inventory: which files each stage reads, which are cached. Cache misses go to the workers
     #    as soon as their stage (group) is inventoried, so extraction overlaps the rest of the
     #    inventory and the database set-up below.
@@ -465,7 +516,7 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
         for p in paths:  # string ops, not pathlib: this loop runs for every input of a warm build
             sp = os.fspath(p)
             if sp.startswith(prefix):
-                sp = sp[len(prefix):]
+                sp = sp[len(prefix) :]
             elif os.path.isabs(sp):
                 sp = os.path.relpath(sp, root_str)
             rels.append(sp.replace(os.sep, "/"))
@@ -502,16 +553,50 @@ def _build(db_path, trees, stages, jobs, force, progress, cache, summary, has_ol
                 futures.extend(pool.submit(_extract_chunk, chunk) for chunk in _chunks(unsent))
                 unsent = []
         summary.files = sum(len(p["rels"]) for p in plan.values())
-        return _build_rest(db_path, trees, stages, force, progress, cache, summary, has_old, t0,
-                           plan, misses, hit_rels, hits, fp_parts, diags, pool, futures)
+        return _build_rest(
+            db_path,
+            trees,
+            stages,
+            force,
+            progress,
+            cache,
+            summary,
+            has_old,
+            t0,
+            plan,
+            misses,
+            hit_rels,
+            hits,
+            fp_parts,
+            diags,
+            pool,
+            futures,
+        )
     except BaseException:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         raise
 
 
-def _build_rest(db_path, trees, stages, force, progress, cache, summary, has_old, t0,
-                plan, misses, hit_rels, hits, fp_parts, diags, pool, futures) -> BuildSummary:
+def _build_rest(
+    db_path,
+    trees,
+    stages,
+    force,
+    progress,
+    cache,
+    summary,
+    has_old,
+    t0,
+    plan,
+    misses,
+    hit_rels,
+    hits,
+    fp_parts,
+    diags,
+    pool,
+    futures,
+) -> BuildSummary:
     phases = summary.timings.setdefault("(build)", {})
     phases["inventory"] = time.perf_counter() - t0
     summary.parsed = len(misses)
@@ -519,7 +604,12 @@ def _build_rest(db_path, trees, stages, force, progress, cache, summary, has_old
     tree_parts = [("trees", k, str(v.root), "") for k, v in trees.items()]
 
     # 2. Nothing changed since the file at db_path was built: nothing to do.
-    if has_old and not force and not misses and _stored_fingerprint(db_path) == _fingerprint(fp_parts + tree_parts):
+    if (
+        has_old
+        and not force
+        and not misses
+        and _stored_fingerprint(db_path) == _fingerprint(fp_parts + tree_parts)
+    ):
         summary.up_to_date = True
         summary.seconds = time.perf_counter() - t0
         return summary
@@ -549,21 +639,38 @@ def _build_rest(db_path, trees, stages, force, progress, cache, summary, has_old
         done = 0
 
         def timing(name: str) -> dict[str, float]:
-            return summary.timings.setdefault(name, {"extract_cpu": 0.0, "combine": 0.0, "combine_cpu": 0.0, "insert": 0.0})
+            return summary.timings.setdefault(
+                name, {"extract_cpu": 0.0, "combine": 0.0, "combine_cpu": 0.0, "insert": 0.0}
+            )
 
         def absorb(result: Extracted) -> None:
             nonlocal done
             stage_name, rel, size, mtime, sha, blob, cpu, done_at = result
             timing(stage_name)["extract_cpu"] += cpu
             tm = timing(stage_name)
-            tm["extracted_at"] = max(tm.get("extracted_at", 0.0), done_at - t0)  # perf_counter is system-wide
+            tm["extracted_at"] = max(
+                tm.get("extracted_at", 0.0), done_at - t0
+            )  # perf_counter is system-wide
             hits[stage_name][rel] = blob
             fp_parts.append((stage_name, versions[stage_name], rel, sha))
             if size >= 0:
-                store.append((stage_name, versions[stage_name], str(plan[stage_name]["root"]), rel, size, mtime, sha, blob))
+                store.append(
+                    (
+                        stage_name,
+                        versions[stage_name],
+                        str(plan[stage_name]["root"]),
+                        rel,
+                        size,
+                        mtime,
+                        sha,
+                        blob,
+                    )
+                )
             remaining[stage_name] -= 1
             done += 1
-            if progress and (done % 16 == 0 or done == len(misses)):  # a redraw per file costs more than the file
+            if progress and (
+                done % 16 == 0 or done == len(misses)
+            ):  # a redraw per file costs more than the file
                 progress("parse", done, len(misses))
 
         def combine_stage(stage: Stage) -> None:
@@ -574,7 +681,11 @@ def _build_rest(db_path, trees, stages, force, progress, cache, summary, has_old
                 blobs = cache.blobs(stage, str(root))
                 for rel in hit_rels[stage.name]:
                     hits[stage.name].setdefault(rel, blobs[rel])
-            per_file = {rel: pickle.loads(hits[stage.name][rel]) for rel in plan[stage.name]["rels"] if rel in hits[stage.name]}
+            per_file = {
+                rel: pickle.loads(hits[stage.name][rel])
+                for rel in plan[stage.name]["rels"]
+                if rel in hits[stage.name]
+            }
             hits[stage.name].clear()
             for fr in per_file.values():
                 all_diags.extend(fr.diagnostics)
@@ -583,7 +694,17 @@ def _build_rest(db_path, trees, stages, force, progress, cache, summary, has_old
             try:
                 res = stage.combine(root, per_file, ctx)
             except Exception as e:
-                res = StageResult(diagnostics=[Diagnostic(str(root), 0, f"{stage.name} failed: {type(e).__name__}: {e}", "error", stage.name)])
+                res = StageResult(
+                    diagnostics=[
+                        Diagnostic(
+                            str(root),
+                            0,
+                            f"{stage.name} failed: {type(e).__name__}: {e}",
+                            "error",
+                            stage.name,
+                        )
+                    ]
+                )
             all_diags.extend(res.diagnostics)
             for r in res.rows:
                 ctx.rows.setdefault(type(r).__table__, []).append(r)
@@ -607,7 +728,9 @@ def _build_rest(db_path, trees, stages, force, progress, cache, summary, has_old
                 progress(f"combine {stage.name}", 1, 1)
 
         pending = list(stages)
-        fts_fresh: set[str] = set()  # tables whose full-text index was built right after their stage
+        fts_fresh: set[str] = (
+            set()
+        )  # tables whose full-text index was built right after their stage
         fts_stale: set[str] = set()  # ... and then written again by a later stage
 
         def combine_ready() -> None:
@@ -633,7 +756,12 @@ def _build_rest(db_path, trees, stages, force, progress, cache, summary, has_old
         cache.store(store)
         phases["cache_store"] = time.perf_counter() - t_phase
 
-        drows = [DiagnosticRow(stage=d.stage, file=d.file, line=d.line, severity=d.severity, message=d.message) for d in all_diags]
+        drows = [
+            DiagnosticRow(
+                stage=d.stage, file=d.file, line=d.line, severity=d.severity, message=d.message
+            )
+            for d in all_diags
+        ]
         insert_rows(db, drows)
         summary.diagnostics = all_diags
         t_phase = time.perf_counter()

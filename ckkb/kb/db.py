@@ -17,6 +17,7 @@ from ckkb.kb.schema import SCHEMA_VERSION, TABLES, Table
 if TYPE_CHECKING:
     import sqlite_utils
 
+
 def sqlite_utils_module() -> ModuleType:
     """sqlite_utils, imported without pandas and numpy unless something already imported them.
 
@@ -60,7 +61,9 @@ def create_indexes(db: sqlite_utils.Database, tables: Iterable[str] | None = Non
             db[t.name].create_index(list(cols), if_not_exists=True)
 
 
-def create_fts(db: sqlite_utils.Database, tables: Iterable[str] | None = None, fresh: Iterable[str] = ()) -> None:
+def create_fts(
+    db: sqlite_utils.Database, tables: Iterable[str] | None = None, fresh: Iterable[str] = ()
+) -> None:
     """Full-text indexes of every table that declares one (of `tables` only, when given), built
     from the rows now in the table; those named in `fresh` are known to be up to date already."""
     wanted = None if tables is None else set(tables)
@@ -77,7 +80,9 @@ def create_fts(db: sqlite_utils.Database, tables: Iterable[str] | None = None, f
 def view_sql() -> list[tuple[str, str]]:
     """(name, sql) of every view file in ckkb/queries/views, in name order."""
     out = []
-    for f in sorted(resources.files("ckkb.queries").joinpath("views").iterdir(), key=lambda p: p.name):
+    for f in sorted(
+        resources.files("ckkb.queries").joinpath("views").iterdir(), key=lambda p: p.name
+    ):
         if f.name.endswith(".sql"):
             out.append((f.name[:-4], f.read_text()))
     return out
@@ -106,13 +111,17 @@ def get_info(db: sqlite_utils.Database, key: str) -> str | None:
     return rows[0]["value"] if rows else None
 
 
-def open_db(path: str | Path, *, create: bool = False, readonly: bool = False) -> sqlite_utils.Database:
+def open_db(
+    path: str | Path, *, create: bool = False, readonly: bool = False
+) -> sqlite_utils.Database:
     """Open a knowledge base, checking it exists and has this ckkb's schema version.
 
     create=True makes an empty knowledge base (all tables, no rows) when the file is missing, which
     is what ingestion into a fresh location needs.
     """
-    sqlite_utils = sqlite_utils_module()  # lazily: a CLI that never opens a database never pays for it
+    sqlite_utils = (
+        sqlite_utils_module()
+    )  # lazily: a CLI that never opens a database never pays for it
     path = Path(path)
     if not path.exists():
         if not create:
@@ -134,7 +143,9 @@ def open_db(path: str | Path, *, create: bool = False, readonly: bool = False) -
     except sqlite3.DatabaseError as e:
         raise DatabaseError(f"{path} is not a ckkb knowledge base ({e})", hint=BUILD_HINT) from None
     if version is None:
-        raise DatabaseError(f"{path} is not a ckkb knowledge base (no build_info table)", hint=BUILD_HINT)
+        raise DatabaseError(
+            f"{path} is not a ckkb knowledge base (no build_info table)", hint=BUILD_HINT
+        )
     if version != str(SCHEMA_VERSION):
         raise DatabaseError(
             f"{path} has schema version {version}; this ckkb reads version {SCHEMA_VERSION}",
@@ -152,7 +163,9 @@ def _json_encoder() -> Any:
         return lambda v: json.dumps(v, default=str)
     # the arguments JSONEncoder(default=str).iterencode passes, without the circular-reference check
     # (rows are built from parsed text: they hold no cycles)
-    it = je.c_make_encoder(None, str, je.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    it = je.c_make_encoder(
+        None, str, je.encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
     return lambda v: "".join(it(v, 0))
 
 

@@ -54,7 +54,9 @@ from ckkb.logs import (
 from ckkb.profiler_cmd import Legend, interpret_argv, load_legend, split_command
 
 BATCH = 20000
-BULK_BYTES = 4 << 20  # files larger than this load race_results without its indexes, rebuilt at the end
+BULK_BYTES = (
+    4 << 20
+)  # files larger than this load race_results without its indexes, rebuilt at the end
 RESULT_COLS = TABLES["race_results"].column_names()
 RACE_COLS = TABLES["races"].column_names()
 ERROR_COLS = TABLES["ingest_errors"].column_names()
@@ -81,7 +83,11 @@ class Summary:
     files: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"races_added": self.races_added, "results_added": self.results_added, "errors": self.errors}
+        return {
+            "races_added": self.races_added,
+            "results_added": self.results_added,
+            "errors": self.errors,
+        }
 
 
 def _now() -> str:
@@ -103,7 +109,9 @@ class _NameParser:
         self.parse = None
         self.schemas = None
         self.cache: dict[str, tuple[str | None, str]] = {}
-        self.new: list[tuple[str, str | None, str | None, str]] = []  # race_names rows not yet written
+        self.new: list[
+            tuple[str, str | None, str | None, str]
+        ] = []  # race_names rows not yet written
         try:
             from ckkb import names  # noqa: PLC0415  (optional, may not exist yet)
 
@@ -154,7 +162,10 @@ class _Writer:
     def flush_names(self) -> None:
         """Write the names parsed since the last flush (each distinct name once, ever)."""
         if self.names.new:
-            self.conn.executemany("insert or ignore into race_names (name, op_template, schema, fields) values (?, ?, ?, ?)", self.names.new)
+            self.conn.executemany(
+                "insert or ignore into race_names (name, op_template, schema, fields) values (?, ?, ?, ?)",
+                self.names.new,
+            )
             self.names.new.clear()
 
     def legend(self, op: str | None) -> Legend | None:
@@ -171,10 +182,29 @@ class _Writer:
         self.race_id += 1
         return self.race_id
 
-    def add_error(self, file: str, sha: str, line: int, message: str, text: str = "", race_id: int | None = None) -> dict[str, Any]:
+    def add_error(
+        self,
+        file: str,
+        sha: str,
+        line: int,
+        message: str,
+        text: str = "",
+        race_id: int | None = None,
+    ) -> dict[str, Any]:
         self.error_id += 1
-        row = {"id": self.error_id, "file": file, "sha256": sha, "line": line, "message": message, "text": text[:500], "race_id": race_id}
-        self.conn.execute(f"insert into ingest_errors ({', '.join(ERROR_COLS)}) values ({', '.join('?' * len(ERROR_COLS))})", [row[c] for c in ERROR_COLS])
+        row = {
+            "id": self.error_id,
+            "file": file,
+            "sha256": sha,
+            "line": line,
+            "message": message,
+            "text": text[:500],
+            "race_id": race_id,
+        }
+        self.conn.execute(
+            f"insert into ingest_errors ({', '.join(ERROR_COLS)}) values ({', '.join('?' * len(ERROR_COLS))})",
+            [row[c] for c in ERROR_COLS],
+        )
         return {"file": file, "line": line, "message": message}
 
     def add_race(self, row: dict[str, Any]) -> None:
@@ -196,8 +226,18 @@ def _shape_from_descriptors(descs: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
-def race_row(info: RaceEnd, ctx: Context, legend_for, *, race_id: int, file: str, sha: str, line_offset: int = 0,
-             started_at: str | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def race_row(
+    info: RaceEnd,
+    ctx: Context,
+    legend_for,
+    *,
+    race_id: int,
+    file: str,
+    sha: str,
+    line_offset: int = 0,
+    started_at: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     command = ctx.command or info.command
     op, args = split_command(command) if command else (None, [])
     cmdvals = interpret_argv(legend_for(op), args) if op else {}
@@ -275,9 +315,20 @@ def _items(lines: Iterable[str], first_line: int, w: _Writer) -> Iterator[tuple]
             if ev.name not in names.cache:
                 names(ev.name)  # parsed once per distinct name, into race_names
             batch.append(
-                (w.result_id, race_id, ordinal, ev.line, ev.ms, ev.tflops, ev.gbps, int(ev.supported),
-                 None if ev.verified is None else int(ev.verified), ev.kbatch, ev.name,
-                 None if ev.raw == ev.name else ev.raw)
+                (
+                    w.result_id,
+                    race_id,
+                    ordinal,
+                    ev.line,
+                    ev.ms,
+                    ev.tflops,
+                    ev.gbps,
+                    int(ev.supported),
+                    None if ev.verified is None else int(ev.verified),
+                    ev.kbatch,
+                    ev.name,
+                    None if ev.raw == ev.name else ev.raw,
+                )
             )
             ordinal += 1
             if len(batch) >= BATCH:
@@ -295,9 +346,19 @@ def _items(lines: Iterable[str], first_line: int, w: _Writer) -> Iterator[tuple]
         yield ("rows", batch)
 
 
-def _ingest_lines(w: _Writer, lines: Iterable[str], *, file: str, sha: str, ctx: Context, summary: Summary,
-                  line_offset: int = 0, started_at: str | None = None, extra: dict[str, Any] | None = None,
-                  status: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def _ingest_lines(
+    w: _Writer,
+    lines: Iterable[str],
+    *,
+    file: str,
+    sha: str,
+    ctx: Context,
+    summary: Summary,
+    line_offset: int = 0,
+    started_at: str | None = None,
+    extra: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Stream one log's lines into the db, batch by batch (memory stays flat whatever the log's
     length). Returns the race rows written."""
     races: list[dict[str, Any]] = []
@@ -311,15 +372,30 @@ def _ingest_lines(w: _Writer, lines: Iterable[str], *, file: str, sha: str, ctx:
         if isinstance(ev, ParseError):
             summary.errors.append(w.add_error(file, sha, ev.line, ev.message, ev.text, race_id))
         elif isinstance(ev, RaceEnd):
-            row = race_row(ev, ctx, w.legend, race_id=race_id, file=file, sha=sha, started_at=started_at, extra=extra)
+            row = race_row(
+                ev,
+                ctx,
+                w.legend,
+                race_id=race_id,
+                file=file,
+                sha=sha,
+                started_at=started_at,
+                extra=extra,
+            )
             row["source_line"] = ev.line
             if status and status.get("status", "ok") != "ok":
-                row["status"], row["failure"], row["exit_code"] = status["status"], status.get("failure"), status.get("exit_code")
+                row["status"], row["failure"], row["exit_code"] = (
+                    status["status"],
+                    status.get("failure"),
+                    status.get("exit_code"),
+                )
             elif status:
                 row["exit_code"] = status.get("exit_code")
             if ev.recognised == 0:
                 row["status"] = "garbage" if row["status"] in ("ok", "no_output") else row["status"]
-                row["failure"] = row["failure"] or f"no ckProfiler output recognised ({ev.skipped} lines)"
+                row["failure"] = (
+                    row["failure"] or f"no ckProfiler output recognised ({ev.skipped} lines)"
+                )
             if row["verification"]:
                 w.conn.execute(
                     "update race_results set verified = 1 where race_id = ? and verified is null and supported = 1 and ms is not null",
@@ -384,7 +460,9 @@ def _host_ctx(base: Context, host: dict[str, Any] | None, explicit: Context) -> 
     )
 
 
-def _ingest_bundle(w: _Writer, path: Path, *, file: str, sha: str, explicit: Context, summary: Summary) -> str:
+def _ingest_bundle(
+    w: _Writer, path: Path, *, file: str, sha: str, explicit: Context, summary: Summary
+) -> str:
     header: dict[str, Any] = {}
     kind = "bundle"
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -395,10 +473,14 @@ def _ingest_bundle(w: _Writer, path: Path, *, file: str, sha: str, explicit: Con
             try:
                 rec = json.loads(s)
             except ValueError as e:
-                summary.errors.append(w.add_error(file, sha, lineno, f"not a JSON record ({e.msg}); line skipped", s))
+                summary.errors.append(
+                    w.add_error(file, sha, lineno, f"not a JSON record ({e.msg}); line skipped", s)
+                )
                 continue
             if not isinstance(rec, dict) or not isinstance(rec.get("record"), str):
-                summary.errors.append(w.add_error(file, sha, lineno, "record without a 'record' name; skipped", s))
+                summary.errors.append(
+                    w.add_error(file, sha, lineno, "record without a 'record' name; skipped", s)
+                )
                 continue
             name = rec["record"]
             if name == "bundle":
@@ -406,17 +488,36 @@ def _ingest_bundle(w: _Writer, path: Path, *, file: str, sha: str, explicit: Con
                 kind = f"{rec.get('kind') or 'unknown'}_bundle"
                 continue
             if name == "race_log":
-                _ingest_race_log(w, rec, lineno, file=file, sha=sha, header=header, explicit=explicit, summary=summary)
+                _ingest_race_log(
+                    w,
+                    rec,
+                    lineno,
+                    file=file,
+                    sha=sha,
+                    header=header,
+                    explicit=explicit,
+                    summary=summary,
+                )
                 continue
             t = TABLES.get(name)
             if t is None or t.kind != INGESTED or name in ("ingest_files",):
-                summary.errors.append(w.add_error(file, sha, lineno, f"unknown record {name!r}: not an ingested table; skipped", s))
+                summary.errors.append(
+                    w.add_error(
+                        file,
+                        sha,
+                        lineno,
+                        f"unknown record {name!r}: not an ingested table; skipped",
+                        s,
+                    )
+                )
                 continue
             _insert_generic(w, t, rec, lineno, file=file, sha=sha, summary=summary)
     return kind
 
 
-def _insert_generic(w: _Writer, t, rec: dict[str, Any], lineno: int, *, file: str, sha: str, summary: Summary) -> None:
+def _insert_generic(
+    w: _Writer, t, rec: dict[str, Any], lineno: int, *, file: str, sha: str, summary: Summary
+) -> None:
     cols = t.column_names()
     data = {k: v for k, v in rec.items() if k != "record"}
     unknown = {k: data.pop(k) for k in list(data) if k not in cols}
@@ -431,9 +532,18 @@ def _insert_generic(w: _Writer, t, rec: dict[str, Any], lineno: int, *, file: st
             extra.update(unknown)
             data["extra"] = extra
         else:
-            summary.errors.append(w.add_error(file, sha, lineno, f"{t.name}: keys not in the table, not stored: {', '.join(sorted(unknown))}"))
+            summary.errors.append(
+                w.add_error(
+                    file,
+                    sha,
+                    lineno,
+                    f"{t.name}: keys not in the table, not stored: {', '.join(sorted(unknown))}",
+                )
+            )
     if t.pk == "id" and data.get("id") is None:
-        data["id"] = (w.conn.execute(f"select coalesce(max(id), 0) from [{t.name}]").fetchone()[0] or 0) + 1
+        data["id"] = (
+            w.conn.execute(f"select coalesce(max(id), 0) from [{t.name}]").fetchone()[0] or 0
+        ) + 1
     keys = [c for c in cols if c in data]
     try:
         w.conn.execute(
@@ -446,31 +556,70 @@ def _insert_generic(w: _Writer, t, rec: dict[str, Any], lineno: int, *, file: st
     summary.rows_added[t.name] = summary.rows_added.get(t.name, 0) + 1
 
 
-def _ingest_race_log(w: _Writer, rec: dict[str, Any], lineno: int, *, file: str, sha: str, header: dict[str, Any],
-                     explicit: Context, summary: Summary) -> None:
+def _ingest_race_log(
+    w: _Writer,
+    rec: dict[str, Any],
+    lineno: int,
+    *,
+    file: str,
+    sha: str,
+    header: dict[str, Any],
+    explicit: Context,
+    summary: Summary,
+) -> None:
     argv = rec.get("argv") or []
     command = explicit.command or (" ".join(str(a) for a in argv) if argv else rec.get("command"))
     host = dict(header.get("host") or {})
     host.update(rec.get("host") or {})
-    ctx = _host_ctx(Context(command=command), host, Context(arch=explicit.arch, gpu=explicit.gpu, cu=explicit.cu, rocm=explicit.rocm))
-    status = {"status": rec.get("status") or "ok", "failure": rec.get("failure"), "exit_code": rec.get("exit_code")}
+    ctx = _host_ctx(
+        Context(command=command),
+        host,
+        Context(arch=explicit.arch, gpu=explicit.gpu, cu=explicit.cu, rocm=explicit.rocm),
+    )
+    status = {
+        "status": rec.get("status") or "ok",
+        "failure": rec.get("failure"),
+        "exit_code": rec.get("exit_code"),
+    }
     extra = {k: rec[k] for k in ("seconds", "shape", "timeout") if k in rec}
     output = rec.get("output") or ""
     if not isinstance(output, str):
         summary.errors.append(w.add_error(file, sha, lineno, "race_log output is not text"))
         output = ""
     n_before = summary.races_added
-    races = _ingest_lines(w, output.splitlines(), file=file, sha=sha, ctx=ctx, summary=summary,
-                          started_at=rec.get("started_at"), extra=extra, status=status)
+    races = _ingest_lines(
+        w,
+        output.splitlines(),
+        file=file,
+        sha=sha,
+        ctx=ctx,
+        summary=summary,
+        started_at=rec.get("started_at"),
+        extra=extra,
+        status=status,
+    )
     for r in races:
         w.conn.execute("update races set source_line = ? where id = ?", [lineno, r["id"]])
     if summary.races_added == n_before:
         # nothing ckProfiler-like in the output: still one race row, with the failure's cause
         info = RaceEnd(line=lineno, end_line=lineno, command=command)
-        row = race_row(info, ctx, w.legend, race_id=w.next_race(), file=file, sha=sha, started_at=rec.get("started_at"), extra=extra)
+        row = race_row(
+            info,
+            ctx,
+            w.legend,
+            race_id=w.next_race(),
+            file=file,
+            sha=sha,
+            started_at=rec.get("started_at"),
+            extra=extra,
+        )
         row["source_line"] = lineno
         if status["status"] != "ok":
-            row["status"], row["failure"], row["exit_code"] = status["status"], status["failure"], status["exit_code"]
+            row["status"], row["failure"], row["exit_code"] = (
+                status["status"],
+                status["failure"],
+                status["exit_code"],
+            )
         elif output.strip():
             row["status"], row["failure"] = "garbage", "output holds no ckProfiler line"
         row["exit_code"] = status["exit_code"]
@@ -501,9 +650,15 @@ def ingest(
         if not p.exists():
             raise CkkbError(f"no such file: {p}")
         if p.is_dir():
-            raise CkkbError(f"{p} is a directory", hint="pass the log files themselves (a shell glob: dir/*.txt)")
+            raise CkkbError(
+                f"{p} is a directory",
+                hint="pass the log files themselves (a shell glob: dir/*.txt)",
+            )
     db = kbdb.open_db(db_path, create=True)
-    if any(t not in db.table_names() for t in ("races", "race_results", "race_names", "ingest_errors", "ingest_files")):
+    if any(
+        t not in db.table_names()
+        for t in ("races", "race_results", "race_names", "ingest_errors", "ingest_files")
+    ):
         kbdb.create_tables(db)  # a knowledge base built before these tables existed
     conn = db.conn
     summary = Summary()
@@ -526,15 +681,49 @@ def ingest(
                 sha = sha256_file(p)
             except OSError as e:
                 raise CkkbError(f"cannot read {p}: {e.strerror or e}") from None
-            dup = sha in seen or conn.execute("select 1 from ingest_files where sha256 = ?", [sha]).fetchone()
+            dup = (
+                sha in seen
+                or conn.execute("select 1 from ingest_files where sha256 = ?", [sha]).fetchone()
+            )
             if dup:
-                summary.files.append({"path": file, "sha256": sha, "kind": None, "duplicate": True, "races": 0, "results": 0, "stored": False})
+                summary.files.append(
+                    {
+                        "path": file,
+                        "sha256": sha,
+                        "kind": None,
+                        "duplicate": True,
+                        "races": 0,
+                        "results": 0,
+                        "stored": False,
+                    }
+                )
                 continue
             seen.add(sha)
-            before = (summary.races_added, summary.results_added, sum(summary.rows_added.values()), len(summary.errors))
+            before = (
+                summary.races_added,
+                summary.results_added,
+                sum(summary.rows_added.values()),
+                len(summary.errors),
+            )
             if _looks_binary(p):
-                summary.errors.append({"file": file, "line": 0, "message": "binary file, not a ckProfiler log or bundle; nothing stored"})
-                summary.files.append({"path": file, "sha256": sha, "kind": "binary", "duplicate": False, "races": 0, "results": 0, "stored": False})
+                summary.errors.append(
+                    {
+                        "file": file,
+                        "line": 0,
+                        "message": "binary file, not a ckProfiler log or bundle; nothing stored",
+                    }
+                )
+                summary.files.append(
+                    {
+                        "path": file,
+                        "sha256": sha,
+                        "kind": "binary",
+                        "duplicate": False,
+                        "races": 0,
+                        "results": 0,
+                        "stored": False,
+                    }
+                )
                 continue
             if _is_bundle(p):
                 kind = _ingest_bundle(w, p, file=file, sha=sha, explicit=explicit, summary=summary)
@@ -545,14 +734,46 @@ def ingest(
             results = summary.results_added - before[1]
             other = sum(summary.rows_added.values()) - before[2]
             if races == 0 and other == 0:
-                summary.errors.append({"file": file, "line": 0, "message": "no ckProfiler output or bundle record found; nothing stored"})
-                summary.files.append({"path": file, "sha256": sha, "kind": kind, "duplicate": False, "races": 0, "results": 0, "stored": False})
+                summary.errors.append(
+                    {
+                        "file": file,
+                        "line": 0,
+                        "message": "no ckProfiler output or bundle record found; nothing stored",
+                    }
+                )
+                summary.files.append(
+                    {
+                        "path": file,
+                        "sha256": sha,
+                        "kind": kind,
+                        "duplicate": False,
+                        "races": 0,
+                        "results": 0,
+                        "stored": False,
+                    }
+                )
                 continue
             conn.execute(
                 "insert into ingest_files (sha256, path, kind, ingested_at, rows_added) values (?, ?, ?, ?, ?)",
-                [sha, file, kind, _now(), races + results + other + (len(summary.errors) - before[3])],
+                [
+                    sha,
+                    file,
+                    kind,
+                    _now(),
+                    races + results + other + (len(summary.errors) - before[3]),
+                ],
             )
-            summary.files.append({"path": file, "sha256": sha, "kind": kind, "duplicate": False, "races": races, "results": results, "stored": True})
+            summary.files.append(
+                {
+                    "path": file,
+                    "sha256": sha,
+                    "kind": kind,
+                    "duplicate": False,
+                    "races": races,
+                    "results": results,
+                    "stored": True,
+                }
+            )
         for _, ddl in dropped:
             conn.execute(ddl)
         conn.execute("commit")

@@ -54,7 +54,9 @@ class Stage(Protocol):
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult: ...
 
-    def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult: ...
+    def combine(
+        self, root: Path, results: dict[str, FileResult], ctx: BuildContext
+    ) -> StageResult: ...
 
 
 # Module paths whose attribute STAGE (one Stage) or STAGES (a list) defines stages, in build order. A module that is not written yet

@@ -22,9 +22,20 @@ if TYPE_CHECKING:
 
 # dtype short names (as in CK file names and aiter) -> C++ element type after alias resolution
 DTYPES: dict[str, str] = {
-    "bf16": "bhalf_t", "f16": "half_t", "fp16": "half_t", "f32": "float", "fp32": "float",
-    "f64": "double", "fp64": "double", "i8": "int8_t", "int8": "int8_t", "f8": "f8_t", "fp8": "f8_t",
-    "bf8": "bf8_t", "i32": "int32_t", "int32": "int32_t",
+    "bf16": "bhalf_t",
+    "f16": "half_t",
+    "fp16": "half_t",
+    "f32": "float",
+    "fp32": "float",
+    "f64": "double",
+    "fp64": "double",
+    "i8": "int8_t",
+    "int8": "int8_t",
+    "f8": "f8_t",
+    "fp8": "f8_t",
+    "bf8": "bf8_t",
+    "i32": "int32_t",
+    "int32": "int32_t",
 }
 LAYOUTS = ("mk_kn", "mk_nk", "km_kn", "km_nk")
 _TILE = re.compile(r"^\s*(\d+)\s*[xX*]\s*(\d+)\s*[xX*]\s*(\d+)\s*$")
@@ -50,7 +61,9 @@ def parse_tile(tile: str | None) -> tuple[int, int, int] | None:
         return None
     m = _TILE.match(tile)
     if not m:
-        raise QueryError(f"bad --tile {tile!r}: expected MxNxK, e.g. 256x224x64 (MPerBlock x NPerBlock x KPerBlock)")
+        raise QueryError(
+            f"bad --tile {tile!r}: expected MxNxK, e.g. 256x224x64 (MPerBlock x NPerBlock x KPerBlock)"
+        )
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
@@ -70,11 +83,15 @@ def parse_where(items: list[str] | tuple[str, ...]) -> list[tuple[str, str]]:
 def _known_field(db: sqlite_utils.Database, name: str) -> bool:
     if name in NORMALISED or name in ("template", "list_name", "status", "dir"):
         return True
-    rows = db.execute("SELECT 1 FROM instances, json_each(instances.fields) j WHERE j.key = ? LIMIT 1", [name]).fetchall()
+    rows = db.execute(
+        "SELECT 1 FROM instances, json_each(instances.fields) j WHERE j.key = ? LIMIT 1", [name]
+    ).fetchall()
     return bool(rows)
 
 
-def _filters(db: sqlite_utils.Database, where: list[tuple[str, str]], dir: str | None) -> tuple[str, list[Any]]:
+def _filters(
+    db: sqlite_utils.Database, where: list[tuple[str, str]], dir: str | None
+) -> tuple[str, list[Any]]:
     """SQL WHERE text over `instances i` for --dir and FIELD=VALUE filters."""
     clauses, params = [], []
     if dir:
@@ -82,7 +99,10 @@ def _filters(db: sqlite_utils.Database, where: list[tuple[str, str]], dir: str |
         params.append(dir)
     for k, v in where:
         if not _known_field(db, k):
-            raise QueryError(f"unknown field {k!r}", hint="use a CK template parameter name (MPerBlock, BlockSize, ...) or a normalised column (tile_m, block_size, ...)")
+            raise QueryError(
+                f"unknown field {k!r}",
+                hint="use a CK template parameter name (MPerBlock, BlockSize, ...) or a normalised column (tile_m, block_size, ...)",
+            )
         if k in NORMALISED or k in ("template", "list_name", "status", "dir"):
             expr = f"CAST(i.[{k}] AS TEXT)"
         else:
@@ -95,7 +115,9 @@ def _filters(db: sqlite_utils.Database, where: list[tuple[str, str]], dir: str |
 # ---------------------------------------------------------------- gates
 
 
-def gates(db: sqlite_utils.Database, kind: str | None = None, arch: str | None = None) -> dict[str, Any]:
+def gates(
+    db: sqlite_utils.Database, kind: str | None = None, arch: str | None = None
+) -> dict[str, Any]:
     """{"gates": [{"kind", "arch", "effect", "dir", "file", "line", "condition", "has_else"}]}."""
     check_arch(arch)
     q = "SELECT kind, arch, effect, dir, file, line, condition, has_else FROM gates WHERE 1"
@@ -111,7 +133,9 @@ def gates(db: sqlite_utils.Database, kind: str | None = None, arch: str | None =
     return {"gates": rows}
 
 
-def gate_census(db: sqlite_utils.Database, kind: str | None = None, arch: str | None = None) -> list[dict[str, Any]]:
+def gate_census(
+    db: sqlite_utils.Database, kind: str | None = None, arch: str | None = None
+) -> list[dict[str, Any]]:
     check_arch(arch)
     return list(db.query(sql("gate_census"), {"kind": kind or "", "arch": arch or ""}))
 
@@ -119,7 +143,13 @@ def gate_census(db: sqlite_utils.Database, kind: str | None = None, arch: str | 
 # ---------------------------------------------------------------- instances
 
 
-def _instance_dicts(db: sqlite_utils.Database, where_sql: str, params: list[Any], arch: str | None, limit: int | None = None) -> list[dict[str, Any]]:
+def _instance_dicts(
+    db: sqlite_utils.Database,
+    where_sql: str,
+    params: list[Any],
+    arch: str | None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
     q = (
         "SELECT i.id, i.template, i.dir, i.file, i.line, i.list_name, i.list_id, l.comment AS list_comment, i.status, i.reason, i.fields "
         f"FROM instances i LEFT JOIN instance_lists l ON l.id = i.list_id WHERE {where_sql} ORDER BY i.dir, i.file, i.line"
@@ -146,30 +176,62 @@ def _instance_dicts(db: sqlite_utils.Database, where_sql: str, params: list[Any]
         reg_out = []
         for g in rl:
             avail = None if arch is None else bool(active and g["available"])
-            reg_out.append({"function": g["function"], "file": g["file"], "line": g["line"], "args": json_value(g["args"]),
-                            "available": avail, "_layer": g["layer"], "_efile": g["efile"], "_eline": g["eline"], "_cond": g["condition"]})
+            reg_out.append(
+                {
+                    "function": g["function"],
+                    "file": g["file"],
+                    "line": g["line"],
+                    "args": json_value(g["args"]),
+                    "available": avail,
+                    "_layer": g["layer"],
+                    "_efile": g["efile"],
+                    "_eline": g["eline"],
+                    "_cond": g["condition"],
+                }
+            )
         available = None if arch is None else any(x["available"] for x in reg_out)
-        out.append({
-            "id": r["id"], "template": r["template"], "dir": r["dir"], "file": r["file"], "line": r["line"],
-            "list": r["list_name"], "list_comment": r["list_comment"] or "", "status": status,
-            "reason": r["reason"] or "", "fields": json_value(r["fields"]) or {}, "registrations": reg_out, "available": available,
-        })
+        out.append(
+            {
+                "id": r["id"],
+                "template": r["template"],
+                "dir": r["dir"],
+                "file": r["file"],
+                "line": r["line"],
+                "list": r["list_name"],
+                "list_comment": r["list_comment"] or "",
+                "status": status,
+                "reason": r["reason"] or "",
+                "fields": json_value(r["fields"]) or {},
+                "registrations": reg_out,
+                "available": available,
+            }
+        )
     return out
 
 
 def _public(inst: dict[str, Any]) -> dict[str, Any]:
     d = {k: v for k, v in inst.items() if k not in ("id", "reason")}
-    d["registrations"] = [{k: v for k, v in g.items() if not k.startswith("_")} for g in inst["registrations"]]
+    d["registrations"] = [
+        {k: v for k, v in g.items() if not k.startswith("_")} for g in inst["registrations"]
+    ]
     return d
 
 
-def instances(db: sqlite_utils.Database, dir: str | None = None, where: list[str] | tuple[str, ...] = (),
-              arch: str | None = None, limit: int | None = None) -> dict[str, Any]:
+def instances(
+    db: sqlite_utils.Database,
+    dir: str | None = None,
+    where: list[str] | tuple[str, ...] = (),
+    arch: str | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
     """{"arch", "instances": [{"template", "dir", "file", "line", "list", "list_comment", "status", "fields",
     "registrations": [{"function", "file", "line", "args", "available"}], "available"}]}."""
     check_arch(arch)
     wsql, params = _filters(db, parse_where(where), dir)
-    return {"arch": arch, "instances": [_public(i) for i in _instance_dicts(db, wsql, params, arch, limit)]}
+    return {
+        "arch": arch,
+        "instances": [_public(i) for i in _instance_dicts(db, wsql, params, arch, limit)],
+    }
 
 
 # ---------------------------------------------------------------- why
@@ -178,11 +240,25 @@ def instances(db: sqlite_utils.Database, dir: str | None = None, where: list[str
 def _reasons(inst: dict[str, Any]) -> list[dict[str, Any]]:
     base = {"list": inst["list"], "list_comment": inst["list_comment"]}
     if inst["status"] == "commented_out":
-        return [dict(layer="commented_out", file=inst["file"], line=inst["line"],
-                     condition=inst["reason"] or "entry is commented out", **base)]
+        return [
+            dict(
+                layer="commented_out",
+                file=inst["file"],
+                line=inst["line"],
+                condition=inst["reason"] or "entry is commented out",
+                **base,
+            )
+        ]
     if not inst["registrations"]:
-        return [dict(layer="registration", file=inst["file"], line=inst["line"],
-                     condition=f"no add_*_instances function registers {inst['list']}", **base)]
+        return [
+            dict(
+                layer="registration",
+                file=inst["file"],
+                line=inst["line"],
+                condition=f"no add_*_instances function registers {inst['list']}",
+                **base,
+            )
+        ]
     out, seen = [], set()
     for g in inst["registrations"]:
         if g["available"] or g["_layer"] is None:
@@ -191,12 +267,21 @@ def _reasons(inst: dict[str, Any]) -> list[dict[str, Any]]:
         if key in seen:
             continue
         seen.add(key)
-        out.append(dict(layer=g["_layer"], file=g["_efile"], line=g["_eline"], condition=g["_cond"], **base))
+        out.append(
+            dict(
+                layer=g["_layer"], file=g["_efile"], line=g["_eline"], condition=g["_cond"], **base
+            )
+        )
     return out
 
 
-def why(db: sqlite_utils.Database, tile: str | None = None, where: list[str] | tuple[str, ...] = (),
-        arch: str | None = None, dir: str | None = None) -> dict[str, Any]:
+def why(
+    db: sqlite_utils.Database,
+    tile: str | None = None,
+    where: list[str] | tuple[str, ...] = (),
+    arch: str | None = None,
+    dir: str | None = None,
+) -> dict[str, Any]:
     """{"arch", "query", "matches": [{"instance", "available", "reasons": [{"layer", "file", "line",
     "condition", "list", "list_comment"}]}], "nearest": [...]} (nearest only when nothing matches)."""
     check_arch(arch, required=True)
@@ -208,29 +293,58 @@ def why(db: sqlite_utils.Database, tile: str | None = None, where: list[str] | t
         tile_sql += " AND i.tile_m = ? AND i.tile_n = ? AND i.tile_k = ?"
         params = [*params, *t]
     # the canned query decides which instances match the tile (the web runs the same SQL)
-    ids = {r["instance_id"] for r in db.query(sql("why_missing"), {"tile": "x".join(map(str, t)) if t else "", "arch": arch})} if t else None
+    ids = (
+        {
+            r["instance_id"]
+            for r in db.query(
+                sql("why_missing"), {"tile": "x".join(map(str, t)) if t else "", "arch": arch}
+            )
+        }
+        if t
+        else None
+    )
     found = _instance_dicts(db, tile_sql, params, arch)
     if ids is not None:
         found = [i for i in found if i["id"] in ids]
     query = {"tile": "x".join(map(str, t)) if t else None, "where": dict(filters), "dir": dir}
-    matches = [{"instance": _public(i), "available": bool(i["available"]), "reasons": [] if i["available"] else _reasons(i)}
-               for i in found]
+    matches = [
+        {
+            "instance": _public(i),
+            "available": bool(i["available"]),
+            "reasons": [] if i["available"] else _reasons(i),
+        }
+        for i in found
+    ]
     out: dict[str, Any] = {"arch": arch, "query": query, "matches": matches}
     if not matches:
         out["nearest"] = nearest(db, t, filters, dir, arch)
     return out
 
 
-def nearest(db: sqlite_utils.Database, t: tuple[int, int, int] | None, filters: list[tuple[str, str]],
-            dir: str | None, arch: str | None, n: int = 5) -> list[dict[str, Any]]:
+def nearest(
+    db: sqlite_utils.Database,
+    t: tuple[int, int, int] | None,
+    filters: list[tuple[str, str]],
+    dir: str | None,
+    arch: str | None,
+    n: int = 5,
+) -> list[dict[str, Any]]:
     """Closest existing instances by tile distance (sum of |log2| ratios), other filters relaxed."""
     if t is None:
         return []
-    wsql, params = _filters(db, [f for f in filters if f[0] not in ("MPerBlock", "NPerBlock", "KPerBlock")], dir)
-    q = (f"SELECT i.id, i.tile_m, i.tile_n, i.tile_k FROM instances i WHERE {wsql} AND i.tile_m > 0 AND i.tile_n > 0 AND i.tile_k > 0 "
-         "AND i.status = 'active'")
+    wsql, params = _filters(
+        db, [f for f in filters if f[0] not in ("MPerBlock", "NPerBlock", "KPerBlock")], dir
+    )
+    q = (
+        f"SELECT i.id, i.tile_m, i.tile_n, i.tile_k FROM instances i WHERE {wsql} AND i.tile_m > 0 AND i.tile_n > 0 AND i.tile_k > 0 "
+        "AND i.status = 'active'"
+    )
+
     def dist(r):
-        return sum(abs(math.log2(a / b)) for a, b in zip((r["tile_m"], r["tile_n"], r["tile_k"]), t, strict=True))
+        return sum(
+            abs(math.log2(a / b))
+            for a, b in zip((r["tile_m"], r["tile_n"], r["tile_k"]), t, strict=True)
+        )
 
     rows = sorted(db.query(q, params), key=lambda r: (dist(r), r["id"]))
     seen_tiles, pick = set(), []
@@ -252,7 +366,9 @@ def nearest(db: sqlite_utils.Database, t: tuple[int, int, int] | None, filters: 
 # ---------------------------------------------------------------- pool
 
 
-def pool_counts(db: sqlite_utils.Database, dir: str = "gemm_universal", dtype: str | None = "bf16") -> dict[str, Any]:
+def pool_counts(
+    db: sqlite_utils.Database, dir: str = "gemm_universal", dtype: str | None = "bf16"
+) -> dict[str, Any]:
     """{"dir", "dtype", "layouts", "counts": {arch: {layout: available pairs}}, "instances": {arch: {layout: n}}}."""
     ctype = ""
     if dtype:
@@ -263,7 +379,13 @@ def pool_counts(db: sqlite_utils.Database, dir: str = "gemm_universal", dtype: s
         if r["arch"] in counts and r["layout"] in LAYOUTS:
             counts[r["arch"]][r["layout"]] = r["available"] or 0
             inst[r["arch"]][r["layout"]] = r["instances"] or 0
-    return {"dir": dir, "dtype": dtype, "layouts": list(LAYOUTS), "counts": counts, "instances": inst}
+    return {
+        "dir": dir,
+        "dtype": dtype,
+        "layouts": list(LAYOUTS),
+        "counts": counts,
+        "instances": inst,
+    }
 
 
 def pool(db: sqlite_utils.Database, dir: str, arch: str) -> list[dict[str, Any]]:

@@ -70,20 +70,36 @@ def read_shapes(path: str | Path) -> list[Shape]:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise CkkbError(f"cannot read shapes file {p}: {e}") from None
-    rows = list(csv.reader(line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")))
+    rows = list(
+        csv.reader(
+            line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+        )
+    )
     if not rows:
         raise CkkbError(f"{p}: no shapes", hint="a CSV with a header line: M,N,K")
-    header = [h.strip().lower().replace("stride", "stride_").replace("stride__", "stride_") for h in rows[0]]
+    header = [
+        h.strip().lower().replace("stride", "stride_").replace("stride__", "stride_")
+        for h in rows[0]
+    ]
     for need in ("m", "n", "k"):
         if need not in header:
-            raise CkkbError(f"{p}:1: header has no {need.upper()} column (found: {', '.join(rows[0])})", hint="first line: M,N,K")
+            raise CkkbError(
+                f"{p}:1: header has no {need.upper()} column (found: {', '.join(rows[0])})",
+                hint="first line: M,N,K",
+            )
     shapes = []
-    lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() and not line.lstrip().startswith("#")]
+    lines = [
+        i + 1
+        for i, line in enumerate(text.splitlines())
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
     for row, lineno in zip(rows[1:], lines[1:], strict=True):
         vals = dict(zip(header, (c.strip() for c in row), strict=False))
         try:
             s = Shape(
-                M=int(vals["m"]), N=int(vals["n"]), K=int(vals["k"]),
+                M=int(vals["m"]),
+                N=int(vals["n"]),
+                K=int(vals["k"]),
                 stride_a=int(vals["stride_a"]) if vals.get("stride_a") else None,
                 stride_b=int(vals["stride_b"]) if vals.get("stride_b") else None,
                 stride_c=int(vals["stride_c"]) if vals.get("stride_c") else None,
@@ -91,7 +107,9 @@ def read_shapes(path: str | Path) -> list[Shape]:
                 line=lineno,
             )
         except (KeyError, ValueError):
-            raise CkkbError(f"{p}:{lineno}: not a shape (need integers M,N,K): {','.join(row)}") from None
+            raise CkkbError(
+                f"{p}:{lineno}: not a shape (need integers M,N,K): {','.join(row)}"
+            ) from None
         if min(s.M, s.N, s.K) <= 0:
             raise CkkbError(f"{p}:{lineno}: M, N and K must be positive")
         shapes.append(s)
@@ -117,7 +135,10 @@ def parse_rocminfo(text: str) -> dict[str, Any]:
     """First GPU agent of `rocminfo` output: name (gfx arch), marketing name, compute units."""
     facts: dict[str, Any] = {}
     for block in text.split("*******"):
-        if "Device Type:" not in block or "GPU" not in block.split("Device Type:", 1)[1].splitlines()[0]:
+        if (
+            "Device Type:" not in block
+            or "GPU" not in block.split("Device Type:", 1)[1].splitlines()[0]
+        ):
             continue
         for line in block.splitlines():
             k, sep, v = line.strip().partition(":")
@@ -139,7 +160,13 @@ def parse_rocminfo(text: str) -> dict[str, Any]:
 
 
 def host_facts() -> dict[str, Any]:
-    facts: dict[str, Any] = {"hostname": socket.gethostname(), "gpu": None, "arch": None, "cu_count": None, "rocm": None}
+    facts: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "gpu": None,
+        "arch": None,
+        "cu_count": None,
+        "rocm": None,
+    }
     try:
         facts["rocm"] = ROCM_VERSION_FILE.read_text().strip() or None
     except OSError:
@@ -165,14 +192,24 @@ class RunResult:
     started_at: str
 
 
-def run_once(argv: list[str], timeout: float, echo: Callable[[str], None] | None = None) -> RunResult:
+def run_once(
+    argv: list[str], timeout: float, echo: Callable[[str], None] | None = None
+) -> RunResult:
     """Run one ckProfiler command (argv list, no shell, own process group), streaming its output."""
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except OSError as e:
-        return RunResult(argv, "", None, "exit", f"cannot start {argv[0]}: {e.strerror or e}", 0.0, started_at)
+        return RunResult(
+            argv, "", None, "exit", f"cannot start {argv[0]}: {e.strerror or e}", 0.0, started_at
+        )
     chunks: list[str] = []
 
     def pump() -> None:
@@ -198,7 +235,15 @@ def run_once(argv: list[str], timeout: float, echo: Callable[[str], None] | None
     output = "".join(chunks)
     rc = proc.returncode
     if timed_out:
-        return RunResult(argv, output, rc, "timeout", f"no exit after {timeout:g} s; process group killed", seconds, started_at)
+        return RunResult(
+            argv,
+            output,
+            rc,
+            "timeout",
+            f"no exit after {timeout:g} s; process group killed",
+            seconds,
+            started_at,
+        )
     if rc is not None and rc < 0:
         try:
             sig = signal.Signals(-rc).name
@@ -209,7 +254,15 @@ def run_once(argv: list[str], timeout: float, echo: Callable[[str], None] | None
         return RunResult(argv, output, rc, "exit", f"exit status {rc}", seconds, started_at)
     races, _ = parse_text(output)
     if not any(r.results or r.info.best for r in races):
-        return RunResult(argv, output, rc, "garbage", "exit status 0 but no ckProfiler result line in the output", seconds, started_at)
+        return RunResult(
+            argv,
+            output,
+            rc,
+            "garbage",
+            "exit status 0 but no ckProfiler result line in the output",
+            seconds,
+            started_at,
+        )
     return RunResult(argv, output, rc, "ok", None, seconds, started_at)
 
 
@@ -250,7 +303,10 @@ def resolve_profiler(profiler: str | None) -> str:
         return str(path.resolve())
     found = shutil.which(p)
     if found is None:
-        raise CkkbError(f"{p} is not on PATH", hint="install ckProfiler (apt package composablekernel-ckprofiler) or pass --profiler PATH")
+        raise CkkbError(
+            f"{p} is not on PATH",
+            hint="install ckProfiler (apt package composablekernel-ckprofiler) or pass --profiler PATH",
+        )
     return found
 
 
@@ -278,16 +334,39 @@ def race(
         raise CkkbError(f"output folder does not exist: {out.parent}")
     # Build every command first: a bad dtype/layout/shape fails before anything runs.
     roles = legend.by_role()
-    dlabel = code_label(roles["dtype"], resolve_code(roles["dtype"], dtype, "data type")[0]) if "dtype" in roles else None
-    llabel = code_label(roles["layout"], resolve_code(roles["layout"], layout, "layout")[0]) if "layout" in roles and layout else None
+    dlabel = (
+        code_label(roles["dtype"], resolve_code(roles["dtype"], dtype, "data type")[0])
+        if "dtype" in roles
+        else None
+    )
+    llabel = (
+        code_label(roles["layout"], resolve_code(roles["layout"], layout, "layout")[0])
+        if "layout" in roles and layout
+        else None
+    )
     seen: set[tuple[int, int, int]] = set()
     plans = []
     for s in shapes:
-        first = s.key() not in seen and not raced_before(db, legend.op, s.M, s.N, s.K, dlabel, llabel)
+        first = s.key() not in seen and not raced_before(
+            db, legend.op, s.M, s.N, s.K, dlabel, llabel
+        )
         seen.add(s.key())
         cmd = build_command(
-            legend, dtype=dtype, layout=layout, M=s.M, N=s.N, K=s.K, verify=first, warmup=warmup, iters=iters,
-            stride_a=s.stride_a, stride_b=s.stride_b, stride_c=s.stride_c, kbatch=s.kbatch, profiler=exe, db=db,
+            legend,
+            dtype=dtype,
+            layout=layout,
+            M=s.M,
+            N=s.N,
+            K=s.K,
+            verify=first,
+            warmup=warmup,
+            iters=iters,
+            stride_a=s.stride_a,
+            stride_b=s.stride_b,
+            stride_c=s.stride_c,
+            kbatch=s.kbatch,
+            profiler=exe,
+            db=db,
         )
         plans.append((s, cmd))
     facts = host if host is not None else host_facts()
@@ -295,22 +374,46 @@ def race(
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with open(out, "a", encoding="utf-8") as f:
         if f.tell() == 0:
-            f.write(json.dumps({"record": "bundle", "kind": "race", "created": created, "host": facts}) + "\n")
+            f.write(
+                json.dumps({"record": "bundle", "kind": "race", "created": created, "host": facts})
+                + "\n"
+            )
             f.flush()
         for s, cmd in plans:
             if echo:
                 echo(f"$ {' '.join(cmd.argv)}\n")
             r = run_once(cmd.argv, timeout, echo)
             rec = {
-                "record": "race_log", "op": legend.op, "argv": [PROFILER] + cmd.argv[1:], "executable": cmd.argv[0],
-                "shape": {"M": s.M, "N": s.N, "K": s.K, "line": s.line}, "verification": first_is_verify(legend, cmd.argv),
-                "warnings": cmd.warnings, "output": r.output, "exit_code": r.exit_code, "status": r.status, "failure": r.failure,
-                "seconds": round(r.seconds, 3), "started_at": r.started_at, "timeout": timeout, "host": facts,
+                "record": "race_log",
+                "op": legend.op,
+                "argv": [PROFILER] + cmd.argv[1:],
+                "executable": cmd.argv[0],
+                "shape": {"M": s.M, "N": s.N, "K": s.K, "line": s.line},
+                "verification": first_is_verify(legend, cmd.argv),
+                "warnings": cmd.warnings,
+                "output": r.output,
+                "exit_code": r.exit_code,
+                "status": r.status,
+                "failure": r.failure,
+                "seconds": round(r.seconds, 3),
+                "started_at": r.started_at,
+                "timeout": timeout,
+                "host": facts,
             }
             f.write(json.dumps(rec) + "\n")
             f.flush()
             os.fsync(f.fileno())
-            summary.runs.append({"M": s.M, "N": s.N, "K": s.K, "status": r.status, "failure": r.failure, "exit_code": r.exit_code, "seconds": round(r.seconds, 3)})
+            summary.runs.append(
+                {
+                    "M": s.M,
+                    "N": s.N,
+                    "K": s.K,
+                    "status": r.status,
+                    "failure": r.failure,
+                    "exit_code": r.exit_code,
+                    "seconds": round(r.seconds, 3),
+                }
+            )
             if echo and r.status != "ok":
                 echo(f"ckkb: {legend.op} M={s.M} N={s.N} K={s.K}: {r.status}: {r.failure}\n")
     return summary

@@ -53,7 +53,9 @@ def register_plugin() -> None:
         pm.register(plugin, name="ckkb")
 
 
-def make_datasette(db_path: str | Path, *, time_limit_ms: int | None = None, settings: dict[str, Any] | None = None):
+def make_datasette(
+    db_path: str | Path, *, time_limit_ms: int | None = None, settings: dict[str, Any] | None = None
+):
     """A Datasette instance serving the knowledge base read-only (not started)."""
     from datasette.app import Datasette
 
@@ -79,18 +81,29 @@ def check_port(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as e:
-        raise CkkbError(f"cannot serve on host {host!r}: {e.strerror}", hint="pass --host 127.0.0.1 (the default)") from None
+        raise CkkbError(
+            f"cannot serve on host {host!r}: {e.strerror}",
+            hint="pass --host 127.0.0.1 (the default)",
+        ) from None
     family, _, _, _, addr = infos[0]
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(addr)
         except OSError as e:
-            raise CkkbError(f"cannot serve on {host}:{port}: {e.strerror}", hint="pass another --port") from None
+            raise CkkbError(
+                f"cannot serve on {host}:{port}: {e.strerror}", hint="pass another --port"
+            ) from None
 
 
-def serve(db_path: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, time_limit_ms: int | None = None,
-          on_ready=None) -> None:
+def serve(
+    db_path: str | Path,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    time_limit_ms: int | None = None,
+    on_ready=None,
+) -> None:
     """Run the server until interrupted (uvicorn, as `datasette serve` does)."""
     import asyncio
 

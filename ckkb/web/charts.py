@@ -30,7 +30,15 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:,.2f}"
 
 
-def hbar_svg(bars: Sequence[Bar], *, unit: str = "", width: int = 900, row: int = 18, label_width: int = 360, caption: str = "") -> str:
+def hbar_svg(
+    bars: Sequence[Bar],
+    *,
+    unit: str = "",
+    width: int = 900,
+    row: int = 18,
+    label_width: int = 360,
+    caption: str = "",
+) -> str:
     """A horizontal bar chart: one row per bar, in the order given."""
     if not bars:
         return '<p class="ckkb-empty">nothing to chart</p>'
@@ -54,8 +62,12 @@ def hbar_svg(bars: Sequence[Bar], *, unit: str = "", width: int = 900, row: int 
             f'<rect x="{label_width}" y="{y + 2}" width="{w:.1f}" height="{row - 4}" fill="{color}">'
             f"<title>{escape(b.title or b.label)}: {_fmt(b.value)} {escape(unit)}</title></rect>"
         )
-        out.append(f'<text x="{label_width + w + 4:.1f}" y="{y + row * 0.7:.1f}" font-size="11">{_fmt(b.value)}</text>')
-    out.append(f'<text x="{label_width}" y="{height - 4}" font-size="11" fill="#555">{escape(unit)}</text>')
+        out.append(
+            f'<text x="{label_width + w + 4:.1f}" y="{y + row * 0.7:.1f}" font-size="11">{_fmt(b.value)}</text>'
+        )
+    out.append(
+        f'<text x="{label_width}" y="{height - 4}" font-size="11" fill="#555">{escape(unit)}</text>'
+    )
     out.append("</svg>")
     return "".join(out)
 
@@ -83,7 +95,9 @@ def stacked_svg(
     ]
     x = label_width
     for j, s in enumerate(series):
-        out.append(f'<rect x="{x}" y="4" width="12" height="12" fill="{PALETTE[j % len(PALETTE)]}"/>')
+        out.append(
+            f'<rect x="{x}" y="4" width="12" height="12" fill="{PALETTE[j % len(PALETTE)]}"/>'
+        )
         out.append(f'<text x="{x + 16}" y="14" font-size="12">{escape(s)}</text>')
         x += 24 + 8 * len(s)
     for i, (label, values) in enumerate(rows):
@@ -103,6 +117,8 @@ def stacked_svg(
                 f"<title>{escape(label)} / {escape(s)}: {_fmt(v)}</title></rect>"
             )
             x0 += w
-        out.append(f'<text x="{x0 + 4:.1f}" y="{y + row * 0.7:.1f}" font-size="11">{_fmt(sum(values.values()))}</text>')
+        out.append(
+            f'<text x="{x0 + 4:.1f}" y="{y + row * 0.7:.1f}" font-size="11">{_fmt(sum(values.values()))}</text>'
+        )
     out.append("</svg>")
     return "".join(out)

@@ -16,15 +16,40 @@ from ckkb import settings
 from ckkb.archs import ARCHS
 
 INSTANCE_COLUMNS_SHOWN = (
-    "template", "status", "reason", "dir", "list_name", "ordinal",
-    "a_layout", "b_layout", "c_layout", "a_dtype", "b_dtype", "c_dtype",
-    "block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n", "xdl_m", "xdl_n",
-    "waves_m", "waves_n", "ak1", "bk1", "pipeline", "scheduler", "padding",
+    "template",
+    "status",
+    "reason",
+    "dir",
+    "list_name",
+    "ordinal",
+    "a_layout",
+    "b_layout",
+    "c_layout",
+    "a_dtype",
+    "b_dtype",
+    "c_dtype",
+    "block_size",
+    "tile_m",
+    "tile_n",
+    "tile_k",
+    "mfma_m",
+    "mfma_n",
+    "xdl_m",
+    "xdl_n",
+    "waves_m",
+    "waves_n",
+    "ak1",
+    "bk1",
+    "pipeline",
+    "scheduler",
+    "padding",
 )
 
 
 def _tables(conn: sqlite3.Connection) -> dict[str, set[str]]:
-    names = [r[0] for r in conn.execute("select name from sqlite_master where type in ('table', 'view')")]
+    names = [
+        r[0] for r in conn.execute("select name from sqlite_master where type in ('table', 'view')")
+    ]
     return {n: {r[1] for r in conn.execute(f"pragma table_info([{n}])")} for n in names}
 
 
@@ -54,7 +79,9 @@ def source_url(file: str | None, line: int | None, base: str | None = None) -> s
     return f"{url}#L{line}" if line else url
 
 
-def explain(conn: sqlite3.Connection, instance_id: int, links: dict[int, list[int]] | None = None) -> dict[str, Any] | None:
+def explain(
+    conn: sqlite3.Connection, instance_id: int, links: dict[int, list[int]] | None = None
+) -> dict[str, Any] | None:
     """The explain page's data for one instance, or None when there is no such instance."""
     tables = _tables(conn)
     if "instances" not in tables:
@@ -67,8 +94,16 @@ def explain(conn: sqlite3.Connection, instance_id: int, links: dict[int, list[in
     inst["args"] = _json(inst.get("args"), [])
     out: dict[str, Any] = {
         "instance": inst,
-        "summary": [(c, inst.get(c)) for c in INSTANCE_COLUMNS_SHOWN if c in inst and inst.get(c) not in (None, "")],
-        "source": {"file": inst.get("file"), "line": inst.get("line"), "url": source_url(inst.get("file"), inst.get("line"))},
+        "summary": [
+            (c, inst.get(c))
+            for c in INSTANCE_COLUMNS_SHOWN
+            if c in inst and inst.get(c) not in (None, "")
+        ],
+        "source": {
+            "file": inst.get("file"),
+            "line": inst.get("line"),
+            "url": source_url(inst.get("file"), inst.get("line")),
+        },
         "list": None,
         "registrations": [],
         "gates": [],
@@ -113,12 +148,20 @@ def _gates(conn, tables, regs) -> list[dict[str, Any]]:
         return []
     seen: OrderedDict[int, dict[str, Any]] = OrderedDict()
     for r in regs:
-        keys = [(c.get("file") or r.get("file"), c.get("line")) for c in r["conditions"] if isinstance(c, dict) and c.get("line")]
+        keys = [
+            (c.get("file") or r.get("file"), c.get("line"))
+            for c in r["conditions"]
+            if isinstance(c, dict) and c.get("line")
+        ]
         found: list[dict[str, Any]] = []
         for f, ln in keys:
             found += _rows(conn, "select * from gates where file = ? and line = ?", [f, ln])
         if not found and r.get("function"):
-            found = _rows(conn, "select * from gates where file = ? and function = ? order by line", [r.get("file"), r.get("function")])
+            found = _rows(
+                conn,
+                "select * from gates where file = ? and function = ? order by line",
+                [r.get("file"), r.get("function")],
+            )
         for g in found:
             g["url"] = source_url(g.get("file"), g.get("line"))
             seen.setdefault(g["id"], g)
@@ -131,7 +174,11 @@ def _arch_table(conn, tables, regs, inst) -> list[dict[str, Any]]:
         return []
     ids = [r["id"] for r in regs]
     marks = ",".join("?" * len(ids))
-    rows = _rows(conn, f"select * from availability where registration_id in ({marks}) order by arch, registration_id", ids)
+    rows = _rows(
+        conn,
+        f"select * from availability where registration_id in ({marks}) order by arch, registration_id",
+        ids,
+    )
     by_arch: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
     order = {a: i for i, a in enumerate(ARCHS)}
     for r in sorted(rows, key=lambda r: (order.get(r["arch"], 99), r["arch"])):
@@ -141,16 +188,18 @@ def _arch_table(conn, tables, regs, inst) -> list[dict[str, Any]]:
         avail = [r for r in items if r.get("available")]
         missing = [r for r in items if not r.get("available")]
         ev = None if avail else (missing[0] if missing else None)
-        out.append({
-            "arch": arch,
-            "available": bool(avail),
-            "registrations": f"{len(avail)} of {len(items)}",
-            "layer": ev.get("layer") if ev else None,
-            "file": ev.get("file") if ev else None,
-            "line": ev.get("line") if ev else None,
-            "condition": ev.get("condition") if ev else None,
-            "url": source_url(ev.get("file"), ev.get("line")) if ev else None,
-        })
+        out.append(
+            {
+                "arch": arch,
+                "available": bool(avail),
+                "registrations": f"{len(avail)} of {len(items)}",
+                "layer": ev.get("layer") if ev else None,
+                "file": ev.get("file") if ev else None,
+                "line": ev.get("line") if ev else None,
+                "condition": ev.get("condition") if ev else None,
+                "url": source_url(ev.get("file"), ev.get("line")) if ev else None,
+            }
+        )
     return out
 
 
@@ -164,7 +213,15 @@ RACE_DTYPES: dict[str, tuple[str, ...]] = {
     "fp32": ("float", "F32"),
     "int8": ("int8_t", "I8"),
     "fp8": ("f8_t", "F8", "ck::f8_t", "f8_fnuz_t", "ck::f8_fnuz_t", "f8_ocp_t", "ck::f8_ocp_t"),
-    "bf8": ("bf8_t", "BF8", "ck::bf8_t", "bf8_fnuz_t", "ck::bf8_fnuz_t", "bf8_ocp_t", "ck::bf8_ocp_t"),
+    "bf8": (
+        "bf8_t",
+        "BF8",
+        "ck::bf8_t",
+        "bf8_fnuz_t",
+        "ck::bf8_fnuz_t",
+        "bf8_ocp_t",
+        "ck::bf8_ocp_t",
+    ),
 }
 
 
@@ -175,7 +232,11 @@ def race_links(conn: sqlite3.Connection) -> dict[int, list[int]]:
     that dtype are kept. Computed once per served (immutable) knowledge base; names printed by
     another CK release match nothing."""
     tables = _tables(conn)
-    if "race_results" not in tables or "instance_keys" not in tables or "name_schemas" not in tables:
+    if (
+        "race_results" not in tables
+        or "instance_keys" not in tables
+        or "name_schemas" not in tables
+    ):
         return {}
     import sqlite_utils
 
@@ -189,7 +250,9 @@ def race_links(conn: sqlite3.Connection) -> dict[int, list[int]]:
         dtype_of = dict(conn.execute("select id, dtype from races").fetchall())
     out: dict[int, list[int]] = {}
     key_hits: dict[str, list[tuple[int, str | None]]] = {}
-    rows = conn.execute("select id, name, race_id from race_results where name is not null and name != ''").fetchall()
+    rows = conn.execute(
+        "select id, name, race_id from race_results where name is not null and name != ''"
+    ).fetchall()
     for rid, name, race_id in rows:
         p = names.parse(name, schemas)
         key = getattr(p, "key", None)
@@ -212,12 +275,17 @@ def race_links(conn: sqlite3.Connection) -> dict[int, list[int]]:
     return out
 
 
-def _races(conn, tables, inst, links: dict[int, list[int]] | None = None) -> tuple[list[dict[str, Any]], str | None]:
+def _races(
+    conn, tables, inst, links: dict[int, list[int]] | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
     """Race results of this instance: directly by an instance_id column, or through the names
     join (race_links: printed-name key -> instance_keys)."""
     results = tables.get("race_results")
     if results is None or not _rows(conn, "select 1 as x from race_results limit 1"):
-        return [], "no race results in this knowledge base (ingest ckProfiler logs with `ckkb ingest`)"
+        return (
+            [],
+            "no race results in this knowledge base (ingest ckProfiler logs with `ckkb ingest`)",
+        )
     race_cols = {c.lower(): c for c in tables.get("races", set())}
     pick = "rr.race_id, rr.name, rr.ms, rr.tflops, rr.gbps, rr.supported, rr.verified"
     pick = ", ".join(p for p in pick.split(", ") if p.split(".")[1] in results)
@@ -228,13 +296,22 @@ def _races(conn, tables, inst, links: dict[int, list[int]] | None = None) -> tup
         join = "left join races r on r.id = rr.race_id"
     order = " order by rr.tflops is null, rr.tflops desc" if "tflops" in results else ""
     if "instance_id" in results:
-        rows = _rows(conn, f"select {pick} from race_results rr {join} where rr.instance_id = ?{order}", [inst["id"]])
+        rows = _rows(
+            conn,
+            f"select {pick} from race_results rr {join} where rr.instance_id = ?{order}",
+            [inst["id"]],
+        )
         return rows, None if rows else "no race result names this instance"
     if links is None:
         links = race_links(conn)
     ids = [rid for rid, iids in links.items() if inst["id"] in iids]
     if not ids:
-        return [], "no ingested race result's printed name matches this instance (names join: instance_keys)"
+        return (
+            [],
+            "no ingested race result's printed name matches this instance (names join: instance_keys)",
+        )
     marks = ",".join("?" * len(ids))
-    rows = _rows(conn, f"select {pick} from race_results rr {join} where rr.id in ({marks}){order}", ids)
+    rows = _rows(
+        conn, f"select {pick} from race_results rr {join} where rr.id in ({marks}){order}", ids
+    )
     return rows, None

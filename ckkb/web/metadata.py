@@ -87,7 +87,9 @@ def parse_canned(name: str, text: str) -> CannedQuery:
             params.append(p)
     body = _strip_comments(text)
     for p in params:
-        if re.search(rf"(?<![:\w]):{p}\s*(=\s*''|is\s+null\b)|''\s*=\s*:{p}\b", body, re.IGNORECASE):
+        if re.search(
+            rf"(?<![:\w]):{p}\s*(=\s*''|is\s+null\b)|''\s*=\s*:{p}\b", body, re.IGNORECASE
+        ):
             optional.add(p)
     return CannedQuery(name, title, desc, tuple(params), frozenset(optional), text)
 
@@ -177,7 +179,12 @@ def query_metadata() -> dict[str, dict[str, Any]]:
     queries = {}
     for q in canned_queries().values():
         # hide_sql: the page opens on the form and the rows; "Show SQL" is one click away.
-        entry: dict[str, Any] = {"sql": q.sql, "title": q.title, "params": list(q.params), "hide_sql": True}
+        entry: dict[str, Any] = {
+            "sql": q.sql,
+            "title": q.title,
+            "params": list(q.params),
+            "hide_sql": True,
+        }
         if q.description:
             entry["description_html"] = description_html(q)
         queries[q.name] = entry
@@ -193,6 +200,21 @@ def build_metadata(db_name: str) -> dict[str, Any]:
         "tables": table_metadata(static),
         "queries": queries,
     }
-    meta = {k: v for k, v in static.items() if k in ("title", "description", "description_html", "about", "about_url", "license", "license_url", "source", "source_url")}
+    meta = {
+        k: v
+        for k, v in static.items()
+        if k
+        in (
+            "title",
+            "description",
+            "description_html",
+            "about",
+            "about_url",
+            "license",
+            "license_url",
+            "source",
+            "source_url",
+        )
+    }
     meta["databases"] = {db_name: db_meta}
     return meta

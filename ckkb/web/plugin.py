@@ -33,7 +33,16 @@ from ckkb.web.metadata import CannedQuery, description_html
 TEMPLATES = Path(str(resources.files("ckkb.web").joinpath("templates")))
 STATIC = Path(str(resources.files("ckkb.web").joinpath("static")))
 PREFIX = "/-/ckkb"
-CK_PREFIXES = ("library/", "include/", "profiler/", "example/", "test/", "client_example/", "codegen/", "tile_engine/")
+CK_PREFIXES = (
+    "library/",
+    "include/",
+    "profiler/",
+    "example/",
+    "test/",
+    "client_example/",
+    "codegen/",
+    "tile_engine/",
+)
 
 
 # ---------------------------------------------------------------- helpers
@@ -51,7 +60,11 @@ def _kb_database(datasette, request: Request | None = None):
             try:
                 conn = db.connect()
                 try:
-                    db._ckkb = bool(conn.execute("select 1 from sqlite_master where name = 'build_info'").fetchone())
+                    db._ckkb = bool(
+                        conn.execute(
+                            "select 1 from sqlite_master where name = 'build_info'"
+                        ).fetchone()
+                    )
                 finally:
                     conn.close()
             except Exception:
@@ -69,12 +82,22 @@ def _canned(datasette, db_name: str) -> dict[str, CannedQuery]:
 
 
 async def _page(datasette, request, template: str, context: dict, status: int = 200) -> Response:
-    html = await datasette.render_template(template, {"ckkb_prefix": datasette.urls.path(PREFIX), **context}, request=request)
+    html = await datasette.render_template(
+        template, {"ckkb_prefix": datasette.urls.path(PREFIX), **context}, request=request
+    )
     return Response.html(html, status=status)
 
 
-async def _error(datasette, request, title: str, errors: list[str], status: int = 400, **extra) -> Response:
-    return await _page(datasette, request, "ckkb_error.html", {"title": title, "errors": errors, **extra}, status=status)
+async def _error(
+    datasette, request, title: str, errors: list[str], status: int = 400, **extra
+) -> Response:
+    return await _page(
+        datasette,
+        request,
+        "ckkb_error.html",
+        {"title": title, "errors": errors, **extra},
+        status=status,
+    )
 
 
 def instance_href(datasette, instance_id) -> str:
@@ -87,11 +110,16 @@ def instance_href(datasette, instance_id) -> str:
 async def index_view(datasette, request):
     db = _kb_database(datasette, request)
     queries = list(_canned(datasette, db.name if db else "").values())
-    return await _page(datasette, request, "ckkb_index.html", {
-        "db_name": db.name if db else None,
-        "queries": queries,
-        "archs": ARCHS,
-    })
+    return await _page(
+        datasette,
+        request,
+        "ckkb_index.html",
+        {
+            "db_name": db.name if db else None,
+            "queries": queries,
+            "archs": ARCHS,
+        },
+    )
 
 
 async def instance_view(datasette, request):
@@ -99,30 +127,55 @@ async def instance_view(datasette, request):
     try:
         instance_id = int(raw)
     except ValueError:
-        return await _error(datasette, request, "Not an instance id", [f"'{raw}' is not an instance id: expected an integer, e.g. /-/ckkb/instance/42"])
+        return await _error(
+            datasette,
+            request,
+            "Not an instance id",
+            [f"'{raw}' is not an instance id: expected an integer, e.g. /-/ckkb/instance/42"],
+        )
     db = _kb_database(datasette, request)
     if db is None:
-        return await _error(datasette, request, "No knowledge base", ["no ckkb knowledge base is being served"], status=404)
+        return await _error(
+            datasette,
+            request,
+            "No knowledge base",
+            ["no ckkb knowledge base is being served"],
+            status=404,
+        )
     data = await db.execute_fn(lambda conn: explain.explain(conn, instance_id, _links(conn)))
     if data is None:
         return await _error(
-            datasette, request, "No such instance",
-            [f"instance {instance_id} is not in the knowledge base {db.name}"], status=404,
+            datasette,
+            request,
+            "No such instance",
+            [f"instance {instance_id} is not in the knowledge base {db.name}"],
+            status=404,
             links=[(datasette.urls.table(db.name, "instances"), "browse instances")],
         )
-    return await _page(datasette, request, "ckkb_instance.html", {
-        "db_name": db.name,
-        "x": data,
-        "instances_url": datasette.urls.table(db.name, "instances"),
-        "list_url": datasette.urls.row(db.name, "instance_lists", str(data["instance"]["list_id"])) if data["list"] else None,
-        "title": f"Instance {instance_id}",
-    })
+    return await _page(
+        datasette,
+        request,
+        "ckkb_instance.html",
+        {
+            "db_name": db.name,
+            "x": data,
+            "instances_url": datasette.urls.table(db.name, "instances"),
+            "list_url": datasette.urls.row(
+                db.name, "instance_lists", str(data["instance"]["list_id"])
+            )
+            if data["list"]
+            else None,
+            "title": f"Instance {instance_id}",
+        },
+    )
 
 
 def _race_data(conn: sqlite3.Connection, race: str | None):
     """(race_spread rows: every race's summary, from the race_spread canned query;
     [(name, tflops, instance_id or None)] of one race, best first)."""
-    tables = {r[0] for r in conn.execute("select name from sqlite_master where type in ('table', 'view')")}
+    tables = {
+        r[0] for r in conn.execute("select name from sqlite_master where type in ('table', 'view')")
+    }
     if not {"race_results", "races", "races_summary"} <= tables:
         return [], []
     cur = conn.execute(queries.sql("race_spread"), {"race_id": ""})
@@ -131,7 +184,8 @@ def _race_data(conn: sqlite3.Connection, race: str | None):
     if not race:
         return summaries, []
     rows = conn.execute(
-        "select id, name, tflops from race_results where race_id = ? and tflops is not null order by tflops desc, id", [race]
+        "select id, name, tflops from race_results where race_id = ? and tflops is not null order by tflops desc, id",
+        [race],
     ).fetchall()
     links = _links(conn)
     out = []
@@ -173,32 +227,68 @@ def short_names(names: list[str]) -> list[str]:
 async def race_chart_view(datasette, request):
     db = _kb_database(datasette, request)
     if db is None:
-        return await _error(datasette, request, "No knowledge base", ["no ckkb knowledge base is being served"], status=404)
+        return await _error(
+            datasette,
+            request,
+            "No knowledge base",
+            ["no ckkb knowledge base is being served"],
+            status=404,
+        )
     race = (request.args.get("race") or "").strip()
     if race and not race.isdigit():
-        return await _error(datasette, request, "Bad race id", [f"race '{race}' is not a race id: expected an integer (see the races table)"])
+        return await _error(
+            datasette,
+            request,
+            "Bad race id",
+            [f"race '{race}' is not a race id: expected an integer (see the races table)"],
+        )
     summaries, rows = await db.execute_fn(lambda conn: _race_data(conn, race or None))
     summary = next((s for s in summaries if str(s.get("id")) == race), None)
     if race and (summary is None or not rows):
-        return await _error(datasette, request, "No results for that race", [f"race {race} has no results with TFLOPS in {db.name}"], status=404,
-                            links=[(datasette.urls.path(f"{PREFIX}/chart/race-spread"), "pick another race")])
+        return await _error(
+            datasette,
+            request,
+            "No results for that race",
+            [f"race {race} has no results with TFLOPS in {db.name}"],
+            status=404,
+            links=[(datasette.urls.path(f"{PREFIX}/chart/race-spread"), "pick another race")],
+        )
     svg = ""
     if rows:
         labels = short_names([n for n, _, _ in rows])
-        bars = [charts.Bar(label=f"{k + 1}. {lab}", value=float(v), title=n, href=instance_href(datasette, i) if i is not None else None,
-                           highlight=(k == 0)) for k, ((n, v, i), lab) in enumerate(zip(rows, labels, strict=True))]
-        svg = charts.hbar_svg(bars, unit="TFLOPS", label_width=480, caption=f"race {race}: TFLOPS per instance")
+        bars = [
+            charts.Bar(
+                label=f"{k + 1}. {lab}",
+                value=float(v),
+                title=n,
+                href=instance_href(datasette, i) if i is not None else None,
+                highlight=(k == 0),
+            )
+            for k, ((n, v, i), lab) in enumerate(zip(rows, labels, strict=True))
+        ]
+        svg = charts.hbar_svg(
+            bars, unit="TFLOPS", label_width=480, caption=f"race {race}: TFLOPS per instance"
+        )
     races = [{"id": s["id"], "label": race_label(s), "n": s.get("timed")} for s in summaries]
-    return await _page(datasette, request, "ckkb_chart.html", {
-        "title": "Race spread" + (f" — race {race}: {race_label(summary)}" if summary else ""),
-        "kind": "race",
-        "svg": markupsafe.Markup(svg),
-        "race": race,
-        "races": races,
-        "stats": summary,
-        "linked": sum(1 for _, _, i in rows if i is not None),
-        "race_spread_url": datasette.urls.path(f"/{db.name}/race_spread") + "?" + urlencode({"race_id": race}) if race else None,
-    })
+    return await _page(
+        datasette,
+        request,
+        "ckkb_chart.html",
+        {
+            "title": "Race spread" + (f" — race {race}: {race_label(summary)}" if summary else ""),
+            "kind": "race",
+            "svg": markupsafe.Markup(svg),
+            "race": race,
+            "races": races,
+            "stats": summary,
+            "linked": sum(1 for _, _, i in rows if i is not None),
+            "race_spread_url": datasette.urls.path(f"/{db.name}/race_spread")
+            + "?"
+            + urlencode({"race_id": race})
+            if race
+            else None,
+        },
+    )
 
 
 def _gate_census_data(conn: sqlite3.Connection, arch: str):
@@ -214,7 +304,13 @@ def _gate_census_data(conn: sqlite3.Connection, arch: str):
 async def gate_chart_view(datasette, request):
     db = _kb_database(datasette, request)
     if db is None:
-        return await _error(datasette, request, "No knowledge base", ["no ckkb knowledge base is being served"], status=404)
+        return await _error(
+            datasette,
+            request,
+            "No knowledge base",
+            ["no ckkb knowledge base is being served"],
+            status=404,
+        )
     checked = validate.check(["arch"], [], {"arch": request.args.get("arch", "")})
     if not checked.ok:
         return await _error(datasette, request, "Bad parameter", checked.errors)
@@ -227,17 +323,29 @@ async def gate_chart_view(datasette, request):
         cell[effect] = cell.get(effect, 0) + (r.get("gates") or 0)
     series = sorted({e for v in per_dir.values() for e in v}, key=lambda e: (e != "exclude", e))
     ordered = sorted(per_dir.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
-    hrefs = {d: datasette.urls.table(db.name, "gates") + "?" + urlencode({"dir": d, "kind": "device_name", **({"arch": arch} if arch else {})}) for d in per_dir}
-    svg = charts.stacked_svg(ordered, series, caption="device-name gates per directory", hrefs=hrefs)
-    return await _page(datasette, request, "ckkb_chart.html", {
-        "title": "Gate census" + (f" — {arch}" if arch else ""),
-        "kind": "gates",
-        "svg": markupsafe.Markup(svg),
-        "arch": arch,
-        "archs": ARCHS,
-        "totals": {s: sum(v.get(s, 0) for v in per_dir.values()) for s in series},
-        "dirs": len(per_dir),
-    })
+    hrefs = {
+        d: datasette.urls.table(db.name, "gates")
+        + "?"
+        + urlencode({"dir": d, "kind": "device_name", **({"arch": arch} if arch else {})})
+        for d in per_dir
+    }
+    svg = charts.stacked_svg(
+        ordered, series, caption="device-name gates per directory", hrefs=hrefs
+    )
+    return await _page(
+        datasette,
+        request,
+        "ckkb_chart.html",
+        {
+            "title": "Gate census" + (f" — {arch}" if arch else ""),
+            "kind": "gates",
+            "svg": markupsafe.Markup(svg),
+            "arch": arch,
+            "archs": ARCHS,
+            "totals": {s: sum(v.get(s, 0) for v in per_dir.values()) for s in series},
+            "dirs": len(per_dir),
+        },
+    )
 
 
 async def css_view(datasette, request):
@@ -277,7 +385,9 @@ def canned_queries(datasette, database, actor):
     if db is None or database.startswith("_") or _kb_database(datasette) is not db:
         return None
     cache = getattr(datasette, "_ckkb_query_meta", None)
-    if cache is None:  # built once per server: the files are package data and the database is immutable
+    if (
+        cache is None
+    ):  # built once per server: the files are package data and the database is immutable
         cache = datasette._ckkb_query_meta = metadata.query_metadata()
     return cache
 
@@ -348,10 +458,15 @@ def render_cell(row, value, column, table, database, datasette):
         return markupsafe.Markup(
             f'{markupsafe.escape(value)} <a class="ckkb-explain" href="{instance_href(datasette, iid)}" title="explain instance {iid}">explain</a>'
         )
-    if isinstance(value, int) and (column in ("race_id", "race_a", "race_b") or (column == "id" and table == "races")
-                                   or (column == "id" and table is None and _is_race_summary(row))):
+    if isinstance(value, int) and (
+        column in ("race_id", "race_a", "race_b")
+        or (column == "id" and table == "races")
+        or (column == "id" and table is None and _is_race_summary(row))
+    ):
         href = datasette.urls.path(f"{PREFIX}/chart/race-spread?race={value}")
-        return markupsafe.Markup(f'<a class="ckkb-race" href="{href}" title="chart of race {value}">{value}</a>')
+        return markupsafe.Markup(
+            f'<a class="ckkb-race" href="{href}" title="chart of race {value}">{value}</a>'
+        )
     if column == "registration_id" and isinstance(value, int) and database:
         href = datasette.urls.row(database, "registrations", str(value))
         return markupsafe.Markup(f'<a href="{href}" title="registration {value}">{value}</a>')
@@ -367,7 +482,9 @@ def render_cell(row, value, column, table, database, datasette):
         shown = ("…/" + value.rsplit("/", 1)[-1]) if table is None and "/" in value else value
         full = markupsafe.escape(value)
         if url:
-            return markupsafe.Markup(f'<a href="{markupsafe.escape(url)}" title="{full}">{markupsafe.escape(shown)}</a>')
+            return markupsafe.Markup(
+                f'<a href="{markupsafe.escape(url)}" title="{full}">{markupsafe.escape(shown)}</a>'
+            )
         if shown != value:
             return markupsafe.Markup(f'<span title="{full}">{markupsafe.escape(shown)}</span>')
     if _is_instance_column(column, table) and isinstance(value, int):
@@ -381,11 +498,18 @@ def render_cell(row, value, column, table, database, datasette):
 def asgi_wrapper(datasette):
     def wrap(app):
         async def checked_app(scope, receive, send):
-            if scope.get("type") == "http" and scope.get("method") not in ("GET", "HEAD", "OPTIONS"):
+            if scope.get("type") == "http" and scope.get("method") not in (
+                "GET",
+                "HEAD",
+                "OPTIONS",
+            ):
                 # Read-only service: no endpoint accepts a write (Datasette 0.65 would even answer
                 # a POST to a read-only canned query with a 500).
-                await Response.text("ckkb serve is read-only: only GET requests are accepted\n", status=405,
-                                    headers={"Allow": "GET, HEAD"}).asgi_send(send)
+                await Response.text(
+                    "ckkb serve is read-only: only GET requests are accepted\n",
+                    status=405,
+                    headers={"Allow": "GET, HEAD"},
+                ).asgi_send(send)
                 return
             if scope.get("type") == "http" and scope.get("method") in ("GET", "HEAD"):
                 response = await _check_canned(datasette, scope)
@@ -403,7 +527,9 @@ async def _dirs(datasette, db) -> set[str]:
     cache = getattr(db, "_ckkb_dirs", None)
     if cache is None:
         try:
-            res = await db.execute("select distinct dir from instances union select distinct dir from registrations")
+            res = await db.execute(
+                "select distinct dir from instances union select distinct dir from registrations"
+            )
             cache = {r[0] for r in res.rows if r[0]}
         except Exception:
             cache = set()
@@ -420,7 +546,7 @@ async def _check_canned(datasette, scope) -> Response | None:
     if base:
         if parts[: len(base.split("/"))] != base.split("/"):
             return None
-        parts = parts[len(base.split("/")):]
+        parts = parts[len(base.split("/")) :]
     if len(parts) != 2:
         return None
     route, name = parts
@@ -440,23 +566,48 @@ async def _check_canned(datasette, scope) -> Response | None:
             return None  # a bare visit, nothing required: Datasette runs it and shows its form
         # A bare visit to a query with required parameters: show the form without running the
         # query on empty values (which would answer "0 rows", or every row there is).
-        return await _page(datasette, Request({"csrftoken": lambda: "", **scope}, None), "ckkb_error.html", {
-            "title": query.title, "errors": [], "intro": True, "query": query, "args": args,
-            "description": markupsafe.Markup(description_html(query)),
-            "form_action": datasette.urls.path(f"/{route}/{name}"), "archs": ARCHS,
-        })
+        return await _page(
+            datasette,
+            Request({"csrftoken": lambda: "", **scope}, None),
+            "ckkb_error.html",
+            {
+                "title": query.title,
+                "errors": [],
+                "intro": True,
+                "query": query,
+                "args": args,
+                "description": markupsafe.Markup(description_html(query)),
+                "form_action": datasette.urls.path(f"/{route}/{name}"),
+                "archs": ARCHS,
+            },
+        )
     dirs = await _dirs(datasette, db) if "dir" in query.params else None
     checked = validate.check(query.params, query.required, args, dirs=dirs or None)
     # This runs outside Datasette's CSRF middleware; our pages only use GET forms.
     request = Request({"csrftoken": lambda: "", **scope}, None)
     if not checked.ok:
         if fmt == "json":
-            return Response.json({"ok": False, "error": "; ".join(checked.errors), "errors": checked.errors, "status": 400, "title": "Invalid parameters"}, status=400)
+            return Response.json(
+                {
+                    "ok": False,
+                    "error": "; ".join(checked.errors),
+                    "errors": checked.errors,
+                    "status": 400,
+                    "title": "Invalid parameters",
+                },
+                status=400,
+            )
         if fmt is not None:
             return Response.text("\n".join(checked.errors) + "\n", status=400)
         return await _error(
-            datasette, request, f"{query.title}: invalid parameters", checked.errors,
-            query=query, args=args, form_action=datasette.urls.path(f"/{route}/{name}"), archs=ARCHS,
+            datasette,
+            request,
+            f"{query.title}: invalid parameters",
+            checked.errors,
+            query=query,
+            args=args,
+            form_action=datasette.urls.path(f"/{route}/{name}"),
+            archs=ARCHS,
             description=markupsafe.Markup(description_html(query)),
         )
     if checked.normalised:

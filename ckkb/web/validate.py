@@ -84,7 +84,9 @@ def check(
         elif is_arch_param(p):
             value = value.lower()
             if value not in ARCHS:
-                out.errors.append(f"unknown arch '{value}' for '{p}'{_close(value, ARCHS)}: known archs are {', '.join(ARCHS)}")
+                out.errors.append(
+                    f"unknown arch '{value}' for '{p}'{_close(value, ARCHS)}: known archs are {', '.join(ARCHS)}"
+                )
                 continue
         elif p == "id" or p.endswith("_id"):
             if not value.isdigit():

@@ -46,41 +46,74 @@ def result(wheel_trees):
 def test_kernel_lists_ids_and_tuned_rows_per_op(ctx):
     s = summary(ctx)
     assert {o["op"]: (o["kernel_ids"], o["tuned_rows"]) for o in s["ops"]} == PINNED_OPS
-    assert s["totals"] == {"kernel_files": 10, "kernel_lists": 40, "kernel_ids": 640, "tuned_files": 13, "tuned_rows": 4852}
+    assert s["totals"] == {
+        "kernel_files": 10,
+        "kernel_lists": 40,
+        "kernel_ids": 640,
+        "tuned_files": 13,
+        "tuned_rows": 4852,
+    }
     files = {f["file"]: f["by_list"] for f in s["kernel_files"]}
-    assert files["csrc/ck_gemm_a8w8/gemm_a8w8_common.py"] == {"kernels_list": 86, "default_kernels_dict": 9}
+    assert files["csrc/ck_gemm_a8w8/gemm_a8w8_common.py"] == {
+        "kernels_list": 86,
+        "default_kernels_dict": 9,
+    }
     assert len(files["csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.py"]) == 16
 
 
 def test_every_ck_tuned_row_is_checked_against_its_kernel_list(result):
-    checked = {f["file"]: (f["kernel_checked"], f["not_ck"], f["no_kernel_list"]) for f in result.files if f["kind"] == "tuned"}
+    checked = {
+        f["file"]: (f["kernel_checked"], f["not_ck"], f["no_kernel_list"])
+        for f in result.files
+        if f["kind"] == "tuned"
+    }
     assert checked["aiter/configs/a8w8_tuned_gemm.csv"] == (481, 0, 0)
-    assert checked["aiter/configs/a4w4_blockscale_tuned_gemm.csv"] == (126, 796, 0)  # 796 ASM rows (mangled _Z names)
+    assert checked["aiter/configs/a4w4_blockscale_tuned_gemm.csv"] == (
+        126,
+        796,
+        0,
+    )  # 796 ASM rows (mangled _Z names)
     assert checked["aiter/configs/a8w8_bpreshuffle_tuned_gemm.csv"] == (666, 35, 0)
     assert sum(c for c, _, _ in checked.values()) == 3206
     # every file with kernelId rows has its kernel list; no CK row is left unchecked
     for f in result.files:
         assert f["no_kernel_list"] == 0, f
     rules = Counter(f.rule for f in result.findings)
-    assert rules["kernel-id-unknown"] == 0 and rules["kernel-name-stale"] == 0  # the static names match all 3206 rows
+    assert (
+        rules["kernel-id-unknown"] == 0 and rules["kernel-name-stale"] == 0
+    )  # the static names match all 3206 rows
 
 
 def test_known_defects_of_the_default_wheel(result):
     by = Counter(f.rule for f in result.findings)
-    assert by["default-config-missing"] == 1  # AITER_CONFIG_GEMM_BF16 -> aiter/configs/tuned_gemm.csv
-    assert by["kernel-id-duplicate"] == 1  # moe_cktile2stages a8w8_gemm1_kernels_list_gfx950: id 4 twice
+    assert (
+        by["default-config-missing"] == 1
+    )  # AITER_CONFIG_GEMM_BF16 -> aiter/configs/tuned_gemm.csv
+    assert (
+        by["kernel-id-duplicate"] == 1
+    )  # moe_cktile2stages a8w8_gemm1_kernels_list_gfx950: id 4 twice
     assert by["kernel-duplicate"] == 27
     assert by["merge-drops-rows"] == 4 and by["merge-collision"] == 280
     assert by["splitk-never-searched"] == 10 and by["us-invalid"] == 1
     f = next(f for f in result.findings if f.rule == "default-config-missing")
-    assert (f.file, f.line, f.evidence["default_path"]) == ("aiter/jit/core.py", 183, "aiter/configs/tuned_gemm.csv")
+    assert (f.file, f.line, f.evidence["default_path"]) == (
+        "aiter/jit/core.py",
+        183,
+        "aiter/configs/tuned_gemm.csv",
+    )
 
 
 def test_merge_preview_blockscale(ctx):
     p = merge_preview(ctx, ctx.runtime_for("gemm_a8w8_blockscale"))
-    assert (p["rule"]["id"], p["rule"]["file"], p["rule"]["line"]) == ("keep-fastest", "aiter/jit/core.py", 106)
+    assert (p["rule"]["id"], p["rule"]["file"], p["rule"]["line"]) == (
+        "keep-fastest",
+        "aiter/jit/core.py",
+        106,
+    )
     assert [f["file"] for f in p["files"]] == [
-        "aiter/configs/a8w8_blockscale_tuned_gemm.csv", "aiter/configs/model_configs/a8w8_blockscale_tuned_gemm_ds_v3.csv"]
+        "aiter/configs/a8w8_blockscale_tuned_gemm.csv",
+        "aiter/configs/model_configs/a8w8_blockscale_tuned_gemm_ds_v3.csv",
+    ]
     assert p["merged_rows"] == 616 and len(p["losers"]) == 231
     assert p["dropped_by_cu_num"] == {"256": 25, "304": 89, "80": 117}
     assert len(p["gfx_missing"]) == 847  # this wheel's CSVs have no gfx column
@@ -98,7 +131,12 @@ def test_aiter_stages_build(tmp_path, wheel_trees):
     db = open_db(path, readonly=True)
     n = db.execute("select count(*) from aiter_config_rows where kind = 'tuned'").fetchone()[0]
     assert n == 4852  # 13 tuned files, asm_a8w8_gemm.csv (no op) included
-    assert db.execute("select count(*) from aiter_audit_findings where rule = 'merge-drops-rows'").fetchone()[0] == 4
+    assert (
+        db.execute(
+            "select count(*) from aiter_audit_findings where rule = 'merge-drops-rows'"
+        ).fetchone()[0]
+        == 4
+    )
     db.close()
 
 
@@ -108,7 +146,9 @@ def test_tile_gate_rule_against_the_wheel_knowledge_base(wheel_db, wheel_trees):
 
     db = open_db(wheel_db, readonly=True)
     idx = CkIndex.from_db(db)
-    n_findings = db.execute("select count(*) from aiter_audit_findings where rule = 'tile-gated'").fetchone()[0]
+    n_findings = db.execute(
+        "select count(*) from aiter_audit_findings where rule = 'tile-gated'"
+    ).fetchone()[0]
     db.close()
     c = load_tree(wheel_trees["aiter"])
     matched = 0

@@ -25,8 +25,13 @@ pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("CKKB_CHROMIUM", "/usr/bin/chromium")
 LAUNCH_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 PART2 = "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances_part2"
@@ -54,7 +59,9 @@ def server(browser_kb, tmp_path_factory):
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ckkb", "serve", "--db", str(browser_kb), "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -83,7 +90,9 @@ def server(browser_kb, tmp_path_factory):
 @pytest.fixture(scope="module")
 def page():
     if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install it with `apt-get install -y chromium` (.ci/run does)")
+        pytest.fail(
+            f"Chromium not found at {CHROMIUM}: install it with `apt-get install -y chromium` (.ci/run does)"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -130,7 +139,11 @@ def test_why_missing_then_explain(server, page):
     assert 'if(ck::get_device_name() != "gfx950")' in text
     assert evidence.locator("td.col-evidence_line").inner_text().strip() == "20"
     assert evidence.locator("td.col-evidence_file").inner_text().strip().endswith(GATE_CPP)
-    assert evidence.locator("td.col-evidence_file span").get_attribute("title").endswith("/" + GATE_CPP)  # full path on hover
+    assert (
+        evidence.locator("td.col-evidence_file span")
+        .get_attribute("title")
+        .endswith("/" + GATE_CPP)
+    )  # full path on hover
     page.screenshot(path=str(ARTIFACTS / "why_missing_gfx950.png"), full_page=False)
     _screenshot_rows(page, [PART2, GATE_CPP], ARTIFACTS / "why_missing_gfx950_evidence_row.png")
 
@@ -140,7 +153,11 @@ def test_why_missing_then_explain(server, page):
     link.click()
     page.wait_for_load_state()
     assert page.url.endswith(f"/-/ckkb/instance/{instance_id}")
-    assert page.locator("h1").inner_text().startswith(f"Instance {instance_id}: DeviceGemm_Xdl_CShuffleV3")
+    assert (
+        page.locator("h1")
+        .inner_text()
+        .startswith(f"Instance {instance_id}: DeviceGemm_Xdl_CShuffleV3")
+    )
     table = page.locator("table.ckkb-arch-table")
     assert table.is_visible()
     archs = [t.strip() for t in table.locator("tbody tr td:first-child").all_inner_texts()]

@@ -52,7 +52,11 @@ def test_why_part2_tile_on_gfx950_and_gfx942(db):
     assert m["available"] is False
     assert m["instance"]["list_comment"] == "instances not working on gfx950"
     files = {(r["layer"], r["file"].rsplit("/", 1)[-1], r["condition"]) for r in m["reasons"]}
-    assert ("registration", f"{BF16}_mk_nk_mn_comp_default_instance.cpp", 'if(ck::get_device_name() != "gfx950")') in files
+    assert (
+        "registration",
+        f"{BF16}_mk_nk_mn_comp_default_instance.cpp",
+        'if(ck::get_device_name() != "gfx950")',
+    ) in files
     default = next(r for r in m["reasons"] if r["file"].endswith("_comp_default_instance.cpp"))
     assert default["line"] == 20 and default["list_comment"] == "instances not working on gfx950"
     ok = q.why(db, "256x224x64", [f"list_name={PART2}"], arch="gfx942")["matches"][0]
@@ -60,7 +64,19 @@ def test_why_part2_tile_on_gfx950_and_gfx942(db):
 
 
 def test_why_cli_on_the_wheel(wheel_db):
-    r = CliRunner().invoke(main, ["why", "--tile", "256x224x64", f"list_name={PART2}", "--arch", "gfx950", "--db", str(wheel_db)])
+    r = CliRunner().invoke(
+        main,
+        [
+            "why",
+            "--tile",
+            "256x224x64",
+            f"list_name={PART2}",
+            "--arch",
+            "gfx950",
+            "--db",
+            str(wheel_db),
+        ],
+    )
     assert r.exit_code == 0
     out = " ".join(r.output.split())
     assert f"{BF16}_mk_nk_mn_comp_default_instance.cpp:20" in out
@@ -93,25 +109,38 @@ def test_pool_counts_pinned(db):
 
 
 def test_pool_difference_is_the_gated_part2_lists(db):
-    rows = list(db.query(
-        "SELECT v.list_name, count(*) AS n FROM ck_instance_availability v JOIN ck_gemm_layouts g ON g.instance_id = v.instance_id "
-        "JOIN instances i ON i.id = v.instance_id WHERE v.dir = 'gemm_universal' AND i.a_dtype = 'bhalf_t' AND i.c_dtype = 'bhalf_t' "
-        "AND i.b_dtype = 'bhalf_t' AND v.arch = 'gfx950' AND v.available = 0 AND v.layer = 'registration' GROUP BY v.list_name"))
+    rows = list(
+        db.query(
+            "SELECT v.list_name, count(*) AS n FROM ck_instance_availability v JOIN ck_gemm_layouts g ON g.instance_id = v.instance_id "
+            "JOIN instances i ON i.id = v.instance_id WHERE v.dir = 'gemm_universal' AND i.a_dtype = 'bhalf_t' AND i.c_dtype = 'bhalf_t' "
+            "AND i.b_dtype = 'bhalf_t' AND v.arch = 'gfx950' AND v.available = 0 AND v.layer = 'registration' GROUP BY v.list_name"
+        )
+    )
     lost = sum(r["n"] for r in rows)
     assert lost == sum(POOL["gfx942"].values()) - sum(POOL["gfx950"].values())
     assert all(r["list_name"].endswith("_part2") for r in rows)
 
 
 def test_every_device_name_gate_guards_a_recorded_registration(db):
-    orphans = list(db.query(
-        "SELECT g.file, g.line FROM gates g WHERE g.kind = 'device_name' AND NOT EXISTS ("
-        "SELECT 1 FROM registrations r, json_each(r.conditions) c "
-        "WHERE r.file = g.file AND json_extract(c.value, '$.line') = g.line)"))
+    orphans = list(
+        db.query(
+            "SELECT g.file, g.line FROM gates g WHERE g.kind = 'device_name' AND NOT EXISTS ("
+            "SELECT 1 FROM registrations r, json_each(r.conditions) c "
+            "WHERE r.file = g.file AND json_extract(c.value, '$.line') = g.line)"
+        )
+    )
     assert orphans == []
 
 
 def test_build_rules_from_ck_cmake(db):
     rules = list(db.query("SELECT action, condition, line FROM build_rules"))
-    assert any(r["action"] == "remove_source" and '"_mx"' in r["condition"] and "gfx950" in r["condition"] for r in rules)
-    mx = list(db.query("SELECT arch, built FROM file_builds WHERE file LIKE '%gemm_mx/%' AND file LIKE '%.cpp' GROUP BY arch"))
+    assert any(
+        r["action"] == "remove_source" and '"_mx"' in r["condition"] and "gfx950" in r["condition"]
+        for r in rules
+    )
+    mx = list(
+        db.query(
+            "SELECT arch, built FROM file_builds WHERE file LIKE '%gemm_mx/%' AND file LIKE '%.cpp' GROUP BY arch"
+        )
+    )
     assert {r["arch"] for r in mx if r["built"]} == {"gfx950"}

@@ -32,20 +32,30 @@ def test_from_config_model_and_a8w8_files(wheel_trees):
 def test_the_h200_shape_list_matches_the_wheel_rows(wheel_trees):
     tree = wheel_trees["aiter"]
     rows = list(csv.DictReader(SHAPES.open()))
-    assert sum(r["dtype"] == "bf16" for r in rows) >= 40 and sum(r["dtype"] == "fp8" for r in rows) >= 10
+    assert (
+        sum(r["dtype"] == "bf16" for r in rows) >= 40
+        and sum(r["dtype"] == "fp8" for r in rows) >= 10
+    )
     cache: dict[str, list[dict]] = {}
     for r in rows:
         path = tree.package_dir / r["config"].removeprefix("aiter/")
         src = cache.setdefault(r["config"], list(csv.DictReader(path.open())))
         row = src[int(r["config_row"]) - 1]
-        assert (int(row["M"]), int(row["N"]), int(row["K"])) == (int(r["M"]), int(r["N"]), int(r["K"])), r
+        assert (int(row["M"]), int(row["N"]), int(row["K"])) == (
+            int(r["M"]),
+            int(r["N"]),
+            int(r["K"]),
+        ), r
 
 
 def test_bare_config_names_resolve_to_the_default_tree(wheel_trees, tmp_path, monkeypatch):
     cfg = wheel_trees["aiter"].configs_dir
     monkeypatch.chdir(tmp_path)
     assert resolve_config("bf16_tuned_gemm.csv") == cfg / "bf16_tuned_gemm.csv"
-    assert resolve_config("model_configs/llama70B_untuned_gemm_bf16.csv") == cfg / "model_configs" / "llama70B_untuned_gemm_bf16.csv"
+    assert (
+        resolve_config("model_configs/llama70B_untuned_gemm_bf16.csv")
+        == cfg / "model_configs" / "llama70B_untuned_gemm_bf16.csv"
+    )
     assert resolve_config("no_such.csv") == Path("no_such.csv")
     (tmp_path / "bf16_tuned_gemm.csv").write_text("M,N,K\n1,2,3\n")  # a local file wins
     assert resolve_config("bf16_tuned_gemm.csv") == Path("bf16_tuned_gemm.csv")

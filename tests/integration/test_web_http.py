@@ -34,11 +34,35 @@ def _harness_bundle(path: Path) -> Path:
     """A harness bundle with one cold timing for the shape of a real tuned config row (M=16,
     N=512, K=7168 on gfx950); the timing itself is test input, not a measurement."""
     lines = [
-        {"record": "bundle", "kind": "harness", "created": "2026-01-01T00:00:00Z",
-         "host": {"hostname": "test", "gpu": "AMD Instinct MI355X", "arch": "gfx950", "cu_count": 256}},
-        {"record": "harness_results", "run_id": "web-test", "device": "AMD Instinct MI355X", "arch": "gfx950",
-         "M": 16, "N": 512, "K": 7168, "dtype": "fp8", "out_dtype": "bf16", "layout": "tn", "regime": "cold",
-         "candidate": "aiter:gemm_a8w8_blockscale_bpreshuffle:7", "kernel_id": 7, "status": "ok", "us": 20.0, "pass_no": 1},
+        {
+            "record": "bundle",
+            "kind": "harness",
+            "created": "2026-01-01T00:00:00Z",
+            "host": {
+                "hostname": "test",
+                "gpu": "AMD Instinct MI355X",
+                "arch": "gfx950",
+                "cu_count": 256,
+            },
+        },
+        {
+            "record": "harness_results",
+            "run_id": "web-test",
+            "device": "AMD Instinct MI355X",
+            "arch": "gfx950",
+            "M": 16,
+            "N": 512,
+            "K": 7168,
+            "dtype": "fp8",
+            "out_dtype": "bf16",
+            "layout": "tn",
+            "regime": "cold",
+            "candidate": "aiter:gemm_a8w8_blockscale_bpreshuffle:7",
+            "kernel_id": 7,
+            "status": "ok",
+            "us": 20.0,
+            "pass_no": 1,
+        },
     ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
@@ -86,7 +110,11 @@ def rows_of(get, query: str, **params) -> list[dict]:
 
 def _race_id(get, sample: str) -> int:
     rows = rows_of(get, "race_spread", race_id="")
-    return next(r["id"] for r in rows if r["winner"] and sample in r["winner"]) if sample else rows[0]["id"]
+    return (
+        next(r["id"] for r in rows if r["winner"] and sample in r["winner"])
+        if sample
+        else rows[0]["id"]
+    )
 
 
 # ---------------------------------------------------------------- the canned queries, one case each
@@ -94,7 +122,11 @@ def _race_id(get, sample: str) -> int:
 
 def check_why_missing(get, rows):
     assert all((r["tile_m"], r["tile_n"], r["tile_k"]) == (256, 224, 64) for r in rows)
-    hit = [r for r in rows if r["list_name"] == PART2 and r["function"].endswith("_comp_default_instances")]
+    hit = [
+        r
+        for r in rows
+        if r["list_name"] == PART2 and r["function"].endswith("_comp_default_instances")
+    ]
     assert len(hit) == 1
     assert hit[0]["available"] == 0 and hit[0]["layer"] == "registration"
     assert (hit[0]["evidence_file"], hit[0]["evidence_line"]) == (GATE_CPP, 20)
@@ -106,12 +138,16 @@ def check_pool(get, rows):
     assert rows and all(r["gfx950"] > 0 for r in rows)
     assert PART2 not in {r["list_name"] for r in rows}  # gated off gfx950
     assert PART2.replace("_part2", "") in {r["list_name"] for r in rows}
-    assert all(r["gfx942"] > 0 for r in rows if r["list_name"] == PART2.replace("_part2", ""))  # side by side
+    assert all(
+        r["gfx942"] > 0 for r in rows if r["list_name"] == PART2.replace("_part2", "")
+    )  # side by side
 
 
 def check_gate_census(get, rows):
     def total(effect, d=None):
-        return sum(r["gates"] for r in rows if r["effect"] == effect and (d is None or r["dir"] == d))
+        return sum(
+            r["gates"] for r in rows if r["effect"] == effect and (d is None or r["dir"] == d)
+        )
 
     assert (total("exclude"), total("only")) == (87, 79)  # the field guide's count of gfx950 gates
     assert (total("exclude", "gemm_universal"), total("only", "gemm_universal")) == (45, 6)
@@ -125,20 +161,32 @@ def check_arch_diff(get, rows):
 
 def check_race_spread(get, rows):
     by_arch = {r["arch"]: r for r in rows if (r["M"], r["N"], r["K"]) == (49152, 3072, 768)}
-    expected = max(float(m.group(1)) for m in re.finditer(r"Perf:.*?([\d.]+) TFlops", (SAMPLES / "001.txt").read_text()))
+    expected = max(
+        float(m.group(1))
+        for m in re.finditer(r"Perf:.*?([\d.]+) TFlops", (SAMPLES / "001.txt").read_text())
+    )
     assert by_arch["gfx942"]["best"] == pytest.approx(expected)
     assert by_arch["gfx942"]["timed"] > 90 and by_arch["gfx942"]["spread"] > 5
-    fixture = [r for r in rows if (r["M"], r["N"], r["K"]) == (4096, 4096, 4096) and r["arch"] == "gfx942"]
-    assert fixture[0]["best"] == pytest.approx(436.3) and fixture[0]["worst"] == pytest.approx(152.4)
+    fixture = [
+        r for r in rows if (r["M"], r["N"], r["K"]) == (4096, 4096, 4096) and r["arch"] == "gfx942"
+    ]
+    assert fixture[0]["best"] == pytest.approx(436.3) and fixture[0]["worst"] == pytest.approx(
+        152.4
+    )
     assert "BlkTile: 256x224x64" in fixture[0]["winner"]
 
 
 def check_winner_moves(get, rows):
-    assert not [r for r in rows if (r["M"], r["N"], r["K"]) == (49152, 3072, 768)]  # samples 001/012: same winner
+    assert not [
+        r for r in rows if (r["M"], r["N"], r["K"]) == (49152, 3072, 768)
+    ]  # samples 001/012: same winner
     moved = [r for r in rows if (r["M"], r["N"], r["K"]) == (4096, 4096, 4096)]
     assert len(moved) == 1
     assert (moved[0]["arch_a"], moved[0]["arch_b"]) == ("gfx942", "gfx950")
-    assert "BlkTile: 256x224x64" in moved[0]["winner_a"] and "BlkTile: 256x256x32" in moved[0]["winner_b"]
+    assert (
+        "BlkTile: 256x224x64" in moved[0]["winner_a"]
+        and "BlkTile: 256x256x32" in moved[0]["winner_b"]
+    )
 
 
 def _audit_rule(get) -> str:
@@ -155,12 +203,21 @@ def check_audit_findings(get, rows):
     rule = rows[0]["rule"]
     assert all(r["rule"] == rule for r in rows)
     assert all(r["file"].startswith("aiter/configs/") for r in rows)
-    n = get("/ckkb.json", sql="select count(*) as n from aiter_audit_findings where rule = :r", r=rule, _shape="array").json()[0]["n"]
+    n = get(
+        "/ckkb.json",
+        sql="select count(*) as n from aiter_audit_findings where rule = :r",
+        r=rule,
+        _shape="array",
+    ).json()[0]["n"]
     assert sum(r["findings"] for r in rows) == n > 0
 
 
 def check_tuner_vs_cold(get, rows):
-    hit = [r for r in rows if r["file"] == A8W8_CONFIG and r["candidate"] == "aiter:gemm_a8w8_blockscale_bpreshuffle:7"]
+    hit = [
+        r
+        for r in rows
+        if r["file"] == A8W8_CONFIG and r["candidate"] == "aiter:gemm_a8w8_blockscale_bpreshuffle:7"
+    ]
     assert len(hit) == 1
     assert (hit[0]["M"], hit[0]["N"], hit[0]["K"]) == (16, 512, 7168)
     assert hit[0]["cold_us"] == pytest.approx(20.0)
@@ -174,7 +231,11 @@ def check_pool_counts(get, rows):
 
 def check_names_coverage(get, rows):
     assert rows and all(r["status"] == "matched" for r in rows)
-    r = get("/ckkb.json", sql="select count(*) as n from name_schemas where status = 'matched'", _shape="array")
+    r = get(
+        "/ckkb.json",
+        sql="select count(*) as n from name_schemas where status = 'matched'",
+        _shape="array",
+    )
     assert len(rows) == r.json()[0]["n"] > 20
 
 
@@ -206,11 +267,17 @@ CASES = {
     "arch_diff": (lambda get: {"arch_a": "gfx942", "arch_b": "gfx950"}, check_arch_diff),
     "race_spread": (lambda get: {"race_id": ""}, check_race_spread),
     "winner_moves": (lambda get: {}, check_winner_moves),
-    "audit_findings": (lambda get: {"rule": _audit_rule(get), "severity": "", "file": ""}, check_audit_findings),
+    "audit_findings": (
+        lambda get: {"rule": _audit_rule(get), "severity": "", "file": ""},
+        check_audit_findings,
+    ),
     "tuner_vs_cold": (lambda get: {"arch": "gfx950"}, check_tuner_vs_cold),
     "names_coverage": (lambda get: {"status": "matched"}, check_names_coverage),
     "names_locate": (lambda get: {"key": KEY_256x224}, check_names_locate),
-    "names_availability": (lambda get: {"registration_id": _registration_id(get)}, check_names_availability),
+    "names_availability": (
+        lambda get: {"registration_id": _registration_id(get)},
+        check_names_availability,
+    ),
 }
 
 
@@ -235,7 +302,9 @@ def test_canned_query(get, name):
 def test_canned_query_results_link_to_explain_pages(get):
     r = get("/ckkb/why_missing", tile="256x224x64", arch="gfx950")
     links = set(re.findall(r'href="/-/ckkb/instance/(\d+)"', r.text))
-    ids = {str(x["instance_id"]) for x in rows_of(get, "why_missing", tile="256x224x64", arch="gfx950")}
+    ids = {
+        str(x["instance_id"]) for x in rows_of(get, "why_missing", tile="256x224x64", arch="gfx950")
+    }
     assert links == ids
     r = get("/ckkb/race_spread", race_id="")
     assert 'href="/-/ckkb/chart/race-spread?race=' in r.text
@@ -244,15 +313,34 @@ def test_canned_query_results_link_to_explain_pages(get):
 # ---------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("query, params, message", [
-    ("why_missing", {"tile": "256x224x64", "arch": "gfx951"}, "unknown arch &#39;gfx951&#39; for &#39;arch&#39; (did you mean gfx950"),
-    ("why_missing", {"tile": "256x224", "arch": "gfx950"}, "malformed tile &#39;256x224&#39;: expected MxNxK"),
-    ("why_missing", {"tile": "256x224x64"}, "missing parameter &#39;arch&#39;"),
-    ("why_missing", {"tile": "256x224x64", "arch": ""}, "missing parameter &#39;arch&#39;"),
-    ("pool", {"dir": "gemm_univresal", "arch": "gfx950"}, "unknown dir &#39;gemm_univresal&#39; (did you mean gemm_universal,"),
-    ("arch_diff", {"arch_a": "gfx942", "arch_b": "mi300"}, "unknown arch &#39;mi300&#39; for &#39;arch_b&#39;"),
-    ("race_spread", {"race_id": "first"}, "&#39;race_id&#39; must be an integer id"),
-])
+@pytest.mark.parametrize(
+    "query, params, message",
+    [
+        (
+            "why_missing",
+            {"tile": "256x224x64", "arch": "gfx951"},
+            "unknown arch &#39;gfx951&#39; for &#39;arch&#39; (did you mean gfx950",
+        ),
+        (
+            "why_missing",
+            {"tile": "256x224", "arch": "gfx950"},
+            "malformed tile &#39;256x224&#39;: expected MxNxK",
+        ),
+        ("why_missing", {"tile": "256x224x64"}, "missing parameter &#39;arch&#39;"),
+        ("why_missing", {"tile": "256x224x64", "arch": ""}, "missing parameter &#39;arch&#39;"),
+        (
+            "pool",
+            {"dir": "gemm_univresal", "arch": "gfx950"},
+            "unknown dir &#39;gemm_univresal&#39; (did you mean gemm_universal,",
+        ),
+        (
+            "arch_diff",
+            {"arch_a": "gfx942", "arch_b": "mi300"},
+            "unknown arch &#39;mi300&#39; for &#39;arch_b&#39;",
+        ),
+        ("race_spread", {"race_id": "first"}, "&#39;race_id&#39; must be an integer id"),
+    ],
+)
 def test_bad_params_get_a_readable_page(get, query, params, message):
     r = get(f"/ckkb/{query}", **params)
     assert r.status_code == 400
@@ -281,8 +369,14 @@ def test_bad_explain_requests(get):
 
 def test_write_attempts_fail(ds, get, web_db):
     before = rows_of(get, "gate_census", kind="", arch="")
-    for sql in ("delete from gates", "update gates set arch = 'x'", "insert into build_info values ('k', 'v', null)",
-                "drop table gates", "with x as (select 1) delete from gates", "attach database ':memory:' as m"):
+    for sql in (
+        "delete from gates",
+        "update gates set arch = 'x'",
+        "insert into build_info values ('k', 'v', null)",
+        "drop table gates",
+        "with x as (select 1) delete from gates",
+        "attach database ':memory:' as m",
+    ):
         r = get("/ckkb.json", sql=sql)
         assert r.status_code == 400, sql
         assert r.json()["ok"] is False
@@ -294,7 +388,12 @@ def test_write_attempts_fail(ds, get, web_db):
 
 
 def test_arbitrary_sql_read_only_and_time_limited(get):
-    r = get("/ckkb.json", sql="select count(*) as n from instances where dir = :d", d="gemm_universal", _shape="array")
+    r = get(
+        "/ckkb.json",
+        sql="select count(*) as n from instances where dir = :d",
+        d="gemm_universal",
+        _shape="array",
+    )
     assert r.status_code == 200 and r.json()[0]["n"] > 500
     slow = "with recursive c(x) as (select 1 union all select x + 1 from c where x < 1000000000) select count(*) from c"
     r = get("/ckkb.json", sql=slow)
@@ -316,15 +415,25 @@ def test_explain_page(get):
     assert r.status_code == 200
     html = r.text
     gfx950 = re.search(r'<tr data-arch="gfx950">(.*?)</tr>', html, re.S).group(1)
-    assert "ckkb-no" in gfx950 and "registration" in gfx950 and "comp_default_instance.cpp:20" in gfx950
+    assert (
+        "ckkb-no" in gfx950
+        and "registration" in gfx950
+        and "comp_default_instance.cpp:20" in gfx950
+    )
     gfx942 = re.search(r'<tr data-arch="gfx942">(.*?)</tr>', html, re.S).group(1)
     assert "ckkb-yes" in gfx942 and "2 of 2" in gfx942
-    assert "add_device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_kpadding_instances" in html  # every registration
-    assert html.count('ckkb-gates') == 1 and "Gates (2)" in html
+    assert (
+        "add_device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_kpadding_instances" in html
+    )  # every registration
+    assert html.count("ckkb-gates") == 1 and "Gates (2)" in html
     assert "Race results (1)" in html and "436.3" in html  # through the names join
     # the f16 twin prints the same name (names carry no data types): the bf16 race is not its result
     rows = rows_of(get, "why_missing", tile="256x224x64", arch="gfx950")
-    twin = next(r["instance_id"] for r in rows if r["list_name"] == PART2.replace("bf16_bf16_bf16", "f16_f16_f16"))
+    twin = next(
+        r["instance_id"]
+        for r in rows
+        if r["list_name"] == PART2.replace("bf16_bf16_bf16", "f16_f16_f16")
+    )
     assert "Race results (0)" in get(f"/-/ckkb/instance/{twin}").text
 
 
@@ -334,12 +443,20 @@ def test_explain_links_to_repository_when_configured(web_db, monkeypatch):
 
     async def go():
         await datasette.invoke_startup()
-        rows = (await datasette.client.get("/ckkb/why_missing.json?tile=256x224x64&arch=gfx950&_shape=array")).json()
+        rows = (
+            await datasette.client.get(
+                "/ckkb/why_missing.json?tile=256x224x64&arch=gfx950&_shape=array"
+            )
+        ).json()
         iid = next(r["instance_id"] for r in rows if r["list_name"] == PART2)
         html = (await datasette.client.get(f"/-/ckkb/instance/{iid}")).text
-        assert f'href="https://github.com/ROCm/composable_kernel/blob/develop/{GATE_CPP}#L20"' in html
+        assert (
+            f'href="https://github.com/ROCm/composable_kernel/blob/develop/{GATE_CPP}#L20"' in html
+        )
         html = (await datasette.client.get("/ckkb/why_missing?tile=256x224x64&arch=gfx950")).text
-        assert f'href="https://github.com/ROCm/composable_kernel/blob/develop/{GATE_CPP}#L20"' in html  # evidence_file cell
+        assert (
+            f'href="https://github.com/ROCm/composable_kernel/blob/develop/{GATE_CPP}#L20"' in html
+        )  # evidence_file cell
 
     asyncio.run(go())
 

@@ -44,14 +44,50 @@ def test_rows_keep_file_line_key_columns_and_the_rest_as_json():
     data = b"M,N,K,q_dtype_w,cu_num,kernelId,splitK,us,kernelName,errRatio\n\n 1, 2 ,3,torch.float8_e4m3fn,256,5,0,8.25,k5,nan\n"
     t = read_csv("aiter/configs/x_tuned_gemm.csv", data)
     assert t.error is None and t.kind == "tuned"
-    assert t.rows == [(3, {"M": 1, "N": 2, "K": 3, "q_dtype_w": "torch.float8_e4m3fn", "cu_num": 256, "kernelId": 5,
-                           "splitK": 0, "us": 8.25, "kernelName": "k5", "errRatio": t.rows[0][1]["errRatio"]})]
+    assert t.rows == [
+        (
+            3,
+            {
+                "M": 1,
+                "N": 2,
+                "K": 3,
+                "q_dtype_w": "torch.float8_e4m3fn",
+                "cu_num": 256,
+                "kernelId": 5,
+                "splitK": 0,
+                "us": 8.25,
+                "kernelName": "k5",
+                "errRatio": t.rows[0][1]["errRatio"],
+            },
+        )
+    ]
     rows = config_rows(7, t, "gemm_x")
     f, r = rows
-    assert isinstance(f, AiterConfigFileRow) and (f.id, f.rows, f.op, f.kind) == (7, 1, "gemm_x", "tuned")
+    assert isinstance(f, AiterConfigFileRow) and (f.id, f.rows, f.op, f.kind) == (
+        7,
+        1,
+        "gemm_x",
+        "tuned",
+    )
     assert isinstance(r, AiterConfigRowRow)
-    assert (r.line, r.M, r.N, r.K, r.cu_num, r.arch, r.q_dtype_w, r.kernelId, r.us) == (3, 1, 2, 3, 256, "gfx950", "torch.float8_e4m3fn", 5, 8.25)
-    assert r.values == {"kernelId": 5, "splitK": 0, "us": 8.25, "kernelName": "k5", "errRatio": None}
+    assert (r.line, r.M, r.N, r.K, r.cu_num, r.arch, r.q_dtype_w, r.kernelId, r.us) == (
+        3,
+        1,
+        2,
+        3,
+        256,
+        "gfx950",
+        "torch.float8_e4m3fn",
+        5,
+        8.25,
+    )
+    assert r.values == {
+        "kernelId": 5,
+        "splitK": 0,
+        "us": 8.25,
+        "kernelName": "k5",
+        "errRatio": None,
+    }
 
 
 @pytest.mark.parametrize(
@@ -84,16 +120,26 @@ def test_tuner_options_with_actions_and_defaults():
     ctx = _ctx()
     base = {o.option: o for o in ctx.options if o.tuner == "base"}
     d = {k: json.loads(o.default) for k, o in base.items()}
-    assert base["--splitK"].flags == ["-k", "--splitK"] and base["--splitK"].action == "store_true" and d["--splitK"] is False
+    assert (
+        base["--splitK"].flags == ["-k", "--splitK"]
+        and base["--splitK"].action == "store_true"
+        and d["--splitK"] is False
+    )
     assert d["--errRatio"] == 0.05 and base["--errRatio"].type == "float"
     assert base["--compare"].action == "store_true"
     assert d["--min_improvement_pct"] == 3.0
     assert base["--update_improved"].action == "store_true"
     a8 = {o.option: o for o in ctx.options if o.tuner == "gemm_a8w8_tune"}
     # the per-op ARG_DEFAULTS override, cited where it is written
-    assert json.loads(a8["--errRatio"].default) == 0.02 and a8["--errRatio"].file == "csrc/ck_gemm_a8w8/gemm_a8w8_tune.py"
+    assert (
+        json.loads(a8["--errRatio"].default) == 0.02
+        and a8["--errRatio"].file == "csrc/ck_gemm_a8w8/gemm_a8w8_tune.py"
+    )
     assert json.loads(a8["--untune_file"].default) == "aiter/configs/a8w8_untuned_gemm.csv"
-    assert json.loads(a8["--splitK"].default) is False and a8["--splitK"].file == "aiter/utility/base_tuner.py"
+    assert (
+        json.loads(a8["--splitK"].default) is False
+        and a8["--splitK"].file == "aiter/utility/base_tuner.py"
+    )
     assert ctx.err_ratio_threshold() == 0.05 and ctx.err_ratio_threshold("gemm_a8w8") == 0.02
 
 
@@ -102,14 +148,35 @@ def test_runtime_configs_env_vars_default_paths_and_merge_rule():
     rc = {r.op: r for r in ctx.runtime}
     assert set(rc) == {"gemm_a8w8", "gemm_a4w4", "gemm_mini_bf16"}
     a8 = rc["gemm_a8w8"]
-    assert (a8.env_var, a8.attribute, a8.tuned_name) == ("AITER_CONFIG_GEMM_A8W8", "AITER_CONFIG_GEMM_A8W8_FILE", "a8w8_tuned_gemm")
-    assert (a8.default_path, a8.default_exists, a8.line) == ("aiter/configs/a8w8_tuned_gemm.csv", True, 44)
-    assert a8.merge_key == ["M", "N", "K"] and a8.untuned_path == "aiter/configs/a8w8_untuned_gemm.csv"
+    assert (a8.env_var, a8.attribute, a8.tuned_name) == (
+        "AITER_CONFIG_GEMM_A8W8",
+        "AITER_CONFIG_GEMM_A8W8_FILE",
+        "a8w8_tuned_gemm",
+    )
+    assert (a8.default_path, a8.default_exists, a8.line) == (
+        "aiter/configs/a8w8_tuned_gemm.csv",
+        True,
+        44,
+    )
+    assert (
+        a8.merge_key == ["M", "N", "K"] and a8.untuned_path == "aiter/configs/a8w8_untuned_gemm.csv"
+    )
     assert a8.model_configs == ["aiter/configs/model_configs/a8w8_tuned_gemm_modelx.csv"]
     assert (a8.merge_rule, a8.merge_rule_line) == ("keep-fastest", 25)
-    assert a8.merge_evidence == {"single_file_passthrough": 10, "assert_same_columns": 18, "sort_by_us": 25, "drop_duplicates_keep_first": 25}
-    assert (a8.kernel_list_file, a8.kernel_list) == ("csrc/ck_gemm_a8w8/gemm_a8w8_common.py", "kernels_list")
-    assert rc["gemm_mini_bf16"].default_exists is False and rc["gemm_mini_bf16"].kernel_list_file is None
+    assert a8.merge_evidence == {
+        "single_file_passthrough": 10,
+        "assert_same_columns": 18,
+        "sort_by_us": 25,
+        "drop_duplicates_keep_first": 25,
+    }
+    assert (a8.kernel_list_file, a8.kernel_list) == (
+        "csrc/ck_gemm_a8w8/gemm_a8w8_common.py",
+        "kernels_list",
+    )
+    assert (
+        rc["gemm_mini_bf16"].default_exists is False
+        and rc["gemm_mini_bf16"].kernel_list_file is None
+    )
 
 
 def test_newer_merge_rule_is_recognised_and_unknown_is_said(tmp_path):
@@ -117,15 +184,22 @@ def test_newer_merge_rule_is_recognised_and_unknown_is_said(tmp_path):
     shutil.copytree(MINI, root)
     core = root / "aiter" / "jit" / "core.py"
     text = core.read_text()
-    core.write_text(text.replace(
-        '        merge_df = merge_df.sort_values("us").drop_duplicates(subset=keys, keep="first")\n',
-        '        merge_df = merge_df.sort_values("us")\n'
-        '        if merge_df.duplicated(subset=keys).any():\n'
-        '            raise ValueError("duplicate shapes in tuned configs")\n'))
+    core.write_text(
+        text.replace(
+            '        merge_df = merge_df.sort_values("us").drop_duplicates(subset=keys, keep="first")\n',
+            '        merge_df = merge_df.sort_values("us")\n'
+            "        if merge_df.duplicated(subset=keys).any():\n"
+            '            raise ValueError("duplicate shapes in tuned configs")\n',
+        )
+    )
     assert _ctx(root).runtime_for("gemm_a8w8").merge_rule == "reject-duplicates"
     p = merge_preview(_ctx(root), _ctx(root).runtime_for("gemm_a8w8"))
     assert p["refuses_to_start"] is True
-    core.write_text(text.replace('merge_df.sort_values("us").drop_duplicates(subset=keys, keep="first")', "merge_df"))
+    core.write_text(
+        text.replace(
+            'merge_df.sort_values("us").drop_duplicates(subset=keys, keep="first")', "merge_df"
+        )
+    )
     ctx = _ctx(root)
     assert ctx.runtime_for("gemm_a8w8").merge_rule == "unknown"
     p = merge_preview(ctx, ctx.runtime_for("gemm_a8w8"))
@@ -140,10 +214,17 @@ def test_merge_preview_default_set():
     p = merge_preview(ctx, ctx.runtime_for("gemm_a8w8"))
     assert p["env_set"] is False and p["rule"]["id"] == "keep-fastest" and p["rule"]["line"] == 25
     assert [(f["file"], f["rows"]) for f in p["files"]] == [
-        ("aiter/configs/a8w8_tuned_gemm.csv", 3), ("aiter/configs/model_configs/a8w8_tuned_gemm_modelx.csv", 2)]
+        ("aiter/configs/a8w8_tuned_gemm.csv", 3),
+        ("aiter/configs/model_configs/a8w8_tuned_gemm_modelx.csv", 2),
+    ]
     assert p["merged_rows"] == 3
-    losers = sorted((lo["file"], lo["line"], lo["same_part"], lo["winner"]["line"]) for lo in p["losers"])
-    assert losers == [("aiter/configs/a8w8_tuned_gemm.csv", 2, False, 2), ("aiter/configs/a8w8_tuned_gemm.csv", 4, True, 2)]
+    losers = sorted(
+        (lo["file"], lo["line"], lo["same_part"], lo["winner"]["line"]) for lo in p["losers"]
+    )
+    assert losers == [
+        ("aiter/configs/a8w8_tuned_gemm.csv", 2, False, 2),
+        ("aiter/configs/a8w8_tuned_gemm.csv", 4, True, 2),
+    ]
     assert p["dropped_by_cu_num"] == {"304": 1}
     assert len(p["gfx_missing"]) == 5
     assert {(g["cu_num"], g["gfx"]) for g in p["gfx_missing"]} == {(304, "gfx942"), (256, "gfx950")}
@@ -170,7 +251,11 @@ def test_merge_cli_json_and_text():
     p = json.loads(r.output)
     assert p["op"] == "gemm_a8w8" and p["merged_rows"] == 3 and len(p["losers"]) == 2
     r = CliRunner().invoke(main, ["aiter", "merge", "AITER_CONFIG_GEMM_A8W8", "--aiter", str(MINI)])
-    assert r.exit_code == 0 and "rule keep-fastest (aiter/jit/core.py:25)" in r.output and "merged rows: 3" in r.output
+    assert (
+        r.exit_code == 0
+        and "rule keep-fastest (aiter/jit/core.py:25)" in r.output
+        and "merged rows: 3" in r.output
+    )
     r = CliRunner().invoke(main, ["aiter", "merge", "nope", "--aiter", str(MINI)])
     assert r.exit_code == 2 and "unknown op 'nope'" in r.output and "Traceback" not in r.output
 
@@ -179,7 +264,13 @@ def test_summary_pinned_on_the_fixture():
     s = summary(_ctx())
     ops = {o["op"]: (o["kernel_ids"], o["tuned_rows"]) for o in s["ops"]}
     assert ops == {"gemm_a8w8": (5, 5), "gemm_a4w4": (2, 2), "gemm_mini_bf16": (0, 1)}
-    assert s["totals"] == {"kernel_files": 3, "kernel_lists": 4, "kernel_ids": 10, "tuned_files": 5, "tuned_rows": 8}
+    assert s["totals"] == {
+        "kernel_files": 3,
+        "kernel_lists": 4,
+        "kernel_ids": 10,
+        "tuned_files": 5,
+        "tuned_rows": 8,
+    }
     r = CliRunner().invoke(main, ["aiter", "summary", "--aiter", str(MINI), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["totals"]["kernel_ids"] == 10
 
@@ -245,18 +336,51 @@ def test_build_of_the_fixture_tree_fills_tables_views_and_the_canned_query(tmp_p
     assert t["aiter_kernel_lists"] == 4 and t["aiter_kernels"] == 10
     assert t["aiter_runtime_configs"] == 3 and t["aiter_config_files"] == 9
     db = open_db(db_path, readonly=True)
-    rows = list(db.query("select file, line, M, kernelId, arch from aiter_config_rows where file = 'aiter/configs/a8w8_tuned_gemm.csv' order by line"))
-    assert [(r["line"], r["M"], r["kernelId"], r["arch"]) for r in rows] == [(2, 1, 0, "gfx942"), (3, 32, 1, "gfx942"), (4, 1, 2, "gfx950")]
-    got = {(r["rule"], r["findings"]) for r in db.query(sql("audit_findings"), {"rule": "", "severity": "", "file": ""})}
-    assert got == {("kernel-id-duplicate", 1), ("merge-columns-differ", 1), ("default-config-missing", 1),
-                   ("kernel-duplicate", 1), ("merge-collision", 1), ("merge-drops-rows", 1)}
-    diags = {(r["file"], r["line"]) for r in db.query("select file, line from diagnostics where stage = 'aiter.kernels'")}
-    assert diags == {("csrc/ck_unsupported/unsupported_common.py", 12), ("csrc/ck_unsupported/unsupported_common.py", 17)}
-    fr = list(db.query("select rule, M, cu_num from aiter_finding_rows where rule = 'merge-drops-rows'"))
+    rows = list(
+        db.query(
+            "select file, line, M, kernelId, arch from aiter_config_rows where file = 'aiter/configs/a8w8_tuned_gemm.csv' order by line"
+        )
+    )
+    assert [(r["line"], r["M"], r["kernelId"], r["arch"]) for r in rows] == [
+        (2, 1, 0, "gfx942"),
+        (3, 32, 1, "gfx942"),
+        (4, 1, 2, "gfx950"),
+    ]
+    got = {
+        (r["rule"], r["findings"])
+        for r in db.query(sql("audit_findings"), {"rule": "", "severity": "", "file": ""})
+    }
+    assert got == {
+        ("kernel-id-duplicate", 1),
+        ("merge-columns-differ", 1),
+        ("default-config-missing", 1),
+        ("kernel-duplicate", 1),
+        ("merge-collision", 1),
+        ("merge-drops-rows", 1),
+    }
+    diags = {
+        (r["file"], r["line"])
+        for r in db.query("select file, line from diagnostics where stage = 'aiter.kernels'")
+    }
+    assert diags == {
+        ("csrc/ck_unsupported/unsupported_common.py", 12),
+        ("csrc/ck_unsupported/unsupported_common.py", 17),
+    }
+    fr = list(
+        db.query("select rule, M, cu_num from aiter_finding_rows where rule = 'merge-drops-rows'")
+    )
     assert fr == [{"rule": "merge-drops-rows", "M": 1, "cu_num": 304}]
-    usage = {(r["kernel_id"], r["tuned_rows"]) for r in db.query("select kernel_id, tuned_rows from aiter_kernel_usage where op = 'gemm_a8w8' and list_name = 'kernels_list'")}
+    usage = {
+        (r["kernel_id"], r["tuned_rows"])
+        for r in db.query(
+            "select kernel_id, tuned_rows from aiter_kernel_usage where op = 'gemm_a8w8' and list_name = 'kernels_list'"
+        )
+    }
     assert usage == {(0, 2), (1, 2), (2, 1), (3, 0), (4, 0)}
-    opts = {r["option"]: r["default"] for r in db.query("select option, [default] from aiter_tuner_options where tuner = 'base'")}
+    opts = {
+        r["option"]: r["default"]
+        for r in db.query("select option, [default] from aiter_tuner_options where tuner = 'base'")
+    }
     assert opts["--errRatio"] == "0.05" and opts["--splitK"] == "false"
     db.close()
 
@@ -267,9 +391,13 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _cell = st.one_of(
-    st.integers(min_value=-10**9, max_value=10**9),
-    st.floats(allow_nan=False, allow_infinity=False, width=32).filter(lambda f: not float(f).is_integer()),
-    st.text(alphabet="abcdefghijklmnopqrstuvwxyz_.", min_size=1, max_size=12).filter(lambda s: not _numeric(s)),
+    st.integers(min_value=-(10**9), max_value=10**9),
+    st.floats(allow_nan=False, allow_infinity=False, width=32).filter(
+        lambda f: not float(f).is_integer()
+    ),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz_.", min_size=1, max_size=12).filter(
+        lambda s: not _numeric(s)
+    ),
 )
 
 
@@ -284,8 +412,14 @@ def _numeric(s: str) -> bool:
 
 @settings(max_examples=80, deadline=None)
 @given(
-    cols=st.lists(st.sampled_from(["cu_num", "M", "N", "K", "kernelId", "us", "kernelName", "q_dtype_w", "x1", "x2"]),
-                  min_size=1, max_size=6, unique=True),
+    cols=st.lists(
+        st.sampled_from(
+            ["cu_num", "M", "N", "K", "kernelId", "us", "kernelName", "q_dtype_w", "x1", "x2"]
+        ),
+        min_size=1,
+        max_size=6,
+        unique=True,
+    ),
     data=st.data(),
     blank_every=st.integers(min_value=0, max_value=4),
 )
@@ -312,7 +446,9 @@ def test_csv_roundtrip(cols, data, blank_every):
 def test_arch_of_a_cu_count_names_one_gfx_only():
     from ckkb.extract.aiter_configs import arch_of
 
-    assert arch_of({"cu_num": 304}) == "gfx942" and arch_of({"cu_num": 304}) == "gfx942"  # second: cached
+    assert (
+        arch_of({"cu_num": 304}) == "gfx942" and arch_of({"cu_num": 304}) == "gfx942"
+    )  # second: cached
     assert arch_of({"cu_num": 104}) == "gfx90a"
     assert arch_of({"cu_num": 7}) is None and arch_of({"cu_num": "304"}) is None
     assert arch_of({"gfx": "gfx950", "cu_num": 304}) == "gfx950"

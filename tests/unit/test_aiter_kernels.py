@@ -26,13 +26,27 @@ def test_fields_ids_and_names_of_the_a8w8_list():
     lists = {kl.name: kl for kl in kf.lists}
     assert set(lists) == {"kernels_list", "default_kernels_dict"}
     kl = lists["kernels_list"]
-    assert kl.fields == ["BLOCK_SIZE", "MPerBLOCK", "NPerBLOCK", "KPerBLOCK", "WAVE_TILE_M", "WAVE_TILE_N", "LOOP_SCHED", "PIPELINE_VERSION", "PAD"]
+    assert kl.fields == [
+        "BLOCK_SIZE",
+        "MPerBLOCK",
+        "NPerBLOCK",
+        "KPerBLOCK",
+        "WAVE_TILE_M",
+        "WAVE_TILE_N",
+        "LOOP_SCHED",
+        "PIPELINE_VERSION",
+        "PAD",
+    ]
     assert [e.key for e in kl.entries] == [0, 1, 2, 3, 4, 4]
     by_id = kl.by_id()
     assert by_id[0].name == "mini_a8w8_256x128x128x64_32x32_intrawave_v3_nopad"
-    assert by_id[2].name == "mini_a8w8_128x32x64x128_16x16_interwave_v1_pad"  # keyword argument PAD=True
+    assert (
+        by_id[2].name == "mini_a8w8_128x32x64x128_16x16_interwave_v1_pad"
+    )  # keyword argument PAD=True
     assert by_id[2].values["PAD"] is True and by_id[0].values["PAD"] is False  # default filled in
-    assert by_id[4].name == "mini_a8w8_64x16x32x128_16x16_intrawave_v2_nopad"  # the last id 4 wins, as in Python
+    assert (
+        by_id[4].name == "mini_a8w8_64x16x32x128_16x16_intrawave_v2_nopad"
+    )  # the last id 4 wins, as in Python
     assert by_id[0].line == 32
 
 
@@ -44,7 +58,9 @@ def test_duplicate_id_in_one_literal_and_identical_kernels():
 
 
 def test_default_dict_keys_in_parentheses_and_negative():
-    kl = {k.name: k for k in _read("csrc/ck_gemm_a8w8/gemm_a8w8_common.py").lists}["default_kernels_dict"]
+    kl = {k.name: k for k in _read("csrc/ck_gemm_a8w8/gemm_a8w8_common.py").lists}[
+        "default_kernels_dict"
+    ]
     assert [e.key for e in kl.entries] == [-1]
     assert kl.entries[0].name == "mini_a8w8_64x16x16x128_16x16_interwave_v2_nopad"
 
@@ -52,7 +68,10 @@ def test_default_dict_keys_in_parentheses_and_negative():
 def test_join_over_a_str_iterates_characters_like_python():
     # ("x").join(str(16)) is "1x6" in Python; the static reader must not "fix" it.
     kl = _read("csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_common.py").lists[0]
-    assert [e.name for e in kl.entries] == ["mini_a4w4_256x64x128x128_8", "mini_a4w4_256x32x128x48_1x6"]
+    assert [e.name for e in kl.entries] == [
+        "mini_a4w4_256x64x128x128_8",
+        "mini_a4w4_256x32x128x48_1x6",
+    ]
 
 
 def test_unsupported_constructs_are_reported_with_lines_not_guessed():
@@ -61,8 +80,14 @@ def test_unsupported_constructs_are_reported_with_lines_not_guessed():
     assert [e.key for e in kl.entries] == [0]  # entry 1 lacks a field with no default: skipped
     assert kl.entries[0].name is None
     msgs = {(d.line, d.severity): d.message for d in kf.diagnostics}
-    assert msgs[(12, "warning")] == "kernelInstance.name not evaluated statically: unsupported method call .format()"
-    assert msgs[(17, "error")] == "kernels_list[1]: field TAG has no value and no default; entry skipped"
+    assert (
+        msgs[(12, "warning")]
+        == "kernelInstance.name not evaluated statically: unsupported method call .format()"
+    )
+    assert (
+        msgs[(17, "error")]
+        == "kernels_list[1]: field TAG has no value and no default; entry skipped"
+    )
 
 
 @pytest.mark.parametrize(
@@ -90,18 +115,53 @@ def test_stage_lists_files_relative_and_rows_carry_normalised_columns():
     rows = kernel_rows([res.facts["kfile"]])
     lists = [r for r in rows if isinstance(r, AiterKernelListRow)]
     ks = [r for r in rows if isinstance(r, AiterKernelRow)]
-    assert [(r.name, r.entries, r.duplicate_ids) for r in lists] == [("kernels_list", 6, [4]), ("default_kernels_dict", 1, [])]
+    assert [(r.name, r.entries, r.duplicate_ids) for r in lists] == [
+        ("kernels_list", 6, [4]),
+        ("default_kernels_dict", 1, []),
+    ]
     k2 = next(k for k in ks if k.kernel_id == 2 and k.list_name == "kernels_list")
-    assert (k2.block_size, k2.tile_m, k2.tile_n, k2.tile_k, k2.mfma_m, k2.mfma_n, k2.pipeline, k2.scheduler) == (
-        128, 32, 64, 128, 16, 16, "v1", "Interwave")
-    assert STAGE.extract(MINI, "x_common.py", b"kernels = {}\n").facts == {}  # no dataclass: skipped cheaply
+    assert (
+        k2.block_size,
+        k2.tile_m,
+        k2.tile_n,
+        k2.tile_k,
+        k2.mfma_m,
+        k2.mfma_n,
+        k2.pipeline,
+        k2.scheduler,
+    ) == (128, 32, 64, 128, 16, 16, "v1", "Interwave")
+    assert (
+        STAGE.extract(MINI, "x_common.py", b"kernels = {}\n").facts == {}
+    )  # no dataclass: skipped cheaply
 
 
 def test_op_of_and_normalised():
-    assert op_of("csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_common.py") == "gemm_a8w8_blockscale"
-    n = normalised({"BLOCK_SIZE": 256, "MPerBLOCK": 128, "NPerBLOCK": 64, "KPerBLOCK": 64, "MPerXDL": 32, "NPerXDL": 32,
-                    "WAVE_MAP_M": 2, "WAVE_MAP_N": 1, "PIPELINE_VERSION": 3, "PIPELINE_Sched": "Intrawave"})
-    assert (n["tile_m"], n["mfma_m"], n["xdl_m"], n["waves_m"], n["waves_n"], n["pipeline"]) == (128, 32, 2, 2, 2, "v3")
+    assert (
+        op_of("csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_common.py")
+        == "gemm_a8w8_blockscale"
+    )
+    n = normalised(
+        {
+            "BLOCK_SIZE": 256,
+            "MPerBLOCK": 128,
+            "NPerBLOCK": 64,
+            "KPerBLOCK": 64,
+            "MPerXDL": 32,
+            "NPerXDL": 32,
+            "WAVE_MAP_M": 2,
+            "WAVE_MAP_N": 1,
+            "PIPELINE_VERSION": 3,
+            "PIPELINE_Sched": "Intrawave",
+        }
+    )
+    assert (n["tile_m"], n["mfma_m"], n["xdl_m"], n["waves_m"], n["waves_n"], n["pipeline"]) == (
+        128,
+        32,
+        2,
+        2,
+        2,
+        "v3",
+    )
 
 
 # ---------------------------------------------------------------- property: static name == Python's name
@@ -112,11 +172,15 @@ _ints = st.integers(min_value=-5, max_value=4096)
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    a=_ints, b=st.lists(_ints, min_size=1, max_size=4), sched=_words, flag=st.booleans(), c=st.integers(0, 999),
+    a=_ints,
+    b=st.lists(_ints, min_size=1, max_size=4),
+    sched=_words,
+    flag=st.booleans(),
+    c=st.integers(0, 999),
     sep=st.sampled_from(["_", "x", "-", ""]),
 )
 def test_static_name_matches_python(a, b, sched, flag, c, sep):
-    src = textwrap.dedent(f'''
+    src = textwrap.dedent(f"""
         from dataclasses import dataclass
 
         @dataclass
@@ -146,7 +210,7 @@ def test_static_name_matches_python(a, b, sched, flag, c, sep):
         kernels_list = {{
             0: kernelInstance({a}, {b!r}, {sched!r}, FLAG={flag}, C={c}),
         }}
-    ''')
+    """)
     kf = read_kernel_file("csrc/ck_p/p_common.py", src.encode())
     assert kf.diagnostics == []
     ns: dict = {}
@@ -184,7 +248,9 @@ EDGE_CASES = [
 def test_statement_reader_matches_the_whole_module_reader_on_edge_cases(src):
     from ckkb.extract.aiter_kernels import _read_module
 
-    assert read_kernel_file("csrc/ck_e/e_common.py", src.encode()) == _read_module("csrc/ck_e/e_common.py", src.encode())
+    assert read_kernel_file("csrc/ck_e/e_common.py", src.encode()) == _read_module(
+        "csrc/ck_e/e_common.py", src.encode()
+    )
 
 
 def test_statement_readers_match_the_whole_module_readers():
@@ -194,13 +260,19 @@ def test_statement_readers_match_the_whole_module_readers():
     n = 0
     for rel, data in _aiter_python_files():
         if rel.endswith(("_common.py", "_instance.py")):
-            assert aiter_kernels.read_kernel_file(rel, data) == aiter_kernels._read_module(rel, data), rel
+            assert aiter_kernels.read_kernel_file(rel, data) == aiter_kernels._read_module(
+                rel, data
+            ), rel
             n += 1
         if aiter_tuners.is_tuner_file(Path(rel)) or rel.endswith("utility/base_tuner.py"):
-            assert aiter_tuners.read_tuner(rel, data) == aiter_tuners._read_tuner_module(rel, data), rel
+            assert aiter_tuners.read_tuner(rel, data) == aiter_tuners._read_tuner_module(
+                rel, data
+            ), rel
             n += 1
         if rel.endswith("jit/core.py"):
-            assert aiter_tuners.read_core(rel, data) == aiter_tuners._read_core_module(rel, data), rel
+            assert aiter_tuners.read_core(rel, data) == aiter_tuners._read_core_module(rel, data), (
+                rel
+            )
     assert n
 
 
@@ -212,12 +284,12 @@ def test_statement_readers_match_the_whole_module_readers():
         '("x").join(str(self.A))',
         'f"{self.A!r}{self.S!s}"',
         '"{}".format(self.A)',
-        'self.MISSING',
+        "self.MISSING",
         'f"{self.A:>4}"',
-        'map(lambda x, y: x, [1])',
-        '[x for x in [self.A, 2] if x > 1]',
-        'other.A',
-        'str(lambda x: x)',
+        "map(lambda x, y: x, [1])",
+        "[x for x in [self.A, 2] if x > 1]",
+        "other.A",
+        "str(lambda x: x)",
         'self.A - "s"',
     ],
 )
@@ -228,12 +300,16 @@ def test_compiled_expressions_evaluate_as_the_evaluator_does(expr):
 
     node = cst.parse_expression(expr)
     for fields in ({"A": 16, "B": 2, "S": "Intrawave", "F": True}, None):
+
         def outcome(fn):
             try:
                 return ("ok", repr(fn()))
             except Unsupported as u:
                 return ("unsupported", u.node is not None and id(u.node), u.what)
-        assert outcome(lambda f=fields: compile_expr(node, "K")({}, f)) == outcome(lambda f=fields: Evaluator({}, f, "K").eval(node))
+
+        assert outcome(lambda f=fields: compile_expr(node, "K")({}, f)) == outcome(
+            lambda f=fields: Evaluator({}, f, "K").eval(node)
+        )
 
 
 def test_start_lines_equal_position_provider():

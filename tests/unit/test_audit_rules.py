@@ -69,7 +69,10 @@ def test_messages_carry_the_evidence():
     r = audit(str(MINI), [str(CASES / "kernel_name_stale__a8w8_tuned_gemm.csv")])
     f = next(f for f in r.findings if f.rule == "kernel-name-stale")
     assert f.evidence["list_name"] == "mini_a8w8_256x128x128x64_32x32_intrawave_v3_nopad"
-    assert f.evidence["kernel_file"] == "csrc/ck_gemm_a8w8/gemm_a8w8_common.py" and f.evidence["kernel_line"] == 32
+    assert (
+        f.evidence["kernel_file"] == "csrc/ck_gemm_a8w8/gemm_a8w8_common.py"
+        and f.evidence["kernel_line"] == 32
+    )
     r = audit(str(MINI), [str(CASES / "mx_scale_block__a4w4_blockscale_tuned_gemm.csv")])
     f = next(f for f in r.findings if f.rule == "mx-scale-block")
     assert "K=4096 split 256 ways (splitK=8) gives K/256=16, not a multiple of 32" in f.message
@@ -93,25 +96,51 @@ def test_files_merged_for_one_op(a, b, rule, file, line):
     f = next(f for f in r.findings if f.rule == rule)
     assert (Path(f.file).name.split("__")[0], f.line) == (file, line)
     if rule == "merge-collision":
-        assert "rule keep-fastest (aiter/jit/core.py:25)" in f.message and f.evidence["winner"]["us"] == 9.5
+        assert (
+            "rule keep-fastest (aiter/jit/core.py:25)" in f.message
+            and f.evidence["winner"]["us"] == 9.5
+        )
 
 
 def test_default_set_trips_the_tree_rules_once_each():
     r = audit(str(MINI))
-    assert rules_of(r) == Counter({
-        "kernel-id-duplicate": 1, "kernel-duplicate": 1, "kernel-list-unsupported": 2, "default-config-missing": 1,
-        "merge-collision": 1, "merge-drops-rows": 1, "merge-columns-differ": 1,
-    })
+    assert rules_of(r) == Counter(
+        {
+            "kernel-id-duplicate": 1,
+            "kernel-duplicate": 1,
+            "kernel-list-unsupported": 2,
+            "default-config-missing": 1,
+            "merge-collision": 1,
+            "merge-drops-rows": 1,
+            "merge-columns-differ": 1,
+        }
+    )
     by_rule = {f.rule: f for f in r.findings}
-    assert (by_rule["kernel-id-duplicate"].file, by_rule["kernel-id-duplicate"].line) == ("csrc/ck_gemm_a8w8/gemm_a8w8_common.py", 37)
-    assert (by_rule["kernel-duplicate"].line, by_rule["kernel-duplicate"].evidence["same_as"]) == (35, "1")
-    assert (by_rule["default-config-missing"].file, by_rule["default-config-missing"].line) == ("aiter/jit/core.py", 52)
+    assert (by_rule["kernel-id-duplicate"].file, by_rule["kernel-id-duplicate"].line) == (
+        "csrc/ck_gemm_a8w8/gemm_a8w8_common.py",
+        37,
+    )
+    assert (by_rule["kernel-duplicate"].line, by_rule["kernel-duplicate"].evidence["same_as"]) == (
+        35,
+        "1",
+    )
+    assert (by_rule["default-config-missing"].file, by_rule["default-config-missing"].line) == (
+        "aiter/jit/core.py",
+        52,
+    )
     assert by_rule["merge-drops-rows"].evidence["cu_num"] == 304
-    assert by_rule["merge-columns-differ"].file == "aiter/configs/model_configs/a4w4_blockscale_tuned_gemm_extra.csv"
+    assert (
+        by_rule["merge-columns-differ"].file
+        == "aiter/configs/model_configs/a4w4_blockscale_tuned_gemm_extra.csv"
+    )
 
 
 def test_env_file_setting_the_FILE_name():
-    r = audit(str(MINI), [str(CASES / "clean__a8w8_tuned_gemm.csv")], env_file=str(CASES / "env_file_var_ignored.env"))
+    r = audit(
+        str(MINI),
+        [str(CASES / "clean__a8w8_tuned_gemm.csv")],
+        env_file=str(CASES / "env_file_var_ignored.env"),
+    )
     assert rules_of(r) == Counter({"env-file-var-ignored": 1})
     f = next(f for f in r.findings if f.rule == "env-file-var-ignored")
     assert f.line == 2 and "export AITER_CONFIG_GEMM_A8W8 instead" in f.message
@@ -123,7 +152,11 @@ def test_env_merging_a_missing_file(tmp_path):
     env.write_text(f"#!/bin/sh\nexport AITER_CONFIG_GEMM_A8W8={clean}:{tmp_path}/gone.csv\n")
     r = audit(str(MINI), env_file=str(env))
     f = next(f for f in r.findings if f.rule == "merge-file-missing")
-    assert (f.file, f.line, f.severity) == (str(env), 2, "warning") and "gone.csv does not exist" in f.message
+    assert (f.file, f.line, f.severity) == (
+        str(env),
+        2,
+        "warning",
+    ) and "gone.csv does not exist" in f.message
     # the env var replaces the default set: the fixture's model_configs collision is gone
     assert "merge-collision" not in rules_of(r)
 
@@ -135,23 +168,103 @@ def test_env_merging_a_missing_file(tmp_path):
 def kb(tmp_path):
     path = tmp_path / "kb.db"
     db = open_db(path, create=True)
-    insert_rows(db, [
-        InstanceListRow(id=1, name="device_gemm_xdl_f8_instances", dir="gemm_universal", file="gpu/gemm_universal/f8.hpp", line=10, template_params=[]),
-        InstanceRow(id=1, list_id=1, list_name="device_gemm_xdl_f8_instances", dir="gemm_universal", file="gpu/gemm_universal/f8.hpp",
-                    line=12, ordinal=0, template="DeviceGemm_Xdl_CShuffleV3", status="active", a_dtype="f8_t",
-                    block_size=128, tile_m=32, tile_n=64, tile_k=128, mfma_m=16, mfma_n=16, pipeline="v1", scheduler="Interwave"),
-        RegistrationRow(id=1, function="add_f8", dir="gemm_universal", file="gpu/gemm_universal/add.cpp", line=30,
-                        list_name="device_gemm_xdl_f8_instances", list_id=1),
-        AvailabilityRow(registration_id=1, arch="gfx942", available=True),
-        AvailabilityRow(registration_id=1, arch="gfx950", available=False, layer="registration", file="gpu/gemm_universal/add.cpp",
-                        line=28, condition='ck::get_device_name() != "gfx950"'),
-        HarnessResultRow(run_id="r1", device="MI300X", arch="gfx942", M=1, N=1280, K=8192, dtype="fp8", out_dtype="bf16", layout="tn",
-                         regime="warm", candidate="torch._scaled_mm", status="ok", us=8.4),
-        HarnessResultRow(run_id="r1", device="MI300X", arch="gfx942", M=1, N=1280, K=8192, dtype="fp8", out_dtype="bf16", layout="tn",
-                         regime="cold", candidate="torch._scaled_mm", status="ok", us=7.0),
-        HarnessResultRow(run_id="r1", device="MI300X", arch="gfx942", M=1, N=1280, K=8192, dtype="bf16", out_dtype="bf16", layout="tn",
-                         regime="warm", candidate="torch.linear", status="ok", us=1.0),
-    ])
+    insert_rows(
+        db,
+        [
+            InstanceListRow(
+                id=1,
+                name="device_gemm_xdl_f8_instances",
+                dir="gemm_universal",
+                file="gpu/gemm_universal/f8.hpp",
+                line=10,
+                template_params=[],
+            ),
+            InstanceRow(
+                id=1,
+                list_id=1,
+                list_name="device_gemm_xdl_f8_instances",
+                dir="gemm_universal",
+                file="gpu/gemm_universal/f8.hpp",
+                line=12,
+                ordinal=0,
+                template="DeviceGemm_Xdl_CShuffleV3",
+                status="active",
+                a_dtype="f8_t",
+                block_size=128,
+                tile_m=32,
+                tile_n=64,
+                tile_k=128,
+                mfma_m=16,
+                mfma_n=16,
+                pipeline="v1",
+                scheduler="Interwave",
+            ),
+            RegistrationRow(
+                id=1,
+                function="add_f8",
+                dir="gemm_universal",
+                file="gpu/gemm_universal/add.cpp",
+                line=30,
+                list_name="device_gemm_xdl_f8_instances",
+                list_id=1,
+            ),
+            AvailabilityRow(registration_id=1, arch="gfx942", available=True),
+            AvailabilityRow(
+                registration_id=1,
+                arch="gfx950",
+                available=False,
+                layer="registration",
+                file="gpu/gemm_universal/add.cpp",
+                line=28,
+                condition='ck::get_device_name() != "gfx950"',
+            ),
+            HarnessResultRow(
+                run_id="r1",
+                device="MI300X",
+                arch="gfx942",
+                M=1,
+                N=1280,
+                K=8192,
+                dtype="fp8",
+                out_dtype="bf16",
+                layout="tn",
+                regime="warm",
+                candidate="torch._scaled_mm",
+                status="ok",
+                us=8.4,
+            ),
+            HarnessResultRow(
+                run_id="r1",
+                device="MI300X",
+                arch="gfx942",
+                M=1,
+                N=1280,
+                K=8192,
+                dtype="fp8",
+                out_dtype="bf16",
+                layout="tn",
+                regime="cold",
+                candidate="torch._scaled_mm",
+                status="ok",
+                us=7.0,
+            ),
+            HarnessResultRow(
+                run_id="r1",
+                device="MI300X",
+                arch="gfx942",
+                M=1,
+                N=1280,
+                K=8192,
+                dtype="bf16",
+                out_dtype="bf16",
+                layout="tn",
+                regime="warm",
+                candidate="torch.linear",
+                status="ok",
+                us=1.0,
+            ),
+        ],
+    )
     db.close()
     return path
 
@@ -161,7 +274,11 @@ def test_baseline_slower_and_missing(kb):
     assert rules_of(r) == Counter({"baseline-slower": 1})
     f = next(f for f in r.findings if f.rule == "baseline-slower")
     # warm fp8 baseline (8.4 us), not the cold one nor the bf16 one: 8.4 / 10.5 = 0.80x
-    assert f.evidence["ratio"] == 0.8 and f.evidence["baseline"]["candidate"] == "torch._scaled_mm" and "0.80x" in f.message
+    assert (
+        f.evidence["ratio"] == 0.8
+        and f.evidence["baseline"]["candidate"] == "torch._scaled_mm"
+        and "0.80x" in f.message
+    )
     r = audit(str(MINI), [str(CASES / "baseline_missing__a8w8_tuned_gemm.csv")], db_path=str(kb))
     assert rules_of(r) == Counter({"baseline-missing": 1})
     f = next(f for f in r.findings if f.rule == "baseline-missing")
@@ -182,7 +299,11 @@ def test_without_kb_the_rules_are_reported_skipped(tmp_path):
     r = audit(str(MINI), [str(CASES / "baseline_slower__a8w8_tuned_gemm.csv")])
     assert rules_of(r, keep_skipped=True) == Counter({"rules-skipped": 1})
     assert r.skipped[0]["rules"] == ["baseline-slower", "baseline-missing", "tile-gated"]
-    r = audit(str(MINI), [str(CASES / "baseline_slower__a8w8_tuned_gemm.csv")], db_path=str(tmp_path / "nope.db"))
+    r = audit(
+        str(MINI),
+        [str(CASES / "baseline_slower__a8w8_tuned_gemm.csv")],
+        db_path=str(tmp_path / "nope.db"),
+    )
     assert "knowledge base not found" in r.skipped[0]["reason"]
 
 
@@ -197,11 +318,29 @@ def test_cli_exit_codes_and_formats():
     assert run(main, ["audit", "--aiter", str(MINI), warn]).exit_code == 0
     r = run(main, ["audit", "--aiter", str(MINI), "--fail-on", "warning", warn])
     assert r.exit_code == 1 and "[err-ratio-high]" in r.output and ":2: warning:" in r.output
-    r = run(main, ["audit", "--aiter", str(MINI), "--format", "json", str(CASES / "us_invalid__a8w8_tuned_gemm.csv")])
+    r = run(
+        main,
+        [
+            "audit",
+            "--aiter",
+            str(MINI),
+            "--format",
+            "json",
+            str(CASES / "us_invalid__a8w8_tuned_gemm.csv"),
+        ],
+    )
     assert r.exit_code == 1
     out = json.loads(r.output)
     assert out["summary"] == {"error": 1, "warning": 0, "note": 1}
-    assert {k for k in out["findings"][0]} == {"rule", "severity", "file", "line", "op", "message", "evidence"}
+    assert {k for k in out["findings"][0]} == {
+        "rule",
+        "severity",
+        "file",
+        "line",
+        "op",
+        "message",
+        "evidence",
+    }
     r = run(main, ["audit", "--aiter", str(MINI), "--arch", "gfx999", clean])
     assert r.exit_code == 2 and "unknown arch" in r.output
     r = run(main, ["audit", "--aiter", str(MINI / "nope")])
@@ -212,8 +351,12 @@ def test_a_file_named_after_no_op_is_said_not_silently_passed(tmp_path):
     p = tmp_path / "mystery.csv"
     p.write_bytes((CASES / "kernel_id_unknown__a8w8_tuned_gemm.csv").read_bytes())
     r = audit(str(MINI), [str(p)])
-    assert rules_of(r) == Counter({"op-unknown": 1})  # the unknown kernelId cannot be checked without an op...
-    assert r.files[0]["kernel_checked"] == 0 and r.files[0]["no_kernel_list"] == 1  # ...and the count says so
+    assert rules_of(r) == Counter(
+        {"op-unknown": 1}
+    )  # the unknown kernelId cannot be checked without an op...
+    assert (
+        r.files[0]["kernel_checked"] == 0 and r.files[0]["no_kernel_list"] == 1
+    )  # ...and the count says so
 
 
 def test_ck_index_keeps_the_first_available_evidence_and_reuses_matches():
@@ -221,23 +364,104 @@ def test_ck_index_keeps_the_first_available_evidence_and_reuses_matches():
 
     from ckkb.audit.rules_kb import CkIndex
 
-    tile = {"block_size": 256, "tile_m": 128, "tile_n": 128, "tile_k": 64, "mfma_m": 32, "mfma_n": 32}
-    inst = [NS(id=i, list_id=i, list_name=f"l{i}", file="f.cpp", line=i, template="DeviceGemm_Xdl_CShuffleV3",
-               a_dtype="ck::f8_t", pipeline=None, scheduler=None, status="active", **tile) for i in (1, 2)]
+    tile = {
+        "block_size": 256,
+        "tile_m": 128,
+        "tile_n": 128,
+        "tile_k": 64,
+        "mfma_m": 32,
+        "mfma_n": 32,
+    }
+    inst = [
+        NS(
+            id=i,
+            list_id=i,
+            list_name=f"l{i}",
+            file="f.cpp",
+            line=i,
+            template="DeviceGemm_Xdl_CShuffleV3",
+            a_dtype="ck::f8_t",
+            pipeline=None,
+            scheduler=None,
+            status="active",
+            **tile,
+        )
+        for i in (1, 2)
+    ]
     regs = [NS(id=10, list_id=1), NS(id=20, list_id=2)]
-    av = [NS(registration_id=10, arch="gfx90a", available=False, layer="cmake", file="a", line=1, condition="c1"),
-          NS(registration_id=10, arch="gfx90a", available=True, layer="gate", file="b", line=2, condition="c2"),
-          NS(registration_id=20, arch="gfx90a", available=False, layer="cmake", file="c", line=3, condition="c3"),
-          NS(registration_id=20, arch="gfx90a", available=False, layer="gate", file="d", line=4, condition="c4"),
-          NS(registration_id=99, arch="gfx90a", available=True, layer="x", file="e", line=5, condition="c5")]
+    av = [
+        NS(
+            registration_id=10,
+            arch="gfx90a",
+            available=False,
+            layer="cmake",
+            file="a",
+            line=1,
+            condition="c1",
+        ),
+        NS(
+            registration_id=10,
+            arch="gfx90a",
+            available=True,
+            layer="gate",
+            file="b",
+            line=2,
+            condition="c2",
+        ),
+        NS(
+            registration_id=20,
+            arch="gfx90a",
+            available=False,
+            layer="cmake",
+            file="c",
+            line=3,
+            condition="c3",
+        ),
+        NS(
+            registration_id=20,
+            arch="gfx90a",
+            available=False,
+            layer="gate",
+            file="d",
+            line=4,
+            condition="c4",
+        ),
+        NS(
+            registration_id=99,
+            arch="gfx90a",
+            available=True,
+            layer="x",
+            file="e",
+            line=5,
+            condition="c5",
+        ),
+    ]
     idx = CkIndex.from_rows(inst, regs, av)
-    assert idx.avail == {(1, "gfx90a"): {"available": True, "layer": "gate", "file": "b", "line": 2, "condition": "c2"},
-                         (2, "gfx90a"): {"available": False, "layer": "cmake", "file": "c", "line": 3, "condition": "c3"}}
+    assert idx.avail == {
+        (1, "gfx90a"): {
+            "available": True,
+            "layer": "gate",
+            "file": "b",
+            "line": 2,
+            "condition": "c2",
+        },
+        (2, "gfx90a"): {
+            "available": False,
+            "layer": "cmake",
+            "file": "c",
+            "line": 3,
+            "condition": "c3",
+        },
+    }
     kernel = NS(pipeline=None, scheduler=None, **tile)
     assert idx.gated(kernel, "gemm_a8w8", "gfx90a")[1] is None  # list 1 is available there
     idx.avail[(1, "gfx942")] = {**idx.avail[(2, "gfx90a")]}
-    matches, evid = idx.gated(kernel, "gemm_a8w8", "gfx942")  # from the memo; only list 1 says anything on gfx942
-    assert [m["id"] for m in matches] == [1, 2] and evid["instance"]["id"] == 1 and evid["file"] == "c"
+    matches, evid = idx.gated(
+        kernel, "gemm_a8w8", "gfx942"
+    )  # from the memo; only list 1 says anything on gfx942
+    assert (
+        [m["id"] for m in matches] == [1, 2] and evid["instance"]["id"] == 1 and evid["file"] == "c"
+    )
     matches.clear()  # callers get their own list
     assert len(idx.gated(kernel, "gemm_a8w8", "gfx942")[0]) == 2
     assert idx.gated(kernel, "gemm_unknown_dtype", "gfx942") == ([], None)

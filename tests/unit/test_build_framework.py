@@ -43,7 +43,12 @@ class CountingStage:
             raise KeyboardInterrupt  # an interrupted build
         from ckkb.kb.schema.core import DiagnosticRow
 
-        rows = [DiagnosticRow(stage=self.name, file=rel, line=0, severity="warning", message=str(fr.facts["size"])) for rel, fr in results.items()]
+        rows = [
+            DiagnosticRow(
+                stage=self.name, file=rel, line=0, severity="warning", message=str(fr.facts["size"])
+            )
+            for rel, fr in results.items()
+        ]
         return StageResult(rows=rows)
 
 
@@ -76,7 +81,10 @@ def test_warm_rebuild_uses_cache_and_is_noop(tree, tmp_db):
     (tree.root / "f1.txt").write_text("changed!")
     s = build(tmp_db, {"ck": tree}, stages=[CountingStage()])
     assert CountingStage.calls == 4 and s.parsed == 1 and s.cached == 2 and not s.up_to_date
-    msgs = {r["file"]: r["message"] for r in kbdb.open_db(tmp_db).query("select file, message from diagnostics")}
+    msgs = {
+        r["file"]: r["message"]
+        for r in kbdb.open_db(tmp_db).query("select file, message from diagnostics")
+    }
     assert msgs["f1.txt"] == "8"
 
 
@@ -95,11 +103,21 @@ def test_failed_build_leaves_previous_database(tree, tmp_db):
 def test_ingested_rows_survive_rebuild(tree, tmp_db):
     build(tmp_db, {"ck": tree}, stages=[CountingStage()])
     db = sqlite_utils.Database(tmp_db)
-    db["ingest_files"].insert({"sha256": "abc", "path": "x.log", "kind": "ckprofiler_log", "ingested_at": "now", "rows_added": 5})
+    db["ingest_files"].insert(
+        {
+            "sha256": "abc",
+            "path": "x.log",
+            "kind": "ckprofiler_log",
+            "ingested_at": "now",
+            "rows_added": 5,
+        }
+    )
     db.close()
     s = build(tmp_db, {"ck": tree}, stages=[CountingStage()], force=True)
     assert s.carried == {"ingest_files": 1}
-    assert [r["path"] for r in kbdb.open_db(tmp_db).query("select path from ingest_files")] == ["x.log"]
+    assert [r["path"] for r in kbdb.open_db(tmp_db).query("select path from ingest_files")] == [
+        "x.log"
+    ]
     assert IngestFileRow.__table__ == "ingest_files"
 
 
@@ -139,14 +157,31 @@ def test_a_stage_extracted_with_another_shares_its_file_tasks(tree, tmp_db):
 
     register_stage(CountingStage())
     register_stage(JoiningStage())
-    misses = [("test.counting", "/r", "a"), ("test.counting", "/r", "b"), ("test.joining", "/r", "b"), ("test.joining", "/r", "c")]
+    misses = [
+        ("test.counting", "/r", "a"),
+        ("test.counting", "/r", "b"),
+        ("test.joining", "/r", "b"),
+        ("test.joining", "/r", "c"),
+    ]
     # b is read once for both stages, in the counting stage's place; c (only the joining stage's) keeps its own
-    assert _file_tasks(misses) == [("/r", "a", ("test.counting",)), ("/r", "b", ("test.counting", "test.joining")), ("/r", "c", ("test.joining",))]
+    assert _file_tasks(misses) == [
+        ("/r", "a", ("test.counting",)),
+        ("/r", "b", ("test.counting", "test.joining")),
+        ("/r", "c", ("test.joining",)),
+    ]
     JoiningStage.seen = []
     build(tmp_db, {"ck": tree}, stages=[CountingStage(), JoiningStage()], jobs=1)
-    msgs = sorted(sqlite_utils.Database(tmp_db).execute("select stage, message from diagnostics").fetchall())
-    assert msgs == [("test.counting", "0"), ("test.counting", "1"), ("test.counting", "2"),
-                    ("test.joining", "0"), ("test.joining", "10"), ("test.joining", "20")]
+    msgs = sorted(
+        sqlite_utils.Database(tmp_db).execute("select stage, message from diagnostics").fetchall()
+    )
+    assert msgs == [
+        ("test.counting", "0"),
+        ("test.counting", "1"),
+        ("test.counting", "2"),
+        ("test.joining", "0"),
+        ("test.joining", "10"),
+        ("test.joining", "20"),
+    ]
     assert sorted(JoiningStage.seen) == ["f0.txt", "f1.txt", "f2.txt"]
 
 
@@ -160,7 +195,15 @@ def test_chunks_put_big_files_first_and_keep_a_worker_group_together(tmp_path):
 
     register_stage(CountingStage())
     register_stage(Grouped())
-    sizes = {"a0": 10, "a1": CHUNK_BYTES, "a2": 500, "a3": CHUNK_BYTES // 2, "g0": 5, "g1": CHUNK_BYTES * 3, "z": 1}
+    sizes = {
+        "a0": 10,
+        "a1": CHUNK_BYTES,
+        "a2": 500,
+        "a3": CHUNK_BYTES // 2,
+        "g0": 5,
+        "g1": CHUNK_BYTES * 3,
+        "z": 1,
+    }
     for name, n in sizes.items():
         (tmp_path / name).write_bytes(b"x" * n)
     root = str(tmp_path)
@@ -182,11 +225,20 @@ class ListStage(CountingStage):
     def combine(self, root, results, ctx):
         from ckkb.kb.schema.ck_instances import InstanceListRow
 
-        return StageResult(rows=[
-            InstanceListRow(id=self.first_id + k, name=f"{self.name}_{rel}", dir="d", file=rel, line=1, template_params=[],
-                            comment=f"written by {self.name.replace('.', ' ')}")
-            for k, rel in enumerate(sorted(results))
-        ])
+        return StageResult(
+            rows=[
+                InstanceListRow(
+                    id=self.first_id + k,
+                    name=f"{self.name}_{rel}",
+                    dir="d",
+                    file=rel,
+                    line=1,
+                    template_params=[],
+                    comment=f"written by {self.name.replace('.', ' ')}",
+                )
+                for k, rel in enumerate(sorted(results))
+            ]
+        )
 
 
 class LaterListStage(ListStage):
@@ -199,7 +251,11 @@ def test_full_text_index_covers_rows_a_later_stage_adds(tree, tmp_db):
     # table, so the index is rebuilt at the end and finds both stages' rows
     build(tmp_db, {"ck": tree}, stages=[ListStage(), LaterListStage()], jobs=1)
     db = sqlite_utils.Database(tmp_db)
-    hits = lambda word: db.execute("select count(*) from instance_lists_fts where instance_lists_fts match ?", [word]).fetchone()[0]  # noqa: E731
+
+    def hits(word: str) -> int:
+        sql = "select count(*) from instance_lists_fts where instance_lists_fts match ?"
+        return db.execute(sql, [word]).fetchone()[0]
+
     assert (hits("lists_a"), hits("lists_b"), hits("txt")) == (3, 3, 6)  # name and file are indexed
 
 
@@ -229,10 +285,20 @@ def test_parallel_build_streams_work_and_matches_a_serial_build(tmp_path):
     for jobs in (1, 2):
         db = tmp_path / f"kb{jobs}.db"
         JoiningStage.seen = []
-        s = build(db, {"ck": FakeTree(root)}, stages=[CountingStage(), ListStage(), JoiningStage()], jobs=jobs)
+        s = build(
+            db,
+            {"ck": FakeTree(root)},
+            stages=[CountingStage(), ListStage(), JoiningStage()],
+            jobs=jobs,
+        )
         assert s.parsed == 3 * (SERIAL_BELOW + 10)
         conn = sqlite_utils.Database(db)
-        rows[jobs] = (sorted(conn.execute("select stage, file, message from diagnostics").fetchall()),
-                      sorted(conn.execute("select name from instance_lists").fetchall()))
+        rows[jobs] = (
+            sorted(conn.execute("select stage, file, message from diagnostics").fetchall()),
+            sorted(conn.execute("select name from instance_lists").fetchall()),
+        )
     assert rows[1] == rows[2]
-    assert len(rows[2][0]) == 2 * (SERIAL_BELOW + 10) and ("test.joining", "f073.txt", "730") in rows[2][0]
+    assert (
+        len(rows[2][0]) == 2 * (SERIAL_BELOW + 10)
+        and ("test.joining", "f073.txt", "730") in rows[2][0]
+    )

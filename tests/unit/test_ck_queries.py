@@ -45,10 +45,18 @@ def test_gates_json_contract(kb):
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     assert list(data) == ["gates"]
-    assert all(list(g) == ["kind", "arch", "effect", "dir", "file", "line", "condition", "has_else"] for g in data["gates"])
-    got = sorted((g["dir"], g["effect"], g["arch"], g["has_else"], g["line"]) for g in data["gates"])
-    assert got == [("gemm_mx", "only", "gfx950", False, 12), ("gemm_universal", "exclude", "gfx950", False, 19),
-                   ("gemm_universal", "only", "gfx950", True, 16)]
+    assert all(
+        list(g) == ["kind", "arch", "effect", "dir", "file", "line", "condition", "has_else"]
+        for g in data["gates"]
+    )
+    got = sorted(
+        (g["dir"], g["effect"], g["arch"], g["has_else"], g["line"]) for g in data["gates"]
+    )
+    assert got == [
+        ("gemm_mx", "only", "gfx950", False, 12),
+        ("gemm_universal", "exclude", "gfx950", False, 19),
+        ("gemm_universal", "only", "gfx950", True, 16),
+    ]
     assert q.gates(open_db(kb), "device_name", "gfx942") == {"gates": []}
 
 
@@ -56,14 +64,24 @@ def test_gates_human_table(kb):
     r = run(kb, "gates")
     assert r.exit_code == 0
     lines = [ln for ln in r.output.splitlines() if "gemm_universal" in ln or "total" in ln]
-    assert [c.strip() for c in lines[0].split("│")[1:-1]] == ["gemm_universal", "1", "1", "1", "3", "6"]
+    assert [c.strip() for c in lines[0].split("│")[1:-1]] == [
+        "gemm_universal",
+        "1",
+        "1",
+        "1",
+        "3",
+        "6",
+    ]
     assert [c.strip() for c in lines[1].split("│")[1:-1]] == ["total", "1", "2", "1", "3", "7"]
 
 
 def test_gate_census_sql_is_the_canned_file(kb):
     rows = q.gate_census(open_db(kb), "device_name")
     assert {(r["dir"], r["effect"], r["gates"]) for r in rows} == {
-        ("gemm_mx", "only", 1), ("gemm_universal", "exclude", 1), ("gemm_universal", "only", 1)}
+        ("gemm_mx", "only", 1),
+        ("gemm_universal", "exclude", 1),
+        ("gemm_universal", "only", 1),
+    }
     assert sql("gate_census").startswith("-- title:")
 
 
@@ -75,14 +93,36 @@ def test_instances_json_contract_and_statuses(kb):
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     assert data["arch"] == "gfx950"
-    keys = ["template", "dir", "file", "line", "list", "list_comment", "status", "fields", "registrations", "available"]
+    keys = [
+        "template",
+        "dir",
+        "file",
+        "line",
+        "list",
+        "list_comment",
+        "status",
+        "fields",
+        "registrations",
+        "available",
+    ]
     assert all(list(i) == keys for i in data["instances"])
-    assert all(list(g) == ["function", "file", "line", "args", "available"] for i in data["instances"] for g in i["registrations"])
-    by_tile = {(i["fields"]["MPerBlock"], i["fields"]["NPerBlock"], i["fields"]["KPerBlock"], i["list"]): i for i in data["instances"]}
+    assert all(
+        list(g) == ["function", "file", "line", "args", "available"]
+        for i in data["instances"]
+        for g in i["registrations"]
+    )
+    by_tile = {
+        (i["fields"]["MPerBlock"], i["fields"]["NPerBlock"], i["fields"]["KPerBlock"], i["list"]): i
+        for i in data["instances"]
+    }
     part2 = by_tile[(256, 224, 64, f"{P}_comp_instances_part2")]
-    assert part2["available"] is False and part2["list_comment"] == "instances not working on gfx950"
-    assert [(g["file"].rsplit("_", 2)[-2], g["line"], g["args"], g["available"]) for g in part2["registrations"]] == [
-        ("default", 21, ["GemmDefault"], False), ("kpadding", 24, ["GemmKPadding"], False)]
+    assert (
+        part2["available"] is False and part2["list_comment"] == "instances not working on gfx950"
+    )
+    assert [
+        (g["file"].rsplit("_", 2)[-2], g["line"], g["args"], g["available"])
+        for g in part2["registrations"]
+    ] == [("default", 21, ["GemmDefault"], False), ("kpadding", 24, ["GemmKPadding"], False)]
     spill = [i for i in data["instances"] if i["status"] == "commented_out"]
     assert len(spill) == 1 and spill[0]["available"] is False
     comp = by_tile[(128, 128, 64, f"{P}_comp_instances")]
@@ -100,7 +140,9 @@ def test_instances_where_filters(kb):
     res = q.instances(db, where=["MPerBlock=256", "BlkGemmPipelineVer=v3"], arch="gfx942")
     assert res["instances"] and all(i["fields"]["MPerBlock"] == 256 for i in res["instances"])
     assert all(i["fields"]["BlkGemmPipelineVer"].endswith("v3") for i in res["instances"])
-    assert len(q.instances(db, where=["tile_m=256"])["instances"]) == len(q.instances(db, where=["MPerBlock=256"])["instances"])
+    assert len(q.instances(db, where=["tile_m=256"])["instances"]) == len(
+        q.instances(db, where=["MPerBlock=256"])["instances"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -127,7 +169,9 @@ def test_bad_query_input_is_one_line_exit_2(kb, args, message):
 
 def test_missing_database_is_a_clear_error(tmp_path):
     r = CliRunner().invoke(main, ["gates", "--db", str(tmp_path / "none.db")])
-    assert r.exit_code == 2 and "knowledge base not found" in r.output and "Traceback" not in r.output
+    assert (
+        r.exit_code == 2 and "knowledge base not found" in r.output and "Traceback" not in r.output
+    )
 
 
 # ---------------------------------------------------------------- why
@@ -141,11 +185,24 @@ def test_why_part2_tile(kb):
     (m,) = res["matches"]
     assert m["available"] is False and m["instance"]["list"] == f"{P}_comp_instances_part2"
     assert [(r["layer"], r["file"], r["line"], r["condition"]) for r in m["reasons"]] == [
-        ("registration", f"{UNI}/{P}_comp_default_instance.cpp", 19, 'if(ck::get_device_name() != "gfx950")'),
-        ("registration", f"{UNI}/{P}_comp_kpadding_instance.cpp", 16, 'else of if("gfx950" == ck::get_device_name())'),
+        (
+            "registration",
+            f"{UNI}/{P}_comp_default_instance.cpp",
+            19,
+            'if(ck::get_device_name() != "gfx950")',
+        ),
+        (
+            "registration",
+            f"{UNI}/{P}_comp_kpadding_instance.cpp",
+            16,
+            'else of if("gfx950" == ck::get_device_name())',
+        ),
     ]
     assert all(r["list_comment"] == "instances not working on gfx950" for r in m["reasons"])
-    assert all(list(r) == ["layer", "file", "line", "condition", "list", "list_comment"] for r in m["reasons"])
+    assert all(
+        list(r) == ["layer", "file", "line", "condition", "list", "list_comment"]
+        for r in m["reasons"]
+    )
     ok = q.why(db, "256x224x64", arch="gfx942")["matches"][0]
     assert ok["available"] is True and ok["reasons"] == []
     built = q.why(db, "256x224x64", arch="gfx908")["matches"][0]
@@ -171,7 +228,10 @@ def test_why_cli_human_and_json(kb):
     assert r.exit_code == 0
     out = " ".join(r.output.split())
     assert "NOT available on gfx950" in out
-    assert f"{P}_comp_default_instance.cpp:19" in out and 'if(ck::get_device_name() != "gfx950")' in out
+    assert (
+        f"{P}_comp_default_instance.cpp:19" in out
+        and 'if(ck::get_device_name() != "gfx950")' in out
+    )
     assert '"instances not working on gfx950"' in out
     r = run(kb, "why", "--tile", "256x224x64", "--arch", "gfx942", "--json")
     assert json.loads(r.output)["matches"][0]["available"] is True
@@ -182,12 +242,19 @@ def test_why_nothing_matches_shows_nearest(kb):
     assert res["matches"] == []
     assert res["nearest"][0]["tile"] == "256x224x64"
     r = run(kb, "why", "--tile", "256x240x64", "--arch", "gfx950")
-    assert r.exit_code == 0 and "No instance matches tile 256x240x64" in r.output and "256x224x64" in r.output
+    assert (
+        r.exit_code == 0
+        and "No instance matches tile 256x240x64" in r.output
+        and "256x224x64" in r.output
+    )
 
 
 def test_why_missing_canned_query_matches(kb):
     rows = list(open_db(kb).query(sql("why_missing"), {"tile": "256x224x64", "arch": "gfx950"}))
-    assert {(r["layer"], r["evidence_line"]) for r in rows} == {("registration", 19), ("registration", 16)}
+    assert {(r["layer"], r["evidence_line"]) for r in rows} == {
+        ("registration", 19),
+        ("registration", 16),
+    }
 
 
 # ---------------------------------------------------------------- pool
@@ -195,9 +262,13 @@ def test_why_missing_canned_query_matches(kb):
 
 EXPECTED_POOL = {  # mk_nk pairs; see ck_mini: comp 3, part2 3 active, mem 2
     "gfx908": 0,  # the fixture's CMake drops _xdl sources for gfx908
-    "gfx90a": 18, "gfx942": 18,  # comp 3 (always) + 3 (capability) ; part2 3+3 ; mem 2*3
+    "gfx90a": 18,
+    "gfx942": 18,  # comp 3 (always) + 3 (capability) ; part2 3+3 ; mem 2*3
     "gfx950": 15,  # comp 3+3 (== gfx950 branch)+3 ; no part2 ; mem 6
-    "gfx1100": 15, "gfx1101": 15, "gfx1200": 15, "gfx1201": 15,  # capability call false
+    "gfx1100": 15,
+    "gfx1101": 15,
+    "gfx1200": 15,
+    "gfx1201": 15,  # capability call false
 }
 
 
@@ -233,7 +304,10 @@ def test_missing_path_and_not_a_ck_tree(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SourceNotFound, match="is not a CK tree"):
         ck_tree(tmp_path / "empty")
-    r = CliRunner().invoke(main, ["build", "--no-aiter", "--ck", str(tmp_path / "empty"), "--db", str(tmp_path / "x.db")])
+    r = CliRunner().invoke(
+        main,
+        ["build", "--no-aiter", "--ck", str(tmp_path / "empty"), "--db", str(tmp_path / "x.db")],
+    )
     assert r.exit_code == 2 and "is not a CK tree" in r.output and "Traceback" not in r.output
 
 
@@ -243,7 +317,8 @@ def test_damaged_tree_still_extracts_the_rest(copy_tree, tmp_path):
     # unbalanced braces
     (d / f"{P}_broken_instance.cpp").write_text(
         "void add_device_broken_instances(std::vector<std::unique_ptr<DeviceGemmV2<Row>>>& instances)\n{\n"
-        "    add_device_operation_instances(instances, x_instances{});\n    if(ck::get_device_name() == \"gfx950\" {\n")
+        '    add_device_operation_instances(instances, x_instances{});\n    if(ck::get_device_name() == "gfx950" {\n'
+    )
     (d / f"{P}_junk_instance.cpp").write_bytes(b"\x7fELF\x00\x00" + os.urandom(2000))
     os.symlink("..", root / GPU / "gemm_universal" / "loop")  # a symlink loop inside gpu/
     db = tmp_path / "kb.db"
@@ -253,8 +328,14 @@ def test_damaged_tree_still_extracts_the_rest(copy_tree, tmp_path):
     assert any(f"{P}_junk_instance.cpp" in m and "binary" in m for m in msgs)
     res = q.why(open_db(db), "256x224x64", arch="gfx950")
     assert res["matches"][0]["reasons"][0]["line"] == 19  # the rest still extracted
-    regs = list(open_db(db).query("SELECT list_name FROM registrations WHERE file LIKE '%broken_instance.cpp'"))
-    assert [r["list_name"] for r in regs][:1] == ["x_instances"]  # the part before the damage is read
+    regs = list(
+        open_db(db).query(
+            "SELECT list_name FROM registrations WHERE file LIKE '%broken_instance.cpp'"
+        )
+    )
+    assert [r["list_name"] for r in regs][:1] == [
+        "x_instances"
+    ]  # the part before the damage is read
 
 
 def test_failed_build_leaves_previous_database_intact(kb, tmp_path, monkeypatch):

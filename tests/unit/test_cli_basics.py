@@ -42,7 +42,15 @@ def test_file_given_as_ck_tree(tmp_path):
 
 
 def test_bad_aiter_path(tmp_path, fixtures):
-    r = run("build", "--ck", str(fixtures / "ck_mini"), "--aiter", str(tmp_path / "none"), "--db", str(tmp_path / "kb.db"))
+    r = run(
+        "build",
+        "--ck",
+        str(fixtures / "ck_mini"),
+        "--aiter",
+        str(tmp_path / "none"),
+        "--db",
+        str(tmp_path / "kb.db"),
+    )
     assert r.exit_code == 2
     assert "aiter tree not found" in r.output
 
@@ -70,12 +78,27 @@ def test_build_as_a_process_prints_everything_and_exits_cleanly(tmp_path, fixtur
     import sys
 
     db = tmp_path / "kb.db"
-    cmd = [sys.executable, "-m", "ckkb", "build", "--ck", str(fixtures / "ck_mini"), "--no-aiter", "--db", str(db)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ckkb",
+        "build",
+        "--ck",
+        str(fixtures / "ck_mini"),
+        "--no-aiter",
+        "--db",
+        str(db),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.rstrip().endswith(" s") and "files (" in r.stdout.splitlines()[-1]
     assert db.is_file() and not list(tmp_path.glob("kb.db.tmp-*"))
-    r = subprocess.run(cmd[:-1] + [str(tmp_path / "no" / "such" / "dir" / "kb.db"), "--ck", str(tmp_path / "none")], capture_output=True, text=True)
+    r = subprocess.run(
+        cmd[:-1]
+        + [str(tmp_path / "no" / "such" / "dir" / "kb.db"), "--ck", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and r.stderr.startswith("ckkb: error:")
     r = subprocess.run(cmd + ["--json"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.rstrip().endswith("}")

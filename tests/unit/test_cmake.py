@@ -19,11 +19,15 @@ GPU = "library/src/tensor_operation_instance/gpu"
 
 def test_precedence_or_and_not():
     c = cm.parse_condition('NOT A AND B OR C MATCHES "x"')
-    assert c == Or(And(Not(Truth(Arg("A"))), Truth(Arg("B"))), Binary("MATCHES", Arg("C"), Arg("x", True)))
+    assert c == Or(
+        And(Not(Truth(Arg("A"))), Truth(Arg("B"))), Binary("MATCHES", Arg("C"), Arg("x", True))
+    )
 
 
 def test_parentheses_and_quoted_and_vars():
-    c = cm.parse_condition('("${cmake_instance}" MATCHES "ONLY XDL_KERNELS") AND (NOT DEFINED DL_KERNELS)')
+    c = cm.parse_condition(
+        '("${cmake_instance}" MATCHES "ONLY XDL_KERNELS") AND (NOT DEFINED DL_KERNELS)'
+    )
     assert c == And(
         Binary("MATCHES", Arg("${cmake_instance}", True), Arg("ONLY XDL_KERNELS", True)),
         Not(Unary("DEFINED", Arg("DL_KERNELS"))),
@@ -33,12 +37,16 @@ def test_parentheses_and_quoted_and_vars():
 def test_operator_words_are_whole_words():
     # MATCHESX and NOTE are arguments, not operators
     assert cm.parse_condition("NOTE") == Truth(Arg("NOTE"))
-    assert cm.parse_condition("a STREQUAL MATCHESX") == Binary("STREQUAL", Arg("a"), Arg("MATCHESX"))
+    assert cm.parse_condition("a STREQUAL MATCHESX") == Binary(
+        "STREQUAL", Arg("a"), Arg("MATCHESX")
+    )
 
 
 def test_multiline_condition_with_comment():
     c = cm.parse_condition('NOT (x MATCHES "a" OR\n   # why\n   y MATCHES "b")')
-    assert c == Not(Or(Binary("MATCHES", Arg("x"), Arg("a", True)), Binary("MATCHES", Arg("y"), Arg("b", True))))
+    assert c == Not(
+        Or(Binary("MATCHES", Arg("x"), Arg("a", True)), Binary("MATCHES", Arg("y"), Arg("b", True)))
+    )
 
 
 @pytest.mark.parametrize("bad", ["", "NOT", "a AND", "(a", "a MATCHES", "a b c"])
@@ -56,7 +64,11 @@ def test_bad_conditions_raise_with_position(bad):
     [
         ('INST_TARGETS MATCHES "gfx9"', {"INST_TARGETS": "gfx942"}, True),
         ('INST_TARGETS MATCHES "gfx9"', {"INST_TARGETS": "gfx1100"}, False),
-        ('"INST_TARGETS" MATCHES "gfx9"', {"INST_TARGETS": "gfx942"}, False),  # quoted: never a variable
+        (
+            '"INST_TARGETS" MATCHES "gfx9"',
+            {"INST_TARGETS": "gfx942"},
+            False,
+        ),  # quoted: never a variable
         ('NOT INST_TARGETS MATCHES "gfx94|gfx95|gfx12"', {"INST_TARGETS": "gfx950"}, False),
         ("NOT CK_USE_FP8_ON_UNSUPPORTED_ARCH", {"CK_USE_FP8_ON_UNSUPPORTED_ARCH": "OFF"}, True),
         ("NOT CK_USE_FP8_ON_UNSUPPORTED_ARCH", {}, True),
@@ -94,7 +106,9 @@ _leaf = st.one_of(
 )
 _cond = st.recursive(
     _leaf,
-    lambda inner: st.one_of(st.builds(Not, inner), st.builds(And, inner, inner), st.builds(Or, inner, inner)),
+    lambda inner: st.one_of(
+        st.builds(Not, inner), st.builds(And, inner, inner), st.builds(Or, inner, inner)
+    ),
     max_leaves=12,
 )
 _env = st.dictionaries(_names, _values, max_size=6)
@@ -131,7 +145,9 @@ def test_tokenize_lines_and_args():
     assert cmds[0].args == [Arg("a"), Arg("x y", True), Arg("${b}")]
 
 
-@pytest.mark.parametrize("text, line", [("if(a)\nset(x 1)\n", 1), ('set(a "open\n', 1), ("endif()\n", 1), ("set(a\n", 1)])
+@pytest.mark.parametrize(
+    "text, line", [("if(a)\nset(x 1)\n", 1), ('set(a "open\n', 1), ("endif()\n", 1), ("set(a\n", 1)]
+)
 def test_cmake_syntax_errors_name_a_line(text, line):
     with pytest.raises(cm.CMakeSyntaxError) as e:
         cm.parse_cmake(text)
@@ -139,7 +155,9 @@ def test_cmake_syntax_errors_name_a_line(text, line):
 
 
 def test_stage_reports_syntax_error_with_file_and_line():
-    res = cm.STAGE.extract(Path("/x"), f"{GPU}/CMakeLists.txt", b"function(add_instance_library N)\n  if(a\n")
+    res = cm.STAGE.extract(
+        Path("/x"), f"{GPU}/CMakeLists.txt", b"function(add_instance_library N)\n  if(a\n"
+    )
     assert res.diagnostics and res.diagnostics[0].file == f"{GPU}/CMakeLists.txt"
     assert res.diagnostics[0].severity == "error"
     res = cm.STAGE.extract(Path("/x"), f"{GPU}/CMakeLists.txt", b"\x00\x01\x02binary")
@@ -147,7 +165,9 @@ def test_stage_reports_syntax_error_with_file_and_line():
 
 
 def test_unparsable_if_is_a_warning_and_never_taken():
-    stmts, diags = cm.parse_cmake("set(r 0)\nif(a MATCHES)\n  set(r 1)\nelse()\n  set(r 2)\nendif()\n")
+    stmts, diags = cm.parse_cmake(
+        "set(r 0)\nif(a MATCHES)\n  set(r 1)\nelse()\n  set(r 2)\nendif()\n"
+    )
     assert diags and diags[0].line == 2
     it = cm.Interpreter({}, "f")
     it.run(stmts)
@@ -198,15 +218,24 @@ def test_fixture_build_rules_and_file_builds(fixtures):
     root = fixtures / "ck_mini"
     out = _rows(root)
     rules = {r.line: r for r in out.rows if type(r).__name__ == "BuildRuleRow"}
-    builds = {(r.file.rsplit("/", 1)[-1], r.arch): r for r in out.rows if type(r).__name__ == "FileBuildRow"}
+    builds = {
+        (r.file.rsplit("/", 1)[-1], r.arch): r
+        for r in out.rows
+        if type(r).__name__ == "FileBuildRow"
+    }
     actions = sorted((r.action, r.condition) for r in rules.values())
-    assert ("remove_source", 'NOT INST_TARGETS MATCHES "gfx950" AND source_name MATCHES "_mx"') in actions
+    assert (
+        "remove_source",
+        'NOT INST_TARGETS MATCHES "gfx950" AND source_name MATCHES "_mx"',
+    ) in actions
     assert ("remove_targets", 'source_name MATCHES "_xdl"') in actions
     assert ("remove_targets", 'source_name MATCHES "_wmma"') in actions
     assert any(a == "skip_directory" and "ONLY MX_KERNELS" in c for a, c in actions)
     xdl_rule = next(r for r in rules.values() if r.condition == 'source_name MATCHES "_xdl"')
     assert xdl_rule.targets == ["gfx900", "gfx906", "gfx908", "gfx1030"]
-    assert next(r for r in rules.values() if "_wmma" in r.condition).targets == ['FILTER INCLUDE REGEX gfx1[12]']
+    assert next(r for r in rules.values() if "_wmma" in r.condition).targets == [
+        "FILTER INCLUDE REGEX gfx1[12]"
+    ]
 
     comp = "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_default_instance.cpp"
     assert builds[(comp, "gfx942")].built and builds[(comp, "gfx950")].built
@@ -220,7 +249,9 @@ def test_fixture_build_rules_and_file_builds(fixtures):
         assert not b.built and "ONLY MX_KERNELS" in b.condition  # the directory is skipped first
 
 
-def _tree(tmp_path: Path, gpu_cmake: str, files: dict[str, str], root_cmake: str | None = None) -> Path:
+def _tree(
+    tmp_path: Path, gpu_cmake: str, files: dict[str, str], root_cmake: str | None = None
+) -> Path:
     root = tmp_path / "ck"
     (root / GPU).mkdir(parents=True)
     (root / "include" / "ck").mkdir(parents=True)
@@ -265,9 +296,18 @@ if(SUPPORTED_GPU_TARGETS MATCHES "gfx94" OR SUPPORTED_GPU_TARGETS MATCHES "gfx95
   add_definitions(-DCK_USE_GFX94)
 endif()
 """
-    root = _tree(tmp_path, LIB, {"g/a_wmma_x.cpp": "", "g/b_dl_x.cpp": "", "g/CMakeLists.txt": ""}, root_cmake)
+    root = _tree(
+        tmp_path,
+        LIB,
+        {"g/a_wmma_x.cpp": "", "g/b_dl_x.cpp": "", "g/CMakeLists.txt": ""},
+        root_cmake,
+    )
     out = _rows(root)
-    b = {(r.file.rsplit("/", 1)[-1], r.arch): r.built for r in out.rows if type(r).__name__ == "FileBuildRow"}
+    b = {
+        (r.file.rsplit("/", 1)[-1], r.arch): r.built
+        for r in out.rows
+        if type(r).__name__ == "FileBuildRow"
+    }
     assert b[("a_wmma_x.cpp", "gfx1100")] and b[("a_wmma_x.cpp", "gfx1201")]
     assert not b[("a_wmma_x.cpp", "gfx942")]
     assert b[("b_dl_x.cpp", "gfx942")]  # DL_KERNELS is ON by the root's default
@@ -311,30 +351,48 @@ def _library(text: str) -> cm.Function:
     return lib
 
 
-def _verdicts_agree(lib: cm.Function, sources: list[str], env: dict[str, str]) -> cm._LibraryVerdicts:
-    verdicts = cm._LibraryVerdicts(lib, cm._library_flow(lib), env, "gfx942", lambda br: br and br.line, {})
+def _verdicts_agree(
+    lib: cm.Function, sources: list[str], env: dict[str, str]
+) -> cm._LibraryVerdicts:
+    verdicts = cm._LibraryVerdicts(
+        lib, cm._library_flow(lib), env, "gfx942", lambda br: br and br.line, {}
+    )
     for s in sources:  # once per source, as evaluate_tree did before the classes
         assert verdicts(s) == cm._run_library(lib, env, s, "gfx942", lambda br: br and br.line), s
     return verdicts
 
 
-SOURCES = ["g/a_wmma_x.cpp", "g/b_dl_x.cpp", "g/c_xdl.cpp", "g/sub/d_dl.cpp", "g/e.cpp", "g/f_wmma_dl.cpp",
-           "g/ON", "g/x;y.cpp", "g/CACHE"]
+SOURCES = [
+    "g/a_wmma_x.cpp",
+    "g/b_dl_x.cpp",
+    "g/c_xdl.cpp",
+    "g/sub/d_dl.cpp",
+    "g/e.cpp",
+    "g/f_wmma_dl.cpp",
+    "g/ON",
+    "g/x;y.cpp",
+    "g/CACHE",
+]
 
 
 def test_library_classes_run_once_per_class():
     env = dict(cm.DEFAULT_ENV, SUPPORTED_GPU_TARGETS="gfx942", GPU_TARGETS="gfx942")
     v = _verdicts_agree(_library(LIB), SOURCES, env)
     assert v.signatures is not None and len(v.by_class) < len(SOURCES)
-    assert v.signatures["x;y.cpp"] is None and v.signatures["CACHE"] is None  # not one plain list item: run alone
+    assert (
+        v.signatures["x;y.cpp"] is None and v.signatures["CACHE"] is None
+    )  # not one plain list item: run alone
 
 
-@pytest.mark.parametrize("use", [
-    'if(source_name STREQUAL "c_xdl.cpp")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',  # not a probe
-    'list(REMOVE_ITEM ARGN c_xdl.cpp)',  # compares the source with a constant
-    'set(p "x${source_name}")\n if(p MATCHES "x_dl")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',
-    'set(v "${source_name}")\n if(v MATCHES "${SUPPORTED_GPU_TARGETS}")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',
-])
+@pytest.mark.parametrize(
+    "use",
+    [
+        'if(source_name STREQUAL "c_xdl.cpp")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',  # not a probe
+        "list(REMOVE_ITEM ARGN c_xdl.cpp)",  # compares the source with a constant
+        'set(p "x${source_name}")\n if(p MATCHES "x_dl")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',
+        'set(v "${source_name}")\n if(v MATCHES "${SUPPORTED_GPU_TARGETS}")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',
+    ],
+)
 def test_library_classes_fall_back_when_the_source_is_looked_at_otherwise(use):
     text = LIB.replace("  endforeach()\nendfunction()", f"  {use}\n  endforeach()\nendfunction()")
     assert use in text
@@ -344,12 +402,19 @@ def test_library_classes_fall_back_when_the_source_is_looked_at_otherwise(use):
 
 
 def test_library_classes_skip_branches_the_arch_decides():
-    text = LIB.replace("  foreach(source IN LISTS ARGN)\n", (
-        "  if(DEFINED DTYPES)\n    foreach(s IN LISTS ARGN)\n      if(s STREQUAL \"${DTYPES}\")\n"
-        "        list(REMOVE_ITEM ARGN \"${s}\")\n      endif()\n    endforeach()\n  endif()\n"
-        "  foreach(source IN LISTS ARGN)\n"), 1)
+    text = LIB.replace(
+        "  foreach(source IN LISTS ARGN)\n",
+        (
+            '  if(DEFINED DTYPES)\n    foreach(s IN LISTS ARGN)\n      if(s STREQUAL "${DTYPES}")\n'
+            '        list(REMOVE_ITEM ARGN "${s}")\n      endif()\n    endforeach()\n  endif()\n'
+            "  foreach(source IN LISTS ARGN)\n"
+        ),
+        1,
+    )
     env = dict(cm.DEFAULT_ENV, SUPPORTED_GPU_TARGETS="gfx942", GPU_TARGETS="gfx942")
-    assert _verdicts_agree(_library(text), SOURCES, env).signatures is not None  # DTYPES undefined: never run
+    assert (
+        _verdicts_agree(_library(text), SOURCES, env).signatures is not None
+    )  # DTYPES undefined: never run
     assert _verdicts_agree(_library(text), SOURCES, dict(env, DTYPES="e.cpp")).signatures is None
 
 
@@ -363,17 +428,29 @@ def test_library_classes_fall_back_when_a_reference_could_form_at_run_time():
 def test_instance_sources_in_list_files_order(tmp_path):
     from ckkb.extract.files import list_files
 
-    for rel in ["a/x.cpp", "a-b/y.cpp", "a/b/z.in", "a.b/q.cpp", "A/w.cpp", "a/b-c/k.cpp", "a/bc.cpp", "t.cpp", "a/n.hpp"]:
+    for rel in [
+        "a/x.cpp",
+        "a-b/y.cpp",
+        "a/b/z.in",
+        "a.b/q.cpp",
+        "A/w.cpp",
+        "a/b-c/k.cpp",
+        "a/bc.cpp",
+        "t.cpp",
+        "a/n.hpp",
+    ]:
         (tmp_path / GPU / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / GPU / rel).write_text("")
     (tmp_path / GPU / "lnk").symlink_to(tmp_path / GPU / "a")  # not entered, as list_files does
     base = tmp_path / GPU
-    want = [str(p)[len(str(base)) + 1:] for p in list_files(tmp_path, GPU, cm.SOURCE_SUFFIXES)]
+    want = [str(p)[len(str(base)) + 1 :] for p in list_files(tmp_path, GPU, cm.SOURCE_SUFFIXES)]
     assert cm.instance_sources(base) == want
     assert cm.instance_sources(tmp_path / "missing") == []
 
 
-@pytest.mark.parametrize("cond", ['"${v}" MATCHES "_xdl"', 'v MATCHES "^a.c$"', 'v MATCHES "["', "v"])
+@pytest.mark.parametrize(
+    "cond", ['"${v}" MATCHES "_xdl"', 'v MATCHES "^a.c$"', 'v MATCHES "["', "v"]
+)
 def test_probe_test_agrees_with_the_compiled_condition(cond):
     leaf = cm.parse_condition(cond)
     probe = cm._probe_test(leaf, "v")

@@ -18,14 +18,14 @@ _FRAGMENTS = [
     "#if 0\nbroken ( tokens\n#endif",
     "void add_x_instances(std::vector<std::unique_ptr<Iface<A, B>>>& v) { add_device_operation_instances(v, L{}); }",
     "static constexpr auto Spec = GemmSpecialization::Default;",
-    "if(ck::get_device_name() != \"gfx950\") { f(); } else { g(); }",
+    'if(ck::get_device_name() != "gfx950") { f(); } else { g(); }',
     "struct { int a; } s;",
     "using X = ;",  # malformed
     "template < <",  # malformed
     "}}",  # unbalanced
     "// a comment with std::tuple<",
     "typedef int I;",
-    "#include \"ck/ck.hpp\"",
+    '#include "ck/ck.hpp"',
 ]
 
 _TYPES = [
@@ -55,7 +55,9 @@ def test_typed_walk_is_the_filtered_full_walk(parts, types):
     tree = cpp.parse(src)
     assert [_key(n) for n in cpp.walk(tree.root_node, types)] == _full_walk(tree.root_node, types)
     # from an inner node too: the node itself counts when it has one of the types
-    inner = tree.root_node.named_children[-1] if tree.root_node.named_child_count else tree.root_node
+    inner = (
+        tree.root_node.named_children[-1] if tree.root_node.named_child_count else tree.root_node
+    )
     assert [_key(n) for n in cpp.walk(inner, types)] == _full_walk(inner, types)
 
 
@@ -63,7 +65,9 @@ def test_typed_walk_is_the_filtered_full_walk(parts, types):
 @given(st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=12))
 def test_error_lines_match_a_full_walk(parts):
     tree = cpp.parse("\n".join(parts).encode())
-    expected = sorted({cpp.line(n) for n in cpp.walk(tree.root_node) if n.type == "ERROR" or n.is_missing})
+    expected = sorted(
+        {cpp.line(n) for n in cpp.walk(tree.root_node) if n.type == "ERROR" or n.is_missing}
+    )
     assert cpp.error_lines(tree) == expected
 
 
@@ -111,12 +115,19 @@ def test_tuple_lists_as_calls_flips_only_template_brackets_inside_lists():
     out = cpp.tuple_lists_as_calls(src)
     assert len(out) == len(src) and out.count(b"\n") == src.count(b"\n")
     assert b"Op(Row, 256, S(8, 32, 1), ck::Tuple(), S(1)),  // a (note)\n" in out
-    assert b"Op(Col, 128, S(4, 64, 1), ck::Tuple(F16), S(2))\n    >;" in out  # the list's own brackets stay
-    assert out.startswith(b"template <index_t... Is> using S = Sequence<Is...>;\nusing L = std::tuple<\n")
+    assert (
+        b"Op(Col, 128, S(4, 64, 1), ck::Tuple(F16), S(2))\n    >;" in out
+    )  # the list's own brackets stay
+    assert out.startswith(
+        b"template <index_t... Is> using S = Sequence<Is...>;\nusing L = std::tuple<\n"
+    )
     assert out.endswith(b"void f() { if (a < b && c > d) g<1>(); }\n")  # outside a list: untouched
     tree = cpp.parse(out)
     assert not tree.root_node.has_error
-    assert [n.type for n in cpp.walk(tree.root_node, "call_expression")][:2] == ["call_expression", "call_expression"]
+    assert [n.type for n in cpp.walk(tree.root_node, "call_expression")][:2] == [
+        "call_expression",
+        "call_expression",
+    ]
 
 
 def test_tuple_lists_as_calls_leaves_lists_that_may_hold_a_comparison():
@@ -129,7 +140,7 @@ def test_tuple_lists_as_calls_leaves_lists_that_may_hold_a_comparison():
         b"using L = std::tuple<Op<int8_t, 3>>;",  # a type keyword: not an argument of a call
         b"using L = std::tuple<Op<const F16, 3>>;",
         b"using L = std::tuple<Op<1, /* c */ 3>>;",  # block comment
-        b"using L = std::tuple<Op<\"s\">>;",
+        b'using L = std::tuple<Op<"s">>;',
         b"// using L = std::tuple<Op<1>>;",  # commented out
         b"using L = my_tuple<Op<1>>;",  # not a tuple
         b"using L = std::tuple<Op<1>> junk;",  # not closed right before the `;`

@@ -26,8 +26,14 @@ def test_cli_reference_is_current():
     import difflib
 
     committed, current = (ROOT / "docs" / "cli.md").read_text(), cli_reference()
-    diff = "\n".join(difflib.unified_diff(committed.splitlines(), current.splitlines(), "docs/cli.md", "--help", lineterm=""))
-    assert committed == current, f"docs/cli.md is stale: run `python -m ckkb.cli.reference > docs/cli.md`\n{diff[:3000]}"
+    diff = "\n".join(
+        difflib.unified_diff(
+            committed.splitlines(), current.splitlines(), "docs/cli.md", "--help", lineterm=""
+        )
+    )
+    assert committed == current, (
+        f"docs/cli.md is stale: run `python -m ckkb.cli.reference > docs/cli.md`\n{diff[:3000]}"
+    )
 
 
 def _readme_commands() -> list[list[str]]:
@@ -53,12 +59,18 @@ def test_readme_commands_exist():
         path = ["ckkb"]
         rest = words[1:]
         while isinstance(cmd, click.Group) and rest and not rest[0].startswith("-"):
-            assert rest[0] in cmd.commands, f"README: `{' '.join(words)}`: no command {rest[0]!r} in {' '.join(path)}"
+            assert rest[0] in cmd.commands, (
+                f"README: `{' '.join(words)}`: no command {rest[0]!r} in {' '.join(path)}"
+            )
             cmd = cmd.commands[rest[0]]
             path.append(rest.pop(0))
-        opts = {o for p in cmd.params for o in getattr(p, "opts", []) + getattr(p, "secondary_opts", [])}
+        opts = {
+            o for p in cmd.params for o in getattr(p, "opts", []) + getattr(p, "secondary_opts", [])
+        }
         for w in rest:
             if w.startswith("--"):
-                assert w.split("=", 1)[0] in opts, f"README: `{' '.join(words)}`: {' '.join(path)} has no option {w}"
+                assert w.split("=", 1)[0] in opts, (
+                    f"README: `{' '.join(words)}`: {' '.join(path)} has no option {w}"
+                )
         r = CliRunner().invoke(main, path[1:] + ["--help"])
         assert r.exit_code == 0, r.output

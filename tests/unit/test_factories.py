@@ -20,7 +20,9 @@ def _rows(fixtures):
 def test_factory_calls_bind_the_is_same_chain(fixtures):
     rows = [r for r in _rows(fixtures) if r.kind == "call"]
     assert [(r.function, r.line) for r in rows] == [
-        (f"add_{P}_comp_default_instances", 40), (f"add_{P}_mem_v1_default_instances", 41)]
+        (f"add_{P}_comp_default_instances", 40),
+        (f"add_{P}_mem_v1_default_instances", 41),
+    ]
     r = rows[0]
     assert r.file == f"{FAC}/gemm_universal.hpp"
     assert r.interface == "DeviceGemmV2"
@@ -31,7 +33,10 @@ def test_factory_calls_bind_the_is_same_chain(fixtures):
 
 def test_factory_declarations(fixtures):
     rows = [r for r in _rows(fixtures) if r.kind == "declaration"]
-    assert [r.function for r in rows] == [f"add_{P}_comp_default_instances", f"add_{P}_mem_v1_default_instances"]
+    assert [r.function for r in rows] == [
+        f"add_{P}_comp_default_instances",
+        f"add_{P}_mem_v1_default_instances",
+    ]
     assert rows[0].interface == "DeviceGemmV2" and rows[0].dtypes == ["BF16", "BF16", "BF16"]
     assert rows[0].layouts == ["Row", "Col", "Row"] and rows[0].guards == ["#ifdef CK_ENABLE_BF16"]
 
@@ -64,7 +69,11 @@ def test_binary_and_malformed_headers_are_reported():
     res = fa.extract_file("junk.hpp", b"\x00\x00add_\xff\xfe" * 50)
     assert res.diagnostics and "binary" in res.diagnostics[0].message and not res.rows
     res = fa.extract_file("bad.hpp", b"struct DeviceOperationInstanceFactory< { add_x_instances(\n")
-    assert res.diagnostics and res.diagnostics[0].line == 1 and "malformed" in res.diagnostics[0].message
+    assert (
+        res.diagnostics
+        and res.diagnostics[0].line == 1
+        and "malformed" in res.diagnostics[0].message
+    )
 
 
 def test_instance_header_without_factory_names_is_not_read():
@@ -78,5 +87,8 @@ def test_instance_header_without_factory_names_is_not_read():
     res = fa.extract_file("gpu/sub/x_instance.hpp", src)
     assert res.rows == [] and res.diagnostics == []
     # the same file declaring a factory function is read (and its damage reported)
-    res = fa.extract_file("gpu/sub/x_instance.hpp", src + b"void add_my_f16_instances(std::vector<std::unique_ptr<I<F16>>>& v);\n")
+    res = fa.extract_file(
+        "gpu/sub/x_instance.hpp",
+        src + b"void add_my_f16_instances(std::vector<std::unique_ptr<I<F16>>>& v);\n",
+    )
     assert [r.function for r in res.rows] == ["add_my_f16_instances"]

@@ -30,14 +30,22 @@ def run(*args):
 def test_shapes_csv_with_dtypes_whitespace_and_duplicates():
     shapes = read_shapes(FIX / "shapes.csv")
     assert [(s.M, s.N, s.K, s.dtype) for s in shapes] == [
-        (1, 1280, 8192, "bf16"), (64, 2560, 8192, "bf16"), (1024, 8192, 2048, "fp16"), (16, 1280, 8192, "fp8"),
+        (1, 1280, 8192, "bf16"),
+        (64, 2560, 8192, "bf16"),
+        (1024, 8192, 2048, "fp16"),
+        (16, 1280, 8192, "fp8"),
     ]  # the repeated first row is dropped
     assert all(s.config is None for s in shapes)
 
 
 def test_dtype_option_times_every_shape_in_each_dtype_and_limit_cuts():
     shapes = read_shapes(FIX / "shapes.csv", dtypes=["bf16", "fp8"])
-    assert [(s.M, s.dtype) for s in shapes][:4] == [(1, "bf16"), (1, "fp8"), (64, "bf16"), (64, "fp8")]
+    assert [(s.M, s.dtype) for s in shapes][:4] == [
+        (1, "bf16"),
+        (1, "fp8"),
+        (64, "bf16"),
+        (64, "fp8"),
+    ]
     assert len(read_shapes(FIX / "shapes.csv", limit=2)) == 2
 
 
@@ -52,7 +60,9 @@ def test_from_bf16_config_rows():
 def test_from_a8w8_config_rows_are_fp8_with_kernel_ids():
     shapes = read_shapes(FIX / "a8w8_tuned_gemm.csv", config="aiter/configs/a8w8_tuned_gemm.csv")
     assert [(s.M, s.dtype, s.kernel_id, s.splitk, s.tuner_us, s.config_row) for s in shapes] == [
-        (16, "fp8", 12, 0, 10.5, 1), (256, "fp8", 0, 1, 14.0, 2)]
+        (16, "fp8", 12, 0, 10.5, 1),
+        (256, "fp8", 0, 1, 14.0, 2),
+    ]
 
 
 def test_config_the_harness_cannot_time_is_refused():
@@ -93,8 +103,17 @@ def test_binary_and_missing_files(tmp_path):
 
 
 def test_dtype_spellings():
-    assert [parse_dtype(t) for t in ("torch.bfloat16", "bf16", "torch.float16", "torch.float8_e4m3fnuz", "torch.float8_e4m3fn", "torch.int8")] == [
-        "bf16", "bf16", "fp16", "fp8", "fp8", None]
+    assert [
+        parse_dtype(t)
+        for t in (
+            "torch.bfloat16",
+            "bf16",
+            "torch.float16",
+            "torch.float8_e4m3fnuz",
+            "torch.float8_e4m3fn",
+            "torch.int8",
+        )
+    ] == ["bf16", "bf16", "fp16", "fp8", "fp8", None]
     assert parse_dtype_list("bf16, fp8,bf16") == ["bf16", "fp8"]
     assert parse_dtype_list(None) is None
     with pytest.raises(CkkbError, match="unsupported dtype 'fp4'"):
@@ -102,7 +121,14 @@ def test_dtype_spellings():
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=50)
-@given(st.lists(st.tuples(st.integers(1, 1 << 20), st.integers(1, 1 << 20), st.integers(1, 1 << 20)), min_size=1, max_size=20, unique=True))
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 1 << 20), st.integers(1, 1 << 20), st.integers(1, 1 << 20)),
+        min_size=1,
+        max_size=20,
+        unique=True,
+    )
+)
 def test_any_positive_shapes_round_trip(tmp_path, dims):
     p = tmp_path / "h.csv"
     p.write_text("M,N,K\n" + "".join(f"{m}, {n},{k}\n" for m, n, k in dims))
@@ -132,10 +158,19 @@ def test_zero_dimension_is_refused_before_anything(tmp_path):
     ("args", "text"),
     [
         ([], "give exactly one of --shapes FILE or --from-config CSV"),
-        (["--shapes", "a.csv", "--from-config", "b.csv"], "give exactly one of --shapes FILE or --from-config CSV"),
-        (["--shapes", str(FIX / "shapes.csv"), "--dtype", "int8"], "unsupported dtype 'int8' in --dtype"),
+        (
+            ["--shapes", "a.csv", "--from-config", "b.csv"],
+            "give exactly one of --shapes FILE or --from-config CSV",
+        ),
+        (
+            ["--shapes", str(FIX / "shapes.csv"), "--dtype", "int8"],
+            "unsupported dtype 'int8' in --dtype",
+        ),
         (["--shapes", str(FIX / "shapes.csv"), "--limit", "0"], "--limit must be positive"),
-        (["--shapes", str(FIX / "shapes.csv"), "--out", "/nonexistent-dir/b.jsonl"], "output folder does not exist"),
+        (
+            ["--shapes", str(FIX / "shapes.csv"), "--out", "/nonexistent-dir/b.jsonl"],
+            "output folder does not exist",
+        ),
     ],
 )
 def test_usage_errors(args, text):
@@ -200,5 +235,10 @@ def test_harness_package_imports_without_torch():
         "import ckkb.harness.bundle, ckkb.harness.run, ckkb.harness.command, ckkb.cli.harness\n"
         "print('ok')\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr

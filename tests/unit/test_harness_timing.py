@@ -127,7 +127,10 @@ def test_unstable_slot_is_bounded_by_max_samples():
     log = []
     # a median that keeps drifting never counts as stable
     drifting = [float(i) for i in range(1, 10_000)]
-    res = interleave({"A": SeqTimer("A", drifting, log)}, Policy(batch=10, min_samples=20, max_samples=60, max_seconds=1e9))
+    res = interleave(
+        {"A": SeqTimer("A", drifting, log)},
+        Policy(batch=10, min_samples=20, max_samples=60, max_seconds=1e9),
+    )
     assert not res["A"].stable
     assert len(res["A"].samples) == 60
 
@@ -176,7 +179,10 @@ SHAPE = Shape(64, 256, 5120, "bf16")
 
 def test_verification_failure_is_recorded_and_not_timed():
     cands = [Candidate("good"), Candidate("wrong"), Candidate("nan")]
-    be = FakeBackend({"good": 2e-3, "wrong": 0.3, "nan": float("nan")}, {("good", "warm"): 10.0, ("good", "cold"): 12.0})
+    be = FakeBackend(
+        {"good": 2e-3, "wrong": 0.3, "nan": float("nan")},
+        {("good", "warm"): 10.0, ("good", "cold"): 12.0},
+    )
     ms = time_shape(SHAPE, cands, be, Policy(batch=5, min_samples=10))
     by = {(m.candidate.name, m.regime): m for m in ms}
     assert len(ms) == 6
@@ -200,8 +206,14 @@ def test_unsupported_and_crashing_candidates_do_not_stop_the_others():
     be = FakeBackend({"a": 1e-3, "b": 1e-3, "c": 1e-3}, unsupported={"b"}, crash={"c"})
     ms = time_shape(SHAPE, cands, be, Policy(batch=5, min_samples=10))
     st_ = {(m.candidate.name, m.regime): m.status for m in ms}
-    assert st_ == {("a", "warm"): "ok", ("a", "cold"): "ok", ("b", "warm"): "unsupported", ("b", "cold"): "unsupported",
-                   ("c", "warm"): "error", ("c", "cold"): "error"}
+    assert st_ == {
+        ("a", "warm"): "ok",
+        ("a", "cold"): "ok",
+        ("b", "warm"): "unsupported",
+        ("b", "cold"): "unsupported",
+        ("c", "warm"): "error",
+        ("c", "cold"): "error",
+    }
     assert "kernel launch failed" in next(m.note for m in ms if m.candidate.name == "c")
 
 
@@ -228,12 +240,25 @@ def test_candidates_per_dtype_and_aiter_incumbent():
     assert [c.name for c in candidates_for(SHAPE)] == ["torch.linear", "torch.mm"]
     assert [c.layout for c in candidates_for(SHAPE)] == ["tn", "nn"]
     fp8 = Shape(16, 1024, 4096, "fp8", config="aiter/configs/a8w8_tuned_gemm.csv", kernel_id=12)
-    assert [c.name for c in candidates_for(fp8)] == ["torch._scaled_mm:rowwise", "torch._scaled_mm:tensorwise"]
+    assert [c.name for c in candidates_for(fp8)] == [
+        "torch._scaled_mm:rowwise",
+        "torch._scaled_mm:tensorwise",
+    ]
     with_aiter = candidates_for(fp8, aiter=True)
     assert [c.name for c in with_aiter][2:] == ["aiter:gemm_a8w8_tune:0", "aiter:gemm_a8w8_tune:12"]
     assert [c.kernel_id for c in with_aiter][2:] == [0, 12]
     # kernelId 0 is already the incumbent: not timed twice
-    assert len(candidates_for(Shape(16, 1024, 4096, "fp8", config="aiter/configs/a8w8_tuned_gemm.csv", kernel_id=0), aiter=True)) == 3
+    assert (
+        len(
+            candidates_for(
+                Shape(
+                    16, 1024, 4096, "fp8", config="aiter/configs/a8w8_tuned_gemm.csv", kernel_id=0
+                ),
+                aiter=True,
+            )
+        )
+        == 3
+    )
 
 
 def test_check_shape_and_fp8_support():
@@ -250,24 +275,49 @@ def test_check_shape_and_fp8_support():
 
 
 def test_rows_carry_roofline_and_methodology():
-    be = FakeBackend({"torch.linear": 1e-3, "bad": 1.0}, {("torch.linear", "warm"): 40.0, ("torch.linear", "cold"): 50.0})
+    be = FakeBackend(
+        {"torch.linear": 1e-3, "bad": 1.0},
+        {("torch.linear", "warm"): 40.0, ("torch.linear", "cold"): 50.0},
+    )
     shape = Shape(1, 8192, 8192, "bf16", config="aiter/configs/x.csv", config_row=7, tuner_us=30.0)
-    ms = time_shape(shape, [Candidate("torch.linear"), Candidate("bad")], be, Policy(batch=5, min_samples=10))
+    ms = time_shape(
+        shape, [Candidate("torch.linear"), Candidate("bad")], be, Policy(batch=5, min_samples=10)
+    )
     measured = [
         {"what": "copy", "value": 4000.0, "extra": {"burst_value": 3900.0}},
         {"what": "gemm_bf16", "value": 660.0, "extra": {"burst_value": 780.0}},
     ]
     ceil = ceilings_from(measured, PEAKS["H200"])
-    assert ceil.copy_gbps == 4000.0 and ceil.tflops("bf16") == 780.0 and ceil.tflops("fp8") == PEAKS["H200"].fp8_tflops
-    rows = rows_for(ms, run_id="r", device="NVIDIA H200", arch="sm_90", ceilings=ceil, peaks=PEAKS["H200"], pass_no=2, common={"torch": "x"})
+    assert (
+        ceil.copy_gbps == 4000.0
+        and ceil.tflops("bf16") == 780.0
+        and ceil.tflops("fp8") == PEAKS["H200"].fp8_tflops
+    )
+    rows = rows_for(
+        ms,
+        run_id="r",
+        device="NVIDIA H200",
+        arch="sm_90",
+        ceilings=ceil,
+        peaks=PEAKS["H200"],
+        pass_no=2,
+        common={"torch": "x"},
+    )
     by = {(r.candidate, r.regime): r for r in rows}
     cold = by[("torch.linear", "cold")]
     assert cold.status == "ok" and cold.us == 50.0 and cold.pass_no == 2 and cold.part == "H200"
     assert cold.bound == "memory"
     assert cold.gbps == pytest.approx(134_250_496 / 50e-6 / 1e9)
     assert cold.pct_of_bound == pytest.approx(100 * (134_250_496 / 4000e9 * 1e6) / 50.0)
-    assert cold.extra["pct_of_datasheet_bound"] == pytest.approx(100 * (134_250_496 / 4800e9 * 1e6) / 50.0)
+    assert cold.extra["pct_of_datasheet_bound"] == pytest.approx(
+        100 * (134_250_496 / 4800e9 * 1e6) / 50.0
+    )
     assert cold.extra["tuner_us"] == 30.0 and cold.extra["torch"] == "x" and cold.config_row == 7
     bad = by[("bad", "warm")]
-    assert bad.status == "verify_failed" and bad.us is None and bad.tflops is None and bad.pct_of_bound is None
+    assert (
+        bad.status == "verify_failed"
+        and bad.us is None
+        and bad.tflops is None
+        and bad.pct_of_bound is None
+    )
     assert bad.bound == "memory"  # the shape's bound is known even when nothing was timed

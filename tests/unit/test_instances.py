@@ -57,7 +57,9 @@ def test_lists_and_comments(fixtures):
     assert p2.comment == "instances not working on gfx950"
     assert (p2.entries, p2.commented_out) == (3, 1)
     assert p2.dir == "gemm_universal"
-    assert p2.template_params == [{"name": "GemmSpec", "type": "GemmSpecialization", "kind": "value"}]
+    assert p2.template_params == [
+        {"name": "GemmSpec", "type": "GemmSpecialization", "kind": "value"}
+    ]
     comp = mine["device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances"]
     assert comp.comment == "" and comp.entries == 3
     mem = mine["device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances"]
@@ -92,16 +94,29 @@ def test_alias_resolution_and_named_fields(fixtures):
     assert first.template == "DeviceGemm_Xdl_CShuffleV3"
     assert first.args[:4] == ["Row", "Col", "Row", "BF16"]
     assert first.args[22] == "S<8, 32, 1>"
-    assert first.resolved[:4] == ["tensor_layout::gemm::RowMajor", "tensor_layout::gemm::ColumnMajor", "tensor_layout::gemm::RowMajor", "bhalf_t"]
+    assert first.resolved[:4] == [
+        "tensor_layout::gemm::RowMajor",
+        "tensor_layout::gemm::ColumnMajor",
+        "tensor_layout::gemm::RowMajor",
+        "bhalf_t",
+    ]
     assert first.resolved[6] == "float"
     assert first.resolved[22] == [8, 32, 1]
     f = first.fields
-    assert f["ALayout"] == "tensor_layout::gemm::RowMajor" and f["BLayout"] == "tensor_layout::gemm::ColumnMajor"
+    assert (
+        f["ALayout"] == "tensor_layout::gemm::RowMajor"
+        and f["BLayout"] == "tensor_layout::gemm::ColumnMajor"
+    )
     assert f["ADataType"] == "bhalf_t" and f["GemmAccDataType"] == "float"
     assert f["GemmSpec"] == "GemmSpec"  # the list's own parameter: bound per registration
     assert (f["BlockSize"], f["MPerBlock"], f["NPerBlock"], f["KPerBlock"]) == (256, 128, 128, 64)
     assert f["ABlockTransferThreadClusterLengths_AK0_M_AK1"] == [8, 32, 1]
-    assert f["CShuffleBlockTransferClusterLengths_MBlock_MPerBlock_NBlock_NPerBlock"] == [1, 16, 1, 16]
+    assert f["CShuffleBlockTransferClusterLengths_MBlock_MPerBlock_NBlock_NPerBlock"] == [
+        1,
+        16,
+        1,
+        16,
+    ]
     assert f["BlkGemmPipeSched"] == "BlockGemmPipelineScheduler::Intrawave"
     assert f["BlkGemmPipelineVer"] == "BlockGemmPipelineVersion::v3"
     # parameters the entry leaves out take the op's defaults, and say so
@@ -110,19 +125,36 @@ def test_alias_resolution_and_named_fields(fixtures):
     assert first.mapping == "ok" and first.template_file.endswith("device_gemm_xdl_cshuffle_v3.hpp")
     # `Intrawave` is a static constexpr alias in the header
     second = of(insts, "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances")[1]
-    assert second.args[-2] == "Intrawave" and second.fields["BlkGemmPipeSched"] == "BlockGemmPipelineScheduler::Intrawave"
+    assert (
+        second.args[-2] == "Intrawave"
+        and second.fields["BlkGemmPipeSched"] == "BlockGemmPipelineScheduler::Intrawave"
+    )
 
 
 def test_normalised_columns(fixtures):
     _, insts, _ = run(fixtures / "ck_mini")
     p2 = [i for i in of(insts, PART2) if i.status == "active"]
-    assert [(i.tile_m, i.tile_n, i.tile_k) for i in p2] == [(256, 224, 64), (224, 256, 64), (256, 192, 64)]
-    assert [(i.fields["MXdlPerWave"], i.fields["NXdlPerWave"]) for i in p2] == [(8, 7), (7, 8), (4, 3)]
+    assert [(i.tile_m, i.tile_n, i.tile_k) for i in p2] == [
+        (256, 224, 64),
+        (224, 256, 64),
+        (256, 192, 64),
+    ]
+    assert [(i.fields["MXdlPerWave"], i.fields["NXdlPerWave"]) for i in p2] == [
+        (8, 7),
+        (7, 8),
+        (4, 3),
+    ]
     a = p2[0]
     assert (a.a_layout, a.b_layout, a.c_layout) == ("Row", "Col", "Row")
     assert (a.a_dtype, a.c_dtype, a.block_size) == ("bhalf_t", "bhalf_t", 256)
     assert (a.mfma_m, a.mfma_n, a.xdl_m, a.xdl_n, a.waves_m, a.waves_n) == (16, 16, 8, 7, 2, 2)
-    assert (a.ak1, a.bk1, a.pipeline, a.scheduler, a.padding) == (8, 8, "v3", "Intrawave", "GemmSpec")
+    assert (a.ak1, a.bk1, a.pipeline, a.scheduler, a.padding) == (
+        8,
+        8,
+        "v3",
+        "Intrawave",
+        "GemmSpec",
+    )
     mem = of(insts, "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances")
     assert [i.scheduler for i in mem] == ["BlkGemmPipeSched", "BlkGemmPipeSched"]
     assert [i.fields["BlkGemmPipeSched"] for i in mem] == ["BlkGemmPipeSched"] * 2
@@ -137,7 +169,11 @@ def test_cmake_in_template(fixtures):
     assert lst.cmake_vars == ["BLOCK_SIZE", "SUFFIX"] and lst.entries == 2
     e = of(insts, name)
     assert [i.template for i in e] == ["DeviceGemmXdl", "DeviceGemmXdl"]
-    assert e[1].args[11] == "@BLOCK_SIZE@" and e[1].fields["BlockSize"] == "@BLOCK_SIZE@" and e[1].block_size is None
+    assert (
+        e[1].args[11] == "@BLOCK_SIZE@"
+        and e[1].fields["BlockSize"] == "@BLOCK_SIZE@"
+        and e[1].block_size is None
+    )
     assert e[0].fields["GemmSpec"] == "GemmSpecialization::Default"  # static constexpr alias
     assert e[0].fields["ADataType"] == "half_t"
     # K split into K0PerBlock * K1 gives tile_k
@@ -213,7 +249,10 @@ def test_unknown_template_and_arity_are_reported(copy_tree):
     )
     _, insts, diags = run(root)
     e = of(insts, "odd_instances")
-    assert [(i.template, i.mapping) for i in e] == [("DeviceNoSuchOp", "unknown_template"), ("DeviceGemmXdl", "arity_mismatch")]
+    assert [(i.template, i.mapping) for i in e] == [
+        ("DeviceNoSuchOp", "unknown_template"),
+        ("DeviceGemmXdl", "arity_mismatch"),
+    ]
     assert e[1].fields["ADataType"] == "half_t"  # what is there is still named
     msgs = {d.line: d.message for d in diags if d.file.endswith("device_odd_instance.cpp")}
     assert "unknown device-op template DeviceNoSuchOp" in msgs[2]
@@ -230,7 +269,12 @@ def test_build_writes_tables(fixtures, tmp_db):
         [PART2],
     ).fetchone()
     assert json.loads(row[0])["MPerBlock"] == 256
-    assert row[1:] == (256, "commented_out", "instances not working on gfx950", "DeviceGemm_Xdl_CShuffleV3")
+    assert row[1:] == (
+        256,
+        "commented_out",
+        "instances not working on gfx950",
+        "DeviceGemm_Xdl_CShuffleV3",
+    )
     assert db.execute("select count(*) from instances where mapping = 'ok'").fetchone()[0] >= 11
 
 
@@ -240,8 +284,17 @@ _seq = st.lists(st.integers(0, 512), min_size=1, max_size=5)
 _arg = st.one_of(
     st.integers(0, 4096).map(lambda v: (str(v), v)),
     _seq.map(lambda s: (f"S<{', '.join(map(str, s))}>", s)),
-    st.sampled_from([("BF16", "bhalf_t"), ("Row", "tensor_layout::gemm::RowMajor"), ("true", True), ("GemmDefault", "GemmSpecialization::Default"),
-                     ("ck::half_t", "half_t"), ("2 * 64", 128), ("(256)", 256)]),
+    st.sampled_from(
+        [
+            ("BF16", "bhalf_t"),
+            ("Row", "tensor_layout::gemm::RowMajor"),
+            ("true", True),
+            ("GemmDefault", "GemmSpecialization::Default"),
+            ("ck::half_t", "half_t"),
+            ("2 * 64", 128),
+            ("(256)", 256),
+        ]
+    ),
 )
 
 _PRELUDE = (
@@ -263,7 +316,12 @@ def _one_number_seqs(args: list[tuple[str, object]]) -> int:
 @settings(max_examples=80, deadline=None)
 @given(st.lists(_arg, min_size=1, max_size=10).filter(lambda a: _one_number_seqs(a) <= 2))
 def test_resolution_property(args):
-    src = _PRELUDE + "using prop_instances = std::tuple<\n  DeviceProp<" + ", ".join(a for a, _ in args) + ">\n>;\n"
+    src = (
+        _PRELUDE
+        + "using prop_instances = std::tuple<\n  DeviceProp<"
+        + ", ".join(a for a, _ in args)
+        + ">\n>;\n"
+    )
     rel = f"{GPU}/gemm_prop/p.hpp"
     fr = instances.extract(Path("."), rel, src.encode())
     out = instances.combine(Path("."), {rel: fr}, BuildContext(trees={}))
@@ -274,7 +332,25 @@ def test_resolution_property(args):
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.sampled_from(["x = 1;", "#if A", "#ifdef B", "#else", "#endif", "#elif C", "", "  // c", "#if 0", "y();"]), max_size=30))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "x = 1;",
+                "#if A",
+                "#ifdef B",
+                "#else",
+                "#endif",
+                "#elif C",
+                "",
+                "  // c",
+                "#if 0",
+                "y();",
+            ]
+        ),
+        max_size=30,
+    )
+)
 def test_preprocessor_mask_keeps_offsets(lines):
     data = "\n".join(lines).encode()
     masked, guards = cpp.mask_conditionals(data)
@@ -295,8 +371,16 @@ def test_list_alias_instantiates_another_list(copy_tree):
     )
     lists, insts, _ = run(root)
     a = lists["bf16_kpad_instances"]
-    assert a.alias_of == "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances<Interwave, GemmKPadding>"
-    assert (a.entries, a.comment, a.line, a.dir) == (2, "bound to KPadding here", 3, "gemm_universal")
+    assert (
+        a.alias_of
+        == "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances<Interwave, GemmKPadding>"
+    )
+    assert (a.entries, a.comment, a.line, a.dir) == (
+        2,
+        "bound to KPadding here",
+        3,
+        "gemm_universal",
+    )
     e = of(insts, "bf16_kpad_instances")
     assert [i.padding for i in e] == ["KPadding", "KPadding"]
     assert [i.scheduler for i in e] == ["Interwave", "Interwave"]
@@ -325,14 +409,33 @@ def test_damaged_header_never_raises(junk, where):
 _view_arg = st.deferred(
     lambda: st.one_of(
         st.integers(0, 4096).map(str),
-        st.sampled_from(["Row", "BF16", "true", "false", "GemmDefault", "ck::half_t", "BlockGemmPipelineScheduler::Intrawave",
-                         "-1", "2 * 64", "ck::Tuple<>", "Tuple<Row, Col>", "PassThrough", "Is..."]),
-        st.lists(st.integers(0, 64), min_size=1, max_size=4).map(lambda s: f"S<{', '.join(map(str, s))}>"),
+        st.sampled_from(
+            [
+                "Row",
+                "BF16",
+                "true",
+                "false",
+                "GemmDefault",
+                "ck::half_t",
+                "BlockGemmPipelineScheduler::Intrawave",
+                "-1",
+                "2 * 64",
+                "ck::Tuple<>",
+                "Tuple<Row, Col>",
+                "PassThrough",
+                "Is...",
+            ]
+        ),
+        st.lists(st.integers(0, 64), min_size=1, max_size=4).map(
+            lambda s: f"S<{', '.join(map(str, s))}>"
+        ),
         st.lists(_view_arg, min_size=1, max_size=3).map(lambda a: f"ck::Tuple<{', '.join(a)}>"),
     )
 )
 _view_entry = st.tuples(
-    st.sampled_from(["DeviceProp", "DeviceGemm_Xdl_CShuffleV3", "ck::tensor_operation::device::DeviceQualified"]),
+    st.sampled_from(
+        ["DeviceProp", "DeviceGemm_Xdl_CShuffleV3", "ck::tensor_operation::device::DeviceQualified"]
+    ),
     st.lists(_view_arg, min_size=1, max_size=8),
     st.sampled_from(["", "  // AGPR Spill", "\n  // DeviceProp<1, 2>,"]),
 )
@@ -342,8 +445,17 @@ _view_entry = st.tuples(
 @given(st.lists(_view_entry, min_size=1, max_size=5), st.booleans())
 def test_view_reads_like_the_real_text(entries, templated):
     head = "template <GemmSpecialization GemmSpec>\n" if templated else ""
-    body = "\n".join(f"  {name}<{', '.join(args)}>{',' if k < len(entries) - 1 else ''}{after}" for k, (name, args, after) in enumerate(entries))
-    src = (_PRELUDE + head + "using prop_instances = std::tuple<\n  // clang-format off\n" + body + "\n  // clang-format on\n  >;\n").encode()
+    body = "\n".join(
+        f"  {name}<{', '.join(args)}>{',' if k < len(entries) - 1 else ''}{after}"
+        for k, (name, args, after) in enumerate(entries)
+    )
+    src = (
+        _PRELUDE
+        + head
+        + "using prop_instances = std::tuple<\n  // clang-format off\n"
+        + body
+        + "\n  // clang-format on\n  >;\n"
+    ).encode()
     rel = f"{GPU}/gemm_prop/p.hpp"
     viewed = instances.extract(Path("."), rel, src)
     real_view = cpp.tuple_lists_as_calls
@@ -352,16 +464,27 @@ def test_view_reads_like_the_real_text(entries, templated):
         plain = instances.extract(Path("."), rel, src)
     finally:
         cpp.tuple_lists_as_calls = real_view
-    assert cpp.tuple_lists_as_calls(src) != src  # the view was in play: the list has nested brackets
+    assert (
+        cpp.tuple_lists_as_calls(src) != src
+    )  # the view was in play: the list has nested brackets
     written = [(name, args) for name, args, _ in entries]
 
     def read(fr):
-        return [(e["template"], e["args"]) for lst in fr.facts["lists"] for e in lst["entries"] if e["status"] == "active"]
+        return [
+            (e["template"], e["args"])
+            for lst in fr.facts["lists"]
+            for e in lst["entries"]
+            if e["status"] == "active"
+        ]
 
     event("the real text read right" if read(plain) == written else "the real text misread")
     if read(plain) == written:
-        assert viewed.facts == plain.facts  # the real text read right: the same facts, expressions and all
-        assert [(d.line, d.message) for d in viewed.diagnostics] == [(d.line, d.message) for d in plain.diagnostics]
+        assert (
+            viewed.facts == plain.facts
+        )  # the real text read right: the same facts, expressions and all
+        assert [(d.line, d.message) for d in viewed.diagnostics] == [
+            (d.line, d.message) for d in plain.diagnostics
+        ]
     else:  # tree-sitter misread the real text (GLR: `S<0>, X<Y<A, B>, S<0>>` keeps too few
         # alternatives, see test_resolution_property): the view, with no `<` to guess at, reads it
         # right, or (where it cannot parse either) the file is read as written: never worse
@@ -383,14 +506,28 @@ def test_view_gives_way_where_an_entry_reads_as_a_function_type():
 def test_view_entries_are_read_from_their_text_once_their_arguments_are_known():
     """A view-form entry whose arguments were all seen before is read from the bytes between its
     brackets (no node per argument); the cut must agree with the tree, else the nodes are read."""
-    assert instances._split_args(b"  Row, Col,\n  S<8, 32, 1>, ck::Tuple<ck::Tuple<A, B>, C>, 256 ") == [
-        b"Row", b"Col", b"S<8, 32, 1>", b"ck::Tuple<ck::Tuple<A, B>, C>", b"256"]
-    assert instances._split_args(b"Tuple<A, B<1>>") == [b"Tuple<A", b"B<1>>"]  # too many: the tree's count wins
+    assert instances._split_args(
+        b"  Row, Col,\n  S<8, 32, 1>, ck::Tuple<ck::Tuple<A, B>, C>, 256 "
+    ) == [b"Row", b"Col", b"S<8, 32, 1>", b"ck::Tuple<ck::Tuple<A, B>, C>", b"256"]
+    assert instances._split_args(b"Tuple<A, B<1>>") == [
+        b"Tuple<A",
+        b"B<1>>",
+    ]  # too many: the tree's count wins
     entry = "DeviceProp<Row, 256, S<8, 32, 1>, ck::Tuple<F16, Tuple<Row, Col>>, true>"
     src = (_PRELUDE + f"using prop_instances = std::tuple<\n  {entry},\n  {entry}\n>;\n").encode()
     fr = instances.extract(Path("."), f"{GPU}/gemm_prop/p.hpp", src)
     first, second = fr.facts["lists"][0]["entries"]
     assert first == dict(second, line=first["line"])  # the second is read from text, the same facts
-    assert second["args"] == ["Row", "256", "S<8, 32, 1>", "ck::Tuple<F16, Tuple<Row, Col>>", "true"]
-    assert second["exprs"][3] == ("tmpl", "ck::Tuple", (("name", "F16"), ("tmpl", "Tuple", (("name", "Row"), ("name", "Col")))))
+    assert second["args"] == [
+        "Row",
+        "256",
+        "S<8, 32, 1>",
+        "ck::Tuple<F16, Tuple<Row, Col>>",
+        "true",
+    ]
+    assert second["exprs"][3] == (
+        "tmpl",
+        "ck::Tuple",
+        (("name", "F16"), ("tmpl", "Tuple", (("name", "Row"), ("name", "Col")))),
+    )
     assert second["exprs"][4] == ("bool", True)

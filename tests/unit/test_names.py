@@ -48,7 +48,12 @@ def fixture_schemas() -> names.SchemaSet:
         for s in schemas:
             if s["status"] != "unsupported":
                 out[s["device_op"]] = names.NameSchema(
-                    device_op=s["device_op"], ops=tuple(s["ops"]), tokens=tuple(s["tokens"]), file=rel, line=s["line"], status=s["status"]
+                    device_op=s["device_op"],
+                    ops=tuple(s["ops"]),
+                    tokens=tuple(s["tokens"]),
+                    file=rel,
+                    line=s["line"],
+                    status=s["status"],
                 )
     return out
 
@@ -79,94 +84,222 @@ def test_every_sample_name_parses():
             assert p.schema != "error", f"{f}:{line}: {name!r}: {p.error}"
             assert p.op and name.startswith(p.op)
     files = {f for f, _, _ in found}
-    assert {"001.txt", "002.txt", "007.txt", "008.txt", "009.txt", "010.txt", "011.txt", "016.txt", "024.txt", "025.txt"} <= files
+    assert {
+        "001.txt",
+        "002.txt",
+        "007.txt",
+        "008.txt",
+        "009.txt",
+        "010.txt",
+        "011.txt",
+        "016.txt",
+        "024.txt",
+        "025.txt",
+    } <= files
 
 
 def test_sample_forms_field_by_field():
     # 001: an old DeviceGemmXdl with three properties; ck_mini's DeviceGemmXdl prints no properties,
     # so the name is generic and the leading arguments map to the schema's parameters one by one
-    p = names.parse("DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2> NumPrefetch: 1, LoopScheduler: Interwave, PipelineVersion: v1", SCHEMAS)
+    p = names.parse(
+        "DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2> NumPrefetch: 1, LoopScheduler: Interwave, PipelineVersion: v1",
+        SCHEMAS,
+    )
     assert p.schema == "generic"
     assert p.args == ["256", "128", "128", "4", "8", "32", "32", "2", "2"]
     assert p.props == {"NumPrefetch": "1", "LoopScheduler": "Interwave", "PipelineVersion": "v1"}
-    assert p.fields == {"BlockSize": 256, "MPerBlock": 128, "NPerBlock": 128, "K0PerBlock": 4, "K1": 8,
-                        "MPerXDL": 32, "NPerXDL": 32, "MXdlPerWave": 2, "NXdlPerWave": 2}
-    assert p.normalised["tile_k"] == 32 and p.normalised["waves_m"] == 2 and p.normalised["waves_n"] == 2
+    assert p.fields == {
+        "BlockSize": 256,
+        "MPerBlock": 128,
+        "NPerBlock": 128,
+        "K0PerBlock": 4,
+        "K1": 8,
+        "MPerXDL": 32,
+        "NPerXDL": 32,
+        "MXdlPerWave": 2,
+        "NXdlPerWave": 2,
+    }
+    assert (
+        p.normalised["tile_k"] == 32
+        and p.normalised["waves_m"] == 2
+        and p.normalised["waves_n"] == 2
+    )
     # 016: the 2022-02 form, four arguments
     p = names.parse("DeviceGemmXdl<128, 128, 64, 4>", SCHEMAS)
     assert p.fields == {"BlockSize": 128, "MPerBlock": 128, "NPerBlock": 64, "K0PerBlock": 4}
     # 024: no schema for DeviceGemm_Xdl_CShuffle in ck_mini: grammar only
-    p = names.parse("DeviceGemm_Xdl_CShuffle<Default, 64, 32, 64, 32, 8, 8, 32, 32, 1, 2, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v2", SCHEMAS)
+    p = names.parse(
+        "DeviceGemm_Xdl_CShuffle<Default, 64, 32, 64, 32, 8, 8, 32, 32, 1, 2, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v2",
+        SCHEMAS,
+    )
     assert (p.op, p.schema, p.fields) == ("DeviceGemm_Xdl_CShuffle", "generic", {})
     assert p.args[0] == "Default" and p.args[1:4] == ["64", "32", "64"] and len(p.args) == 15
     assert p.props == {"LoopScheduler": "Default", "PipelineVersion": "v2"}
     # 025: arguments without spaces
-    p = names.parse("DeviceReduceSoftmax<256,M_C4_S1,K_C64_S8,InSrcVectorDim_1_InSrcVectorSize_8_OutDstVectorSize_8>")
-    assert p.args == ["256", "M_C4_S1", "K_C64_S8", "InSrcVectorDim_1_InSrcVectorSize_8_OutDstVectorSize_8"]
+    p = names.parse(
+        "DeviceReduceSoftmax<256,M_C4_S1,K_C64_S8,InSrcVectorDim_1_InSrcVectorSize_8_OutDstVectorSize_8>"
+    )
+    assert p.args == [
+        "256",
+        "M_C4_S1",
+        "K_C64_S8",
+        "InSrcVectorDim_1_InSrcVectorSize_8_OutDstVectorSize_8",
+    ]
     # 011: a name glued into one word, and ckProfiler's own ", KBatch 2" suffix
-    p = names.parse("GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8 LoopScheduler: Default, PipelineVersion: v2, KBatch 2")
+    p = names.parse(
+        "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8 LoopScheduler: Default, PipelineVersion: v2, KBatch 2"
+    )
     assert p.op == "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8" and p.args == []
     assert p.props == {"LoopScheduler": "Default", "PipelineVersion": "v2", "KBatch": "2"}
     # 007: a multi-line block's name
-    p = names.parse("DeviceGroupedConvBwdDataMultipleD_Xdl_CShuffle_v1<256, 128, 256, 32, 8, 2, Default, 32, 32, 2, 4, 8, 4, 1, 1>")
-    assert p.op == "DeviceGroupedConvBwdDataMultipleD_Xdl_CShuffle_v1" and p.args[6] == "Default" and len(p.args) == 15
+    p = names.parse(
+        "DeviceGroupedConvBwdDataMultipleD_Xdl_CShuffle_v1<256, 128, 256, 32, 8, 2, Default, 32, 32, 2, 4, 8, 4, 1, 1>"
+    )
+    assert (
+        p.op == "DeviceGroupedConvBwdDataMultipleD_Xdl_CShuffle_v1"
+        and p.args[6] == "Default"
+        and len(p.args) == 15
+    )
 
 
 def test_issue_name_cshuffle_v2_matched():
     p = names.parse(CSHUFFLE_V2, SCHEMAS)
-    assert (p.schema, p.op, p.device_op) == ("matched", "DeviceGemm_Xdl_CShuffleV2", "DeviceGemm_Xdl_CShuffleV2")
+    assert (p.schema, p.op, p.device_op) == (
+        "matched",
+        "DeviceGemm_Xdl_CShuffleV2",
+        "DeviceGemm_Xdl_CShuffleV2",
+    )
     assert p.fields == {
-        "GemmSpec": "Default", "BlockSize": 256, "MPerBlock": 256, "NPerBlock": 256, "KPerBlock": 32, "AK1": 8, "BK1": 8,
-        "MPerXDL": 32, "NPerXDL": 32, "MXdlPerWave": 4, "NXdlPerWave": 4, "ABlockTransferSrcScalarPerVector": 8,
-        "BBlockTransferSrcScalarPerVector": 8, "CShuffleMXdlPerWavePerShuffle": 1, "CShuffleNXdlPerWavePerShuffle": 1,
-        "LoopSched": "Default", "PipelineVer": "v1",
+        "GemmSpec": "Default",
+        "BlockSize": 256,
+        "MPerBlock": 256,
+        "NPerBlock": 256,
+        "KPerBlock": 32,
+        "AK1": 8,
+        "BK1": 8,
+        "MPerXDL": 32,
+        "NPerXDL": 32,
+        "MXdlPerWave": 4,
+        "NXdlPerWave": 4,
+        "ABlockTransferSrcScalarPerVector": 8,
+        "BBlockTransferSrcScalarPerVector": 8,
+        "CShuffleMXdlPerWavePerShuffle": 1,
+        "CShuffleNXdlPerWavePerShuffle": 1,
+        "LoopSched": "Default",
+        "PipelineVer": "v1",
     }
     n = p.normalised
-    assert (n["tile_m"], n["tile_n"], n["tile_k"], n["mfma_m"], n["waves_m"], n["waves_n"]) == (256, 256, 32, 32, 2, 2)
-    assert (n["padding"], n["scheduler"], n["pipeline"], n["block_size"]) == ("Default", "Default", "v1", 256)
+    assert (n["tile_m"], n["tile_n"], n["tile_k"], n["mfma_m"], n["waves_m"], n["waves_n"]) == (
+        256,
+        256,
+        32,
+        32,
+        2,
+        2,
+    )
+    assert (n["padding"], n["scheduler"], n["pipeline"], n["block_size"]) == (
+        "Default",
+        "Default",
+        "v1",
+        256,
+    )
 
 
 def test_issue_name_universal_matched_with_derived_values():
     p = names.parse(UNIVERSAL, SCHEMAS)
-    assert (p.schema, p.op, p.device_op) == ("matched", "DeviceGemmXdlUniversal", "DeviceGemm_Xdl_CShuffleV3")
+    assert (p.schema, p.op, p.device_op) == (
+        "matched",
+        "DeviceGemmXdlUniversal",
+        "DeviceGemm_Xdl_CShuffleV3",
+    )
     assert p.fields == {
-        "GemmSpec": "MNKPadding", "ALayout": "Row", "BLayout": "Col", "CLayout": "Row", "BlockSize": 256,
-        "MPerBlock": 256, "NPerBlock": 256, "KPerBlock": 64, "MPerXDL": 32, "NPerXDL": 32, "MXdlPerWave": 4,
-        "NXdlPerWave": 4, "ABlockTransferSrcScalarPerVector": 8, "BBlockTransferSrcScalarPerVector": 8,
-        "BlkGemmPipeSched": "Intrawave", "BlkGemmPipelineVer": "v3",
+        "GemmSpec": "MNKPadding",
+        "ALayout": "Row",
+        "BLayout": "Col",
+        "CLayout": "Row",
+        "BlockSize": 256,
+        "MPerBlock": 256,
+        "NPerBlock": 256,
+        "KPerBlock": 64,
+        "MPerXDL": 32,
+        "NPerXDL": 32,
+        "MXdlPerWave": 4,
+        "NXdlPerWave": 4,
+        "ABlockTransferSrcScalarPerVector": 8,
+        "BBlockTransferSrcScalarPerVector": 8,
+        "BlkGemmPipeSched": "Intrawave",
+        "BlkGemmPipelineVer": "v3",
     }
     assert p.derived == {"PrefetchStages": 2, "AMmaKStride": 8}
     assert p.props["BlkTile"] == "256x256x64" and p.args == ["MNKPadding", "RCR"]
     n = p.normalised
-    assert (n["a_layout"], n["b_layout"], n["c_layout"], n["padding"], n["pipeline"], n["scheduler"]) == ("Row", "Col", "Row", "MNKPadding", "v3", "Intrawave")
+    assert (
+        n["a_layout"],
+        n["b_layout"],
+        n["c_layout"],
+        n["padding"],
+        n["pipeline"],
+        n["scheduler"],
+    ) == ("Row", "Col", "Row", "MNKPadding", "v3", "Intrawave")
     assert (n["waves_m"], n["waves_n"]) == (2, 2)
-    assert p.key == re.sub(r"\s", "", UNIVERSAL).replace("PrefetchStages:2", "PrefetchStages:*").replace("Kpack:8", "Kpack:*")
-    assert p.to_json() == {"name": UNIVERSAL, "op": "DeviceGemmXdlUniversal", "fields": p.fields, "args": p.args,
-                           "props": p.props, "schema": "matched", "error": None}
+    assert p.key == re.sub(r"\s", "", UNIVERSAL).replace(
+        "PrefetchStages:2", "PrefetchStages:*"
+    ).replace("Kpack:8", "Kpack:*")
+    assert p.to_json() == {
+        "name": UNIVERSAL,
+        "op": "DeviceGemmXdlUniversal",
+        "fields": p.fields,
+        "args": p.args,
+        "props": p.props,
+        "schema": "matched",
+        "error": None,
+    }
 
 
 def test_issue_name_mx_and_cpp_type_names():
     p = names.parse(MX, SCHEMAS)
-    assert p.schema == "matched" and p.fields["ScaleBlockSize"] == 32 and p.fields["KPerBlock"] == 256
+    assert (
+        p.schema == "matched" and p.fields["ScaleBlockSize"] == 32 and p.fields["KPerBlock"] == 256
+    )
     assert p.derived == {"PrefetchStages": 2}
     p = names.parse("DeviceGemmMX<ck::f4x2_pk_t, ck::f8_ocp_t, S<8, 32, 1>> ScaleBlockSize: 32")
-    assert p.args == ["ck::f4x2_pk_t", "ck::f8_ocp_t", "S<8, 32, 1>"] and p.props == {"ScaleBlockSize": "32"}
+    assert p.args == ["ck::f4x2_pk_t", "ck::f8_ocp_t", "S<8, 32, 1>"] and p.props == {
+        "ScaleBlockSize": "32"
+    }
     kinds = {t.text: t.type for t in p.tokens}
     assert kinds["ck::f4x2_pk_t"] == "TYPENAME" and kinds["8"] == "NUMBER" and kinds["S"] == "WORD"
 
 
 def test_conditional_op_name_and_flags():
     p = names.parse("DeviceReduceMultiBlock<256,M_C4_S1>", SCHEMAS)
-    assert (p.schema, p.op, p.fields) == ("matched", "DeviceReduceMultiBlock", {"BlockSize": 256, "MThreadClusterSize": 4, "MThreadSliceSize": 1})
+    assert (p.schema, p.op, p.fields) == (
+        "matched",
+        "DeviceReduceMultiBlock",
+        {"BlockSize": 256, "MThreadClusterSize": 4, "MThreadSliceSize": 1},
+    )
     p = names.parse("DeviceReduceBlockWise<128,M_C8_S2> Nan: 1", SCHEMAS)
-    assert p.schema == "matched" and p.op == "DeviceReduceBlockWise" and p.fields["PropagateNan"] is True
+    assert (
+        p.schema == "matched"
+        and p.op == "DeviceReduceBlockWise"
+        and p.fields["PropagateNan"] is True
+    )
     assert p.key == "*128,M_C8_S2>*"
 
 
 def test_tokens_keep_text_and_positions():
     p = names.parse("  DeviceGemmXdl<256, 128>  K: 4x4 ")
     toks = p.tokens
-    assert [t.type for t in toks] == ["WORD", "LESSTHAN", "NUMBER", "COMMA", "NUMBER", "MORETHAN", "WORD", "COLON", "TILE"]
+    assert [t.type for t in toks] == [
+        "WORD",
+        "LESSTHAN",
+        "NUMBER",
+        "COMMA",
+        "NUMBER",
+        "MORETHAN",
+        "WORD",
+        "COLON",
+        "TILE",
+    ]
     for t in toks:
         assert p.name[t.start : t.end] == t.text
     assert toks[-1].text == "4x4" and toks[-1].start == p.name.index("4x4")
@@ -175,10 +308,22 @@ def test_tokens_keep_text_and_positions():
 def test_real_forms_the_grammar_holds():
     cases = {
         "DeviceBatchedGemmXdl<256, 128, >": (["256", "128"], {}),
-        "DeviceConvNdBwdDataNwcKxcNwk_Dl<1, 2> Filter1x1Stride1Pad0": (["1", "2"], {"Filter1x1Stride1Pad0": ""}),
-        "DeviceX<1, TransposeTransferSrcScalarPerVector: 4, 2>": (["1", "TransposeTransferSrcScalarPerVector: 4", "2"], {}),
-        "DeviceGemmMultipleDLayernorm_Wmma_CShuffleV3>BlkSize: 256, BlkTile: 128, 64, 32, GemmSpec: Default": ([], {"BlkSize": "256", "BlkTile": "128, 64, 32", "GemmSpec": "Default"}),
-        "DeviceGroupedQueryAttentionForward_Wmma, QueryGroupNumber: 8, <256, 128> AEnableLds: 1": (["256", "128"], {"QueryGroupNumber": "8", "AEnableLds": "1"}),
+        "DeviceConvNdBwdDataNwcKxcNwk_Dl<1, 2> Filter1x1Stride1Pad0": (
+            ["1", "2"],
+            {"Filter1x1Stride1Pad0": ""},
+        ),
+        "DeviceX<1, TransposeTransferSrcScalarPerVector: 4, 2>": (
+            ["1", "TransposeTransferSrcScalarPerVector: 4", "2"],
+            {},
+        ),
+        "DeviceGemmMultipleDLayernorm_Wmma_CShuffleV3>BlkSize: 256, BlkTile: 128, 64, 32, GemmSpec: Default": (
+            [],
+            {"BlkSize": "256", "BlkTile": "128, 64, 32", "GemmSpec": "Default"},
+        ),
+        "DeviceGroupedQueryAttentionForward_Wmma, QueryGroupNumber: 8, <256, 128> AEnableLds: 1": (
+            ["256", "128"],
+            {"QueryGroupNumber": "8", "AEnableLds": "1"},
+        ),
         "DeviceConv3dFwdNaive_Input_N_Di_Hi_Wi_C<>": ([], {}),
     }
     for name, (args, props) in cases.items():
@@ -226,7 +371,9 @@ def test_memoised_and_schema_sets_hash_by_identity():
     assert names.parse(UNIVERSAL, SCHEMAS) is a
     other = names.SchemaSet(SCHEMAS)
     assert other == other and other != SCHEMAS
-    assert names.parse(UNIVERSAL, other) is not a and names.parse(UNIVERSAL, other).fields == a.fields
+    assert (
+        names.parse(UNIVERSAL, other) is not a and names.parse(UNIVERSAL, other).fields == a.fields
+    )
     plain = dict(SCHEMAS)  # a plain mapping works too (not memoised)
     assert names.parse(UNIVERSAL, plain).fields == a.fields
 
@@ -238,8 +385,34 @@ def test_grammar_is_lalr_and_cached():
 
 # --------------------------------------------------------------------------- properties
 
-FRAGMENTS = ["Op", "DeviceGemm_Xdl", "S", "ck::f8_t", "::x", "a::", "1", "-2", "3.5", "8x8", "x", "_a1",
-             "<", ">", ",", ":", "::", " ", "  ", "Key", "K1", "\t", "%", "a:b", " \t", "\t "]
+FRAGMENTS = [
+    "Op",
+    "DeviceGemm_Xdl",
+    "S",
+    "ck::f8_t",
+    "::x",
+    "a::",
+    "1",
+    "-2",
+    "3.5",
+    "8x8",
+    "x",
+    "_a1",
+    "<",
+    ">",
+    ",",
+    ":",
+    "::",
+    " ",
+    "  ",
+    "Key",
+    "K1",
+    "\t",
+    "%",
+    "a:b",
+    " \t",
+    "\t ",
+]
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -345,14 +518,31 @@ def test_cli_parse_json_and_exit_codes(tmp_path):
 
 def test_cli_parse_stdin_bad_lines_each_answered():
     junk = b"\xff\xfe\x00binary"
-    data = b"\n".join([CSHUFFLE_V2.encode(), b"", junk, b"DeviceGemmXdl<1, 2", b"Op<" + b"1," * 600_000 + b"1>", b"DeviceGemmXdl<256>"]) + b"\n"
+    data = (
+        b"\n".join(
+            [
+                CSHUFFLE_V2.encode(),
+                b"",
+                junk,
+                b"DeviceGemmXdl<1, 2",
+                b"Op<" + b"1," * 600_000 + b"1>",
+                b"DeviceGemmXdl<256>",
+            ]
+        )
+        + b"\n"
+    )
     r = CliRunner().invoke(main, ["parse", "-", "--json"], input=data, catch_exceptions=False)
     assert r.exit_code == 1
     out = json.loads(r.stdout)
     assert len(out) == 6
     assert [o["schema"] for o in out] == ["generic", "error", "error", "error", "error", "generic"]
     msgs = [o["error"]["message"] if o["error"] else "" for o in out]
-    assert "empty name" in msgs[1] and "binary data" in msgs[2] and "unbalanced" in msgs[3] and "too long" in msgs[4]
+    assert (
+        "empty name" in msgs[1]
+        and "binary data" in msgs[2]
+        and "unbalanced" in msgs[3]
+        and "too long" in msgs[4]
+    )
 
 
 def test_cli_parse_text_output():
@@ -364,8 +554,13 @@ def test_cli_parse_text_output():
 def test_read_stdin_names_keeps_empty_lines_but_not_the_final_newline():
     import io
 
-    assert __import__("ckkb.cli.names", fromlist=["x"]).read_stdin_names(io.BytesIO(b"a\n\nb\n")) == ["a", "", "b"]
-    assert __import__("ckkb.cli.names", fromlist=["x"]).read_stdin_names(io.BytesIO(b"a\r\nb")) == ["a", "b"]
+    assert __import__("ckkb.cli.names", fromlist=["x"]).read_stdin_names(
+        io.BytesIO(b"a\n\nb\n")
+    ) == ["a", "", "b"]
+    assert __import__("ckkb.cli.names", fromlist=["x"]).read_stdin_names(io.BytesIO(b"a\r\nb")) == [
+        "a",
+        "b",
+    ]
 
 
 def test_sample_list_is_real():
@@ -377,7 +572,13 @@ def test_parsed_names_pickle_with_their_key():
 
     p = names.parse(UNIVERSAL, SCHEMAS)
     q = pickle.loads(pickle.dumps(p))
-    assert (q.key, q.fields, q.derived, q.normalised, q.to_json()) == (p.key, p.fields, p.derived, p.normalised, p.to_json())
+    assert (q.key, q.fields, q.derived, q.normalised, q.to_json()) == (
+        p.key,
+        p.fields,
+        p.derived,
+        p.normalised,
+        p.to_json(),
+    )
 
 
 def test_cli_parse_degrades_without_a_usable_default_db(tmp_path, monkeypatch):

@@ -39,14 +39,16 @@ void add_device_x_instances(std::vector<std::unique_ptr<DeviceGemmV2<Row, Col, R
 
 
 def test_nested_if_else_chain_and_kinds():
-    cs, _ = calls(fn("""
+    cs, _ = calls(
+        fn("""
     add_device_operation_instances(instances, plain_instances<GemmDefault>{});
     if(ck::get_device_name() == "gfx950") { add_device_operation_instances(instances, a_instances{}); }
     else if(!ck::is_xdl_supported() || x > 1) {
         add_device_operation_instances(instances, b_instances<2, NHWGC>{});
     }
     else { add_device_operation_instances(instances, c_instances{}); }
-"""))
+""")
+    )
     got = {c["list"]: [(g["kind"], g["branch"], g["text"]) for g in c["guards"]] for c in cs}
     assert got["plain_instances"] == []
     assert got["a_instances"] == [("device_name", "then", 'ck::get_device_name() == "gfx950"')]
@@ -70,14 +72,18 @@ def test_nested_if_else_chain_and_kinds():
     ],
 )
 def test_device_name_effect(cond, effect):
-    cs, _ = calls(fn(f"if({cond}) {{ add_device_operation_instances(instances, l_instances{{}}); }}"))
+    cs, _ = calls(
+        fn(f"if({cond}) {{ add_device_operation_instances(instances, l_instances{{}}); }}")
+    )
     g = cs[0]["guards"][0]
     assert (g["kind"], g["op"], g["arch"]) == ("device_name", effect, "gfx950")
     assert device_effect(g["expr"]) == (effect, "gfx950")
 
 
 def test_preprocessor_guards_if0_ifdef_elif_else():
-    cs, _ = calls(fn("""
+    cs, _ = calls(
+        fn(
+            """
 #if 0 // off
     add_device_operation_instances(instances, off_instances{});
 #elif defined(FOO) || BAR > 1
@@ -85,15 +91,36 @@ def test_preprocessor_guards_if0_ifdef_elif_else():
 #else
     add_device_operation_instances(instances, else_instances{});
 #endif
-""", pre="#ifdef CK_ENABLE_FP8", post="#endif"))
+""",
+            pre="#ifdef CK_ENABLE_FP8",
+            post="#endif",
+        )
+    )
     got = {c["list"]: [(g["text"], g["branch"]) for g in c["guards"]] for c in cs}
     outer = ("#ifdef CK_ENABLE_FP8", "then")
     assert got["off_instances"] == [outer, ("#if 0", "then")]
-    assert got["elif_instances"] == [outer, ("#if 0", "else"), ("#elif defined(FOO) || BAR > 1", "then")]
-    assert got["else_instances"] == [outer, ("#if 0", "else"), ("#elif defined(FOO) || BAR > 1", "else")]
+    assert got["elif_instances"] == [
+        outer,
+        ("#if 0", "else"),
+        ("#elif defined(FOO) || BAR > 1", "then"),
+    ]
+    assert got["else_instances"] == [
+        outer,
+        ("#if 0", "else"),
+        ("#elif defined(FOO) || BAR > 1", "else"),
+    ]
     e = next(c for c in cs if c["list"] == "elif_instances")["guards"][2]["expr"]
-    assert e == {"op": "or", "args": [{"op": "defined", "name": "FOO"},
-                                      {"op": "cmp", "cmp": ">", "args": [{"op": "macro", "name": "BAR"}, {"op": "int", "value": 1}]}]}
+    assert e == {
+        "op": "or",
+        "args": [
+            {"op": "defined", "name": "FOO"},
+            {
+                "op": "cmp",
+                "cmp": ">",
+                "args": [{"op": "macro", "name": "BAR"}, {"op": "int", "value": 1}],
+            },
+        ],
+    }
 
 
 def test_if_inside_tuple_does_not_swallow_the_function():
@@ -127,9 +154,27 @@ void add_device_y_instances(std::vector<std::unique_ptr<DeviceGemm<Row, Row, Row
     assert stacks[12] == ()
 
 
-_DIRECTIVE_LINES = [b"#if A", b"  #  ifdef B // c", b"#else", b"#endif", b"#elif C", b"x = 1;", b"", b"\t#endif\r",
-                    b"# include <x>", b"a # if", b"#ifndef Q", b"#elifdef Z", b"#define X #if", b"##if", b"#iff",
-                    b"\v#if v", b"#else // x", b"  y", b"\xc3\xa9 #if"]
+_DIRECTIVE_LINES = [
+    b"#if A",
+    b"  #  ifdef B // c",
+    b"#else",
+    b"#endif",
+    b"#elif C",
+    b"x = 1;",
+    b"",
+    b"\t#endif\r",
+    b"# include <x>",
+    b"a # if",
+    b"#ifndef Q",
+    b"#elifdef Z",
+    b"#define X #if",
+    b"##if",
+    b"#iff",
+    b"\v#if v",
+    b"#else // x",
+    b"  y",
+    b"\xc3\xa9 #if",
+]
 
 
 @settings(max_examples=300, deadline=None)
@@ -156,9 +201,13 @@ void add_device_z_instances(
 }
 """
     cs, res = calls(src)
-    assert [(c["list"], c["args"]) for c in cs] == [("lst_instances", ["2", "NHWGC", "ConvFwdDefault"])]
+    assert [(c["list"], c["args"]) for c in cs] == [
+        ("lst_instances", ["2", "NHWGC", "ConvFwdDefault"])
+    ]
     f = res.facts["functions"][0]
-    assert f["name"] == "add_device_z_instances" and f["interface"].startswith("DeviceGroupedGemmTileLoop<Row")
+    assert f["name"] == "add_device_z_instances" and f["interface"].startswith(
+        "DeviceGroupedGemmTileLoop<Row"
+    )
 
 
 def test_unbalanced_braces_and_binary_junk_are_reported_with_a_line():
@@ -169,7 +218,11 @@ def test_unbalanced_braces_and_binary_junk_are_reported_with_a_line():
 """)
     cs, res = calls(src)
     assert "ok_instances" in [c["list"] for c in cs]
-    assert res.diagnostics and res.diagnostics[0].line > 0 and "malformed" in res.diagnostics[0].message
+    assert (
+        res.diagnostics
+        and res.diagnostics[0].line > 0
+        and "malformed" in res.diagnostics[0].message
+    )
     res = rg.extract_file("x.cpp", b"\x00\x01ELF\x02junk" * 10)
     assert res.diagnostics[0].message.startswith("binary data")
 
@@ -221,7 +274,11 @@ def _render(n) -> tuple[str, list[tuple[bool, str, str, bool]]]:
     if n is None:
         return "add_device_operation_instances(instances, leaf_instances{});", []
     inner, path = _render(n["inner"])
-    cmp = f'"{n["arch"]}" {n["op"]} ck::get_device_name()' if n["swap"] else f'ck::get_device_name() {n["op"]} "{n["arch"]}"'
+    cmp = (
+        f'"{n["arch"]}" {n["op"]} ck::get_device_name()'
+        if n["swap"]
+        else f'ck::get_device_name() {n["op"]} "{n["arch"]}"'
+    )
     cond = f"!({cmp})" if n["neg"] else cmp
     if n["else"]:
         code = f"if({cond}) {{ other(); }} else {{ {inner} }}"
@@ -263,7 +320,10 @@ def mini_db(tmp_path_factory):
 
 
 def _avail(db, reg_id):
-    return {r["arch"]: r for r in db.query("SELECT * FROM availability WHERE registration_id = ?", [reg_id])}
+    return {
+        r["arch"]: r
+        for r in db.query("SELECT * FROM availability WHERE registration_id = ?", [reg_id])
+    }
 
 
 def test_fixture_registrations_and_bindings(mini_db):
@@ -279,25 +339,51 @@ def test_fixture_registrations_and_bindings(mini_db):
         {"BlkGemmPipeSched": "Intrawave", "GemmSpec": "Default"},
         {"BlkGemmPipeSched": "Interwave", "GemmSpec": "Default"},
     ]
-    fn_rows = list(db.query("SELECT name, interface FROM add_functions WHERE name = ?", [f"add_{P}_comp_default_instances"]))
-    assert fn_rows[0]["interface"] == "DeviceGemmV2<Row, Col, Row, BF16, BF16, BF16, PassThrough, PassThrough, PassThrough>"
+    fn_rows = list(
+        db.query(
+            "SELECT name, interface FROM add_functions WHERE name = ?",
+            [f"add_{P}_comp_default_instances"],
+        )
+    )
+    assert (
+        fn_rows[0]["interface"]
+        == "DeviceGemmV2<Row, Col, Row, BF16, BF16, BF16, PassThrough, PassThrough, PassThrough>"
+    )
 
 
 def test_fixture_gates(mini_db):
     db = open_db(mini_db[0], readonly=True)
-    g = list(db.query("SELECT kind, effect, arch, dir, line, has_else, condition FROM gates ORDER BY dir, file, line"))
-    dn = [(x["dir"], x["effect"], x["arch"], bool(x["has_else"])) for x in g if x["kind"] == "device_name"]
-    assert sorted(dn) == [("gemm_mx", "only", "gfx950", False), ("gemm_universal", "exclude", "gfx950", False),
-                          ("gemm_universal", "only", "gfx950", True)]
+    g = list(
+        db.query(
+            "SELECT kind, effect, arch, dir, line, has_else, condition FROM gates ORDER BY dir, file, line"
+        )
+    )
+    dn = [
+        (x["dir"], x["effect"], x["arch"], bool(x["has_else"]))
+        for x in g
+        if x["kind"] == "device_name"
+    ]
+    assert sorted(dn) == [
+        ("gemm_mx", "only", "gfx950", False),
+        ("gemm_universal", "exclude", "gfx950", False),
+        ("gemm_universal", "only", "gfx950", True),
+    ]
     assert sorted(x["condition"] for x in g if x["kind"] == "preprocessor") == [
-        "#if 0", "#if CK_EXPERIMENTAL_INTER_WAVE_INSTANCES", "#ifdef CK_ENABLE_FP8"]
-    assert [x["condition"] for x in g if x["kind"] == "capability"] == ["ck::is_xdl_supported() && !ck::is_gfx11_supported()"]
+        "#if 0",
+        "#if CK_EXPERIMENTAL_INTER_WAVE_INSTANCES",
+        "#ifdef CK_ENABLE_FP8",
+    ]
+    assert [x["condition"] for x in g if x["kind"] == "capability"] == [
+        "ck::is_xdl_supported() && !ck::is_gfx11_supported()"
+    ]
 
 
 def test_fixture_availability_layers(mini_db):
     db = open_db(mini_db[0], readonly=True)
-    regs = {(r["file"].rsplit("/", 1)[-1], r["list_name"].rsplit("_", 1)[-1], r["line"]): r["id"]
-            for r in db.query("SELECT id, file, list_name, line FROM registrations")}
+    regs = {
+        (r["file"].rsplit("/", 1)[-1], r["list_name"].rsplit("_", 1)[-1], r["line"]): r["id"]
+        for r in db.query("SELECT id, file, list_name, line FROM registrations")
+    }
 
     def reg(file_part, line):
         return next(v for k, v in regs.items() if file_part in k[0] and k[2] == line)
@@ -305,10 +391,17 @@ def test_fixture_availability_layers(mini_db):
     part2 = _avail(db, reg("comp_default", 21))
     assert part2["gfx942"]["available"] == 1
     assert (part2["gfx950"]["layer"], part2["gfx950"]["line"], part2["gfx950"]["condition"]) == (
-        "registration", 19, 'if(ck::get_device_name() != "gfx950")')
-    assert part2["gfx908"]["layer"] == "build" and part2["gfx908"]["file"] == f"{GPU}/CMakeLists.txt"
+        "registration",
+        19,
+        'if(ck::get_device_name() != "gfx950")',
+    )
+    assert (
+        part2["gfx908"]["layer"] == "build" and part2["gfx908"]["file"] == f"{GPU}/CMakeLists.txt"
+    )
     else_branch = _avail(db, reg("comp_kpadding", 24))
-    assert else_branch["gfx950"]["layer"] == "registration" and else_branch["gfx950"]["condition"].startswith("else of if(")
+    assert else_branch["gfx950"]["layer"] == "registration" and else_branch["gfx950"][
+        "condition"
+    ].startswith("else of if(")
     assert else_branch["gfx942"]["available"] == 1
     only = _avail(db, reg("comp_kpadding", 18))
     assert [a for a in ARCHS if only[a]["available"]] == ["gfx950"]
@@ -318,7 +411,9 @@ def test_fixture_availability_layers(mini_db):
     fp8 = _avail(db, reg("mem_v2", 16))
     assert fp8["gfx942"]["available"] == 1  # CK_ENABLE_* are on in a default build
     inter = _avail(db, reg("mem_v1", 20))
-    assert inter["gfx942"]["available"] == 1  # ck.hpp defines CK_EXPERIMENTAL_INTER_WAVE_INSTANCES 1
+    assert (
+        inter["gfx942"]["available"] == 1
+    )  # ck.hpp defines CK_EXPERIMENTAL_INTER_WAVE_INSTANCES 1
     cap = _avail(db, reg("comp_mnkpadding", 18))
     assert cap["gfx942"]["available"] == 1 and cap["gfx950"]["available"] == 1
     # the fixture's device_prop.hpp says is_xdl_supported is gfx9-only (real CK: gfx11/12 too)
@@ -334,8 +429,12 @@ def test_unresolved_list_is_kept_with_a_diagnostic(mini_db):
     a = _avail(db, mx[0]["id"])
     assert a["gfx950"]["available"] == 1
     assert a["gfx942"]["layer"] == "build" and "ONLY MX_KERNELS" in a["gfx942"]["condition"]
-    assert any("not found" in d.message and d.file.endswith("mk_nk_mn_default_instance.cpp") and d.line == 14
-               for d in summary.diagnostics)
+    assert any(
+        "not found" in d.message
+        and d.file.endswith("mk_nk_mn_default_instance.cpp")
+        and d.line == 14
+        for d in summary.diagnostics
+    )
 
 
 def test_add_function_in_a_header_is_built_through_its_includers(copy_tree, tmp_path):
@@ -343,17 +442,23 @@ def test_add_function_in_a_header_is_built_through_its_includers(copy_tree, tmp_
     d = root / GPU / "gemm_universal" / "device_gemm_xdl_universal_bf16_bf16_bf16"
     (d / "device_gemm_xdl_universal_bf16_bf16_bf16_templated.hpp").write_text(
         "template <typename T>\nvoid add_device_templated_instances(std::vector<std::unique_ptr<DeviceGemmV2<T>>>& instances)\n"
-        "{\n    add_device_operation_instances(instances, device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances<GemmDefault>{});\n}\n")
+        "{\n    add_device_operation_instances(instances, device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances<GemmDefault>{});\n}\n"
+    )
     (d / "device_gemm_xdl_universal_bf16_bf16_bf16_templated_instance.cpp").write_text(
         '#include "device_gemm_xdl_universal_bf16_bf16_bf16_templated.hpp"\n'
         "void add_device_templated_bf16_instances(std::vector<std::unique_ptr<DeviceGemmV2<BF16>>>& instances)\n"
-        "{\n    add_device_templated_instances<BF16>(instances);\n}\n")
+        "{\n    add_device_templated_instances<BF16>(instances);\n}\n"
+    )
     path = tmp_path / "kb.db"
     build(path, {"ck": ck_tree(root)}, jobs=1)
     db = open_db(path, readonly=True)
-    (reg,) = db.query("SELECT id, file FROM registrations WHERE function = 'add_device_templated_instances'")
+    (reg,) = db.query(
+        "SELECT id, file FROM registrations WHERE function = 'add_device_templated_instances'"
+    )
     assert reg["file"].endswith("_templated.hpp")
     a = _avail(db, reg["id"])
     assert a["gfx942"]["available"] == 1
     # the including .cpp has `_xdl` in its name: the fixture's CMake drops it for gfx908
-    assert a["gfx908"]["layer"] == "build" and a["gfx908"]["condition"] == 'source_name MATCHES "_xdl"'
+    assert (
+        a["gfx908"]["layer"] == "build" and a["gfx908"]["condition"] == 'source_name MATCHES "_xdl"'
+    )

@@ -122,7 +122,11 @@ def test_bad_dims_and_times():
 
 
 @given(
-    st.integers(1, 1 << 16), st.integers(1, 1 << 16), st.integers(1, 1 << 16), st.sampled_from(["bf16", "fp16", "fp8"]), st.floats(0.1, 1e5)
+    st.integers(1, 1 << 16),
+    st.integers(1, 1 << 16),
+    st.integers(1, 1 << 16),
+    st.sampled_from(["bf16", "fp16", "fp8"]),
+    st.floats(0.1, 1e5),
 )
 def test_bound_is_the_larger_floor_and_pct_scales_inversely(M, N, K, dtype, us):
     c = Ceilings.from_peaks(PEAKS["H200"])

@@ -72,7 +72,11 @@ def test_refuses_non_knowledge_base(tmp_path, captured_run):
     out = _one_error(CliRunner().invoke(main, ["serve", "--db", str(other)]))
     assert "no build_info table" in out
     result = CliRunner().invoke(main, ["serve", "--db", str(tmp_path)])  # click's own check
-    assert result.exit_code == 2 and "is a directory" in result.output and "Traceback" not in result.output
+    assert (
+        result.exit_code == 2
+        and "is a directory" in result.output
+        and "Traceback" not in result.output
+    )
     assert captured_run == []
 
 
@@ -120,14 +124,20 @@ def test_no_write_through_datasette(empty_kb):
     async def go():
         await ds.invoke_startup()
         db = ds.databases["kb"]
-        with pytest.raises(AssertionError):  # Datasette refuses a write connection to an immutable file
+        with pytest.raises(
+            AssertionError
+        ):  # Datasette refuses a write connection to an immutable file
             await db.execute_write("delete from build_info")
         # read connections are query_only (plugin) on top of immutable
-        with pytest.raises(sqlite3.OperationalError, match="readonly|read-only|query_only|attempt to write"):
+        with pytest.raises(
+            sqlite3.OperationalError, match="readonly|read-only|query_only|attempt to write"
+        ):
             await db.execute_fn(lambda conn: conn.execute("delete from build_info"))
         r = await ds.client.get("/kb.json?sql=" + "delete from build_info")
         assert r.status_code == 400
-        r = await ds.client.post("/kb/build_info/-/insert", json={"row": {"key": "x", "value": "y"}})
+        r = await ds.client.post(
+            "/kb/build_info/-/insert", json={"row": {"key": "x", "value": "y"}}
+        )
         assert r.status_code in (403, 404, 405)
         res = await db.execute("select count(*) from build_info where key = 'schema_version'")
         assert res.rows[0][0] == 1
@@ -146,10 +156,18 @@ def test_arbitrary_sql_is_time_limited(empty_kb):
         r = await ds.client.get("/kb.json", params={"sql": SLOW_SQL})
         assert r.status_code == 400
         assert "took too long" in r.json()["error"]
-        r = await ds.client.get("/kb", params={"sql": SLOW_SQL})  # the HTML page says so too, no 500
+        r = await ds.client.get(
+            "/kb", params={"sql": SLOW_SQL}
+        )  # the HTML page says so too, no 500
         assert r.status_code == 400
         assert "SQL query took too long" in r.text
-        r = await ds.client.get("/kb.json", params={"sql": "select value from build_info where key = 'schema_version'", "_shape": "array"})
+        r = await ds.client.get(
+            "/kb.json",
+            params={
+                "sql": "select value from build_info where key = 'schema_version'",
+                "_shape": "array",
+            },
+        )
         assert r.status_code == 200
         assert r.json() == [{"value": str(SCHEMA_VERSION)}]
 
@@ -163,8 +181,12 @@ def test_port_in_use_is_one_line(empty_kb, captured_run):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        out = _one_error(CliRunner().invoke(main, ["serve", "--db", str(empty_kb), "--port", str(port)]))
+        out = _one_error(
+            CliRunner().invoke(main, ["serve", "--db", str(empty_kb), "--port", str(port)])
+        )
     assert f"cannot serve on 127.0.0.1:{port}" in out and "--port" in out
     assert captured_run == []
-    out = _one_error(CliRunner().invoke(main, ["serve", "--db", str(empty_kb), "--host", "no-such-host.invalid"]))
+    out = _one_error(
+        CliRunner().invoke(main, ["serve", "--db", str(empty_kb), "--host", "no-such-host.invalid"])
+    )
     assert "cannot serve on host 'no-such-host.invalid'" in out

@@ -27,26 +27,94 @@ def tiny_kb(tmp_path):
     path = tmp_path / "tiny.db"
     db = kbdb.open_db(path, create=True)
     rows = [
-        InstanceListRow(id=1, name="x_comp_instances_part2", dir="gemm_universal", file=HPP, line=40, template_params=[],
-                        comment="instances not working on gfx950", entries=2),
-        InstanceRow(id=7, list_id=1, list_name="x_comp_instances_part2", dir="gemm_universal", file=HPP, line=44, ordinal=0,
-                    template="DeviceGemm_Xdl_CShuffleV3", status="active", fields={"MPerBlock": 256, "NPerBlock": 224, "KPerBlock": 64},
-                    tile_m=256, tile_n=224, tile_k=64, block_size=256, pipeline="v3"),
-        InstanceRow(id=8, list_id=1, list_name="x_comp_instances_part2", dir="gemm_universal", file=HPP, line=45, ordinal=1,
-                    template="DeviceGemm_Xdl_CShuffleV3", status="active", tile_m=224, tile_n=256, tile_k=64),
-        RegistrationRow(id=3, function="add_x_comp_default_instances", dir="gemm_universal", file=CPP, line=22,
-                        list_name="x_comp_instances_part2", list_id=1, bindings={"GemmSpec": "GemmDefault"},
-                        condition='ck::get_device_name() != "gfx950"',
-                        conditions=[{"kind": "device_name", "text": 'ck::get_device_name() != "gfx950"', "branch": "then",
-                                     "file": CPP, "line": 20, "arch": "gfx950", "op": "!="}]),
-        GateRow(id=5, kind="device_name", arch="gfx950", effect="exclude", dir="gemm_universal", file=CPP, line=20,
-                condition='ck::get_device_name() != "gfx950"', function="add_x_comp_default_instances"),
+        InstanceListRow(
+            id=1,
+            name="x_comp_instances_part2",
+            dir="gemm_universal",
+            file=HPP,
+            line=40,
+            template_params=[],
+            comment="instances not working on gfx950",
+            entries=2,
+        ),
+        InstanceRow(
+            id=7,
+            list_id=1,
+            list_name="x_comp_instances_part2",
+            dir="gemm_universal",
+            file=HPP,
+            line=44,
+            ordinal=0,
+            template="DeviceGemm_Xdl_CShuffleV3",
+            status="active",
+            fields={"MPerBlock": 256, "NPerBlock": 224, "KPerBlock": 64},
+            tile_m=256,
+            tile_n=224,
+            tile_k=64,
+            block_size=256,
+            pipeline="v3",
+        ),
+        InstanceRow(
+            id=8,
+            list_id=1,
+            list_name="x_comp_instances_part2",
+            dir="gemm_universal",
+            file=HPP,
+            line=45,
+            ordinal=1,
+            template="DeviceGemm_Xdl_CShuffleV3",
+            status="active",
+            tile_m=224,
+            tile_n=256,
+            tile_k=64,
+        ),
+        RegistrationRow(
+            id=3,
+            function="add_x_comp_default_instances",
+            dir="gemm_universal",
+            file=CPP,
+            line=22,
+            list_name="x_comp_instances_part2",
+            list_id=1,
+            bindings={"GemmSpec": "GemmDefault"},
+            condition='ck::get_device_name() != "gfx950"',
+            conditions=[
+                {
+                    "kind": "device_name",
+                    "text": 'ck::get_device_name() != "gfx950"',
+                    "branch": "then",
+                    "file": CPP,
+                    "line": 20,
+                    "arch": "gfx950",
+                    "op": "!=",
+                }
+            ],
+        ),
+        GateRow(
+            id=5,
+            kind="device_name",
+            arch="gfx950",
+            effect="exclude",
+            dir="gemm_universal",
+            file=CPP,
+            line=20,
+            condition='ck::get_device_name() != "gfx950"',
+            function="add_x_comp_default_instances",
+        ),
     ]
     for arch in ARCHS:
         gated = arch == "gfx950"
-        rows.append(AvailabilityRow(registration_id=3, arch=arch, available=not gated, layer="registration" if gated else None,
-                                    file=CPP if gated else None, line=20 if gated else None,
-                                    condition='ck::get_device_name() != "gfx950"' if gated else None))
+        rows.append(
+            AvailabilityRow(
+                registration_id=3,
+                arch=arch,
+                available=not gated,
+                layer="registration" if gated else None,
+                file=CPP if gated else None,
+                line=20 if gated else None,
+                condition='ck::get_device_name() != "gfx950"' if gated else None,
+            )
+        )
     insert_rows(db, rows, source_id=1)
     kbdb.finish_schema(db)
     db.close()
@@ -89,24 +157,41 @@ def test_parse_canned_headers():
 def test_description_html_marks_params():
     html = metadata.description_html(TEST_QUERY)
     assert html.startswith("instances with this tile")
-    assert "required: <code>tile</code>, <code>arch</code>; may be left empty: <code>dir</code>" in html
+    assert (
+        "required: <code>tile</code>, <code>arch</code>; may be left empty: <code>dir</code>"
+        in html
+    )
     q = metadata.parse_canned("q", "-- description: a `<b>` & `x`\n-- params: x\nselect :x")
     assert metadata.description_html(q).startswith("a <code>&lt;b&gt;</code> &amp; <code>x</code>")
 
 
 def test_optional_from_sql():
-    q = metadata.parse_canned("q", "-- params: a, b, c, d\nselect 1 where (:a = '' or x = :a) and (:b is null or y = :b) and ('' = :c or 1) and z = :d -- :d = ''")
+    q = metadata.parse_canned(
+        "q",
+        "-- params: a, b, c, d\nselect 1 where (:a = '' or x = :a) and (:b is null or y = :b) and ('' = :c or 1) and z = :d -- :d = ''",
+    )
     assert q.required == ("d",)
 
 
 def test_parse_canned_adds_sql_params_missing_from_header():
-    q = metadata.parse_canned("q", "-- title: T\nselect * from t where a = :alpha and b = ':notaparam' -- :comment\n and c = :beta")
+    q = metadata.parse_canned(
+        "q",
+        "-- title: T\nselect * from t where a = :alpha and b = ':notaparam' -- :comment\n and c = :beta",
+    )
     assert q.params == ("alpha", "beta")
     assert q.title == "T" and q.description == ""
 
 
 names = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True)
-text = st.text(st.characters(min_codepoint=32, max_codepoint=126, blacklist_characters=","), min_size=1, max_size=40).map(str.strip).filter(bool)
+text = (
+    st.text(
+        st.characters(min_codepoint=32, max_codepoint=126, blacklist_characters=","),
+        min_size=1,
+        max_size=40,
+    )
+    .map(str.strip)
+    .filter(bool)
+)
 
 
 @given(title=text, desc=text, params=st.lists(names, unique=True, max_size=5))
@@ -150,8 +235,10 @@ def test_metadata_canned_queries_are_the_sql_files():
 # ---------------------------------------------------------------- parameter checks
 
 
-@given(dims=st.tuples(st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 4096)),
-       sep=st.sampled_from(["x", "X", " x ", "×", "*", ","]))
+@given(
+    dims=st.tuples(st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 4096)),
+    sep=st.sampled_from(["x", "X", " x ", "×", "*", ","]),
+)
 def test_tile_spellings_normalise(dims, sep):
     raw = sep.join(str(d) for d in dims)
     checked = validate.check(["tile"], ["tile"], {"tile": raw})
@@ -160,7 +247,9 @@ def test_tile_spellings_normalise(dims, sep):
     assert checked.normalised.get("tile", raw) == canonical
 
 
-@pytest.mark.parametrize("bad", ["256x224", "256x224x", "axbxc", "0x224x64", "256x224x64x2", "-1x2x3", "256 224 64"])
+@pytest.mark.parametrize(
+    "bad", ["256x224", "256x224x", "axbxc", "0x224x64", "256x224x64x2", "-1x2x3", "256 224 64"]
+)
 def test_malformed_tile(bad):
     checked = validate.check(["tile", "arch"], ["tile", "arch"], {"tile": bad, "arch": "gfx950"})
     assert len(checked.errors) == 1
@@ -169,8 +258,12 @@ def test_malformed_tile(bad):
 
 
 def test_arch_and_missing_and_dir():
-    c = validate.check(["tile", "arch", "other_arch", "dir"], ["tile", "arch", "other_arch"],
-                       {"arch": "gfx951", "other_arch": " GFX942 ", "dir": "gemm_univrsal"}, dirs={"gemm_universal", "batched_gemm"})
+    c = validate.check(
+        ["tile", "arch", "other_arch", "dir"],
+        ["tile", "arch", "other_arch"],
+        {"arch": "gfx951", "other_arch": " GFX942 ", "dir": "gemm_univrsal"},
+        dirs={"gemm_universal", "batched_gemm"},
+    )
     assert c.errors[0] == "missing parameter 'tile': give a tile as MxNxK, e.g. 256x224x64"
     assert c.errors[1].startswith("unknown arch 'gfx951' for 'arch' (did you mean gfx950")
     assert "unknown dir 'gemm_univrsal' (did you mean gemm_universal?)" in c.errors[2]
@@ -193,8 +286,14 @@ def test_explain_data(tiny_kb, monkeypatch):
     assert set(by_arch) == set(ARCHS)
     assert by_arch["gfx942"]["available"] is True
     assert by_arch["gfx950"] == {
-        "arch": "gfx950", "available": False, "registrations": "0 of 1", "layer": "registration", "file": CPP, "line": 20,
-        "condition": 'ck::get_device_name() != "gfx950"', "url": f"https://github.com/ROCm/composable_kernel/blob/abc/{CPP}#L20",
+        "arch": "gfx950",
+        "available": False,
+        "registrations": "0 of 1",
+        "layer": "registration",
+        "file": CPP,
+        "line": 20,
+        "condition": 'ck::get_device_name() != "gfx950"',
+        "url": f"https://github.com/ROCm/composable_kernel/blob/abc/{CPP}#L20",
     }
     assert x["races"] == [] and "no race" in x["race_note"]
     assert explain.explain(conn, 999) is None
@@ -203,12 +302,18 @@ def test_explain_data(tiny_kb, monkeypatch):
 
 
 def test_charts_svg():
-    svg = charts.hbar_svg([charts.Bar("a<b>", 10.0, href="/x?a=1&b=2"), charts.Bar("c", 5.0, highlight=True)], unit="TFLOPS")
+    svg = charts.hbar_svg(
+        [charts.Bar("a<b>", 10.0, href="/x?a=1&b=2"), charts.Bar("c", 5.0, highlight=True)],
+        unit="TFLOPS",
+    )
     assert svg.count("<rect") == 2
     assert "a&lt;b&gt;" in svg and "/x?a=1&amp;b=2" in svg
     widths = [float(w) for w in re.findall(r'<rect x="\d+" y="[\d.]+" width="([\d.]+)"', svg)]
     assert widths[0] == pytest.approx(2 * widths[1])
-    svg = charts.stacked_svg([("gemm_universal", {"exclude": 45, "only": 6}), ("batched_gemm", {"only": 4})], ["exclude", "only"])
+    svg = charts.stacked_svg(
+        [("gemm_universal", {"exclude": 45, "only": 6}), ("batched_gemm", {"only": 4})],
+        ["exclude", "only"],
+    )
     assert svg.count("<rect") == 2 + 3  # legend + segments
     assert ">51<" in svg and ">4<" in svg
     assert "nothing to chart" in charts.hbar_svg([])
@@ -227,7 +332,11 @@ def test_explain_page_and_links(tiny_kb, monkeypatch):
         html = r.text
         assert 'data-arch="gfx950"' in html
         row = re.search(r'<tr data-arch="gfx950">(.*?)</tr>', html, re.S).group(1)
-        assert "ckkb-no" in row and "registration" in row and f"https://example.org/ck/{CPP}#L20" in row
+        assert (
+            "ckkb-no" in row
+            and "registration" in row
+            and f"https://example.org/ck/{CPP}#L20" in row
+        )
         row = re.search(r'<tr data-arch="gfx942">(.*?)</tr>', html, re.S).group(1)
         assert "ckkb-yes" in row
         assert "instances not working on gfx950" in html
@@ -239,7 +348,9 @@ def test_explain_page_and_links(tiny_kb, monkeypatch):
         r = await client.get("/tiny/instances")
         assert 'href="/-/ckkb/instance/7"' in r.text and 'href="/-/ckkb/instance/8"' in r.text
         r = await client.get("/tiny/instances/7")  # the row page: its id cell links too
-        assert re.search(r'<td class="col-id[^>]*><a class="ckkb-instance" href="/-/ckkb/instance/7"', r.text)
+        assert re.search(
+            r'<td class="col-id[^>]*><a class="ckkb-instance" href="/-/ckkb/instance/7"', r.text
+        )
         r = await client.get("/-/ckkb/chart/gate-census?arch=gfx950")
         assert r.status_code == 200 and "gemm_universal" in r.text and "<rect" in r.text
         r = await client.get("/-/ckkb/chart/gate-census?arch=gfx000")
@@ -256,13 +367,24 @@ def test_canned_query_params_checked(tiny_kb, with_test_query):
     async def go(client):
         r = await client.get("/tiny/tile_probe.json?tile=256x224x64&arch=gfx950&_shape=array")
         assert r.status_code == 200
-        assert r.json() == [{"instance_id": 7, "list_name": "x_comp_instances_part2", "arch": "gfx950"}]
+        assert r.json() == [
+            {"instance_id": 7, "list_name": "x_comp_instances_part2", "arch": "gfx950"}
+        ]
         r = await client.get("/tiny/tile_probe?tile=256x224x64&arch=gfx950")
-        assert r.status_code == 200 and 'href="/-/ckkb/instance/7"' in r.text  # explain link in query results
+        assert (
+            r.status_code == 200 and 'href="/-/ckkb/instance/7"' in r.text
+        )  # explain link in query results
         r = await client.get("/tiny/tile_probe?tile=256X224X64&arch=GFX950&dir=")
-        assert r.status_code == 302 and r.headers["location"] == "/tiny/tile_probe?tile=256x224x64&arch=gfx950&dir="
+        assert (
+            r.status_code == 302
+            and r.headers["location"] == "/tiny/tile_probe?tile=256x224x64&arch=gfx950&dir="
+        )
         r = await client.get("/tiny/tile_probe?tile=256x224&arch=gfx950")
-        assert r.status_code == 400 and "malformed tile &#39;256x224&#39;" in r.text and "<form" in r.text
+        assert (
+            r.status_code == 400
+            and "malformed tile &#39;256x224&#39;" in r.text
+            and "<form" in r.text
+        )
         r = await client.get("/tiny/tile_probe?tile=256x224x64&arch=gfx9999")
         assert r.status_code == 400 and "unknown arch &#39;gfx9999&#39;" in r.text
         r = await client.get("/tiny/tile_probe?tile=256x224x64")

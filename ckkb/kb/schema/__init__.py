@@ -19,4 +19,14 @@ from ckkb.kb.schema.base import BUILT, INGESTED, TABLES, Column, Table, col, row
 
 SCHEMA_VERSION = 1
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "Table", "Column", "table", "col", "row_dict", "BUILT", "INGESTED"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "TABLES",
+    "Table",
+    "Column",
+    "table",
+    "col",
+    "row_dict",
+    "BUILT",
+    "INGESTED",
+]

@@ -29,7 +29,9 @@ class AiterKernelListRow:
     class_name: str = col("dataclass the entries instantiate, e.g. kernelInstance")
     fields: list[Any] = col("the dataclass fields in declaration order", json=True, default=[])
     entries: int = col("entries in the dict literal (every key written, duplicates included)", 0)
-    duplicate_ids: list[Any] = col("ids written more than once in the literal (Python keeps the last)", json=True, default=[])
+    duplicate_ids: list[Any] = col(
+        "ids written more than once in the literal (Python keeps the last)", json=True, default=[]
+    )
     arch: str | None = col("arch named by the list's variable name (e.g. _gfx950), if any", None)
 
 
@@ -49,9 +51,15 @@ class AiterKernelRow:
     kernel_id: int | None = col("the dict key when it is an integer (the CSV kernelId)", None)
     key: str = col("the dict key as written")
     values: dict[str, Any] = col("field -> value (defaults filled in)", json=True, default={})
-    name: str | None = col("kernelName the name property gives (NULL when it could not be evaluated)", None)
-    shadowed: bool = col("written again later in the same literal (Python keeps only the last)", False)
-    duplicate_of: str | None = col("key of an earlier entry in the same dict with identical field values", None)
+    name: str | None = col(
+        "kernelName the name property gives (NULL when it could not be evaluated)", None
+    )
+    shadowed: bool = col(
+        "written again later in the same literal (Python keeps only the last)", False
+    )
+    duplicate_of: str | None = col(
+        "key of an earlier entry in the same dict with identical field values", None
+    )
     block_size: int | None = col("BLOCK_SIZE", None)
     tile_m: int | None = col("MPerBLOCK", None)
     tile_n: int | None = col("NPerBLOCK", None)
@@ -78,7 +86,11 @@ class AiterTunerOptionRow:
     flags: list[Any] = col("every flag, e.g. ['-k', '--splitK']", json=True, default=[])
     dest: str | None = col("argparse dest", None)
     action: str | None = col("argparse action, e.g. store_true", None)
-    default: str | None = col("default as JSON: a literal, the ARG_DEFAULTS entry it resolves to, or the expression text as a string", None, json=True)
+    default: str | None = col(
+        "default as JSON: a literal, the ARG_DEFAULTS entry it resolves to, or the expression text as a string",
+        None,
+        json=True,
+    )
     type: str | None = col("argparse type", None)
     help: str | None = col("help text", None)
 
@@ -92,18 +104,33 @@ class AiterTunerOptionRow:
 @dataclass(kw_only=True, slots=True)
 class AiterRuntimeConfigRow:
     op: str = col("op family: the env var suffix, lower case (e.g. gemm_a8w8_blockscale)")
-    env_var: str = col("variable the runtime reads, e.g. AITER_CONFIG_GEMM_A8W8 (never the _FILE name)")
-    attribute: str | None = col("the resolved-path attribute of aiter.jit.core, e.g. AITER_CONFIG_GEMM_A8W8_FILE (not an env var)", None)
+    env_var: str = col(
+        "variable the runtime reads, e.g. AITER_CONFIG_GEMM_A8W8 (never the _FILE name)"
+    )
+    attribute: str | None = col(
+        "the resolved-path attribute of aiter.jit.core, e.g. AITER_CONFIG_GEMM_A8W8_FILE (not an env var)",
+        None,
+    )
     tuned_name: str | None = col("merge name passed to get_config_file, e.g. a8w8_tuned_gemm", None)
     default_path: str = col("default path, repo-style")
     default_exists: bool = col("whether the default path exists in the tree")
     untuned_path: str | None = col("untuned CSV whose columns are the merge key", None)
     merge_key: list[Any] = col("merge key columns (the untuned CSV header)", json=True, default=[])
-    model_configs: list[Any] = col("model_configs/ files merged in when the env var is unset", json=True, default=[])
-    merge_rule: str = col("merge rule id recognised in core.py (see ckkb.extract.aiter_tuners.MERGE_RULES)", "unknown")
+    model_configs: list[Any] = col(
+        "model_configs/ files merged in when the env var is unset", json=True, default=[]
+    )
+    merge_rule: str = col(
+        "merge rule id recognised in core.py (see ckkb.extract.aiter_tuners.MERGE_RULES)", "unknown"
+    )
     merge_rule_line: int | None = col("core.py line the rule was read from", None)
-    merge_evidence: dict[str, Any] = col("features of update_config_files that identified the rule -> core.py line", json=True, default={})
-    merge_fills_gfx: bool = col("whether update_config_files handles a gfx column (fills it from cu_num)", False)
+    merge_evidence: dict[str, Any] = col(
+        "features of update_config_files that identified the rule -> core.py line",
+        json=True,
+        default={},
+    )
+    merge_fills_gfx: bool = col(
+        "whether update_config_files handles a gfx column (fills it from cu_num)", False
+    )
     kernel_list_file: str | None = col("kernel-list file the op's tuner imports", None)
     kernel_list: str | None = col("kernel-list variable the tuner indexes with kernelId", None)
     tuner_file: str | None = col("the op's *_tune.py", None)

@@ -51,7 +51,7 @@ def col(doc: str, default: Any = dataclasses.MISSING, *, json: bool = False) -> 
     kwargs: dict[str, Any] = {"metadata": {"doc": doc, "json": json}}
     if default is not dataclasses.MISSING:
         if isinstance(default, (list, dict)):
-            kwargs["default_factory"] = (lambda d=default: type(d)(d))
+            kwargs["default_factory"] = lambda d=default: type(d)(d)
         else:
             kwargs["default"] = default
     return field(**kwargs)
@@ -101,7 +101,17 @@ def table(
             cols.append(Column("source_id", "INTEGER", PROVENANCE_DOC))
         if name in TABLES and TABLES[name].row_class is not cls:
             raise ValueError(f"table {name} declared twice")
-        TABLES[name] = Table(name, doc, tuple(cols), cls, pk, indexes, kind, fts, group or cls.__module__.rsplit(".", 1)[-1])
+        TABLES[name] = Table(
+            name,
+            doc,
+            tuple(cols),
+            cls,
+            pk,
+            indexes,
+            kind,
+            fts,
+            group or cls.__module__.rsplit(".", 1)[-1],
+        )
         cls.__table__ = name
         return cls
 

@@ -27,10 +27,13 @@ class DeviceOpRow:
     file: str = col("header, relative to the CK root")
     line: int = col("line of the template declaration")
     params: list[Any] = col(
-        'template parameters in order: [{"name", "kind": "type"|"value"|"pack", "type", "default"}]', json=True
+        'template parameters in order: [{"name", "kind": "type"|"value"|"pack", "type", "default"}]',
+        json=True,
     )
     base: str | None = col("first base class (the device-op interface), e.g. DeviceGemmV2", None)
-    base_args: list[Any] = col("template arguments of the first base class, as written", json=True, default=[])
+    base_args: list[Any] = col(
+        "template arguments of the first base class, as written", json=True, default=[]
+    )
 
 
 @table(
@@ -44,21 +47,31 @@ class DeviceOpRow:
 @dataclass(kw_only=True, slots=True)
 class InstanceListRow:
     id: int = col("list id")
-    name: str = col("alias name, e.g. device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances_part2")
+    name: str = col(
+        "alias name, e.g. device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances_part2"
+    )
     dir: str = col("directory right under gpu/, e.g. gemm_universal")
     file: str = col("file, relative to the CK root")
     line: int = col("line of the `using` declaration")
-    template_params: list[Any] = col('the alias\'s own template parameters: [{"name", "type"}]', json=True)
-    comment: str = col("the comment block just above the declaration, e.g. 'instances not working on gfx950'", "")
+    template_params: list[Any] = col(
+        'the alias\'s own template parameters: [{"name", "type"}]', json=True
+    )
+    comment: str = col(
+        "the comment block just above the declaration, e.g. 'instances not working on gfx950'", ""
+    )
     entries: int = col("active (not commented-out) entries", 0)
     commented_out: int = col("commented-out entries", 0)
-    guard: str = col("preprocessor conditions around the declaration, joined with && ('' when none)", "")
+    guard: str = col(
+        "preprocessor conditions around the declaration, joined with && ('' when none)", ""
+    )
     alias_of: str = col(
         "for `using NAME = other_list<args>;`: that instantiation as written (the entries are other_list's, with its "
         "template parameters bound to args; their file/line point into other_list); '' for a std::tuple list",
         "",
     )
-    cmake_vars: list[Any] = col("`@VAR@` tokens of a CMake .in template found in the declaration", json=True, default=[])
+    cmake_vars: list[Any] = col(
+        "`@VAR@` tokens of a CMake .in template found in the declaration", json=True, default=[]
+    )
 
 
 @table(
@@ -79,8 +92,12 @@ class InstanceRow:
     line: int = col("line of the entry")
     ordinal: int = col("0-based position in its tuple (commented-out entries counted in place)")
     template: str = col("device-op template, e.g. DeviceGemm_Xdl_CShuffleV3")
-    template_file: str | None = col("header defining that template (device_ops.file); NULL when unknown", None)
-    device_op_id: int | None = col("device_ops.id of the template the fields were named from; NULL when unknown", None)
+    template_file: str | None = col(
+        "header defining that template (device_ops.file); NULL when unknown", None
+    )
+    device_op_id: int | None = col(
+        "device_ops.id of the template the fields were named from; NULL when unknown", None
+    )
     status: str = col("active | commented_out")
     reason: str = col("nearest reason comment above the entry, e.g. 'AGPR Spill'", "")
     guard: str = col(
@@ -89,11 +106,21 @@ class InstanceRow:
         "",
     )
     args: list[Any] = col("template arguments as written", json=True, default=[])
-    resolved: list[Any] = col("arguments with the file's aliases resolved (S<8,32,1> -> [8,32,1], BF16 -> bhalf_t)", json=True, default=[])
-    fields: dict[str, Any] = col(
-        "CK template parameter name -> resolved value (parameters the entry leaves out get the op's default)", json=True, default={}
+    resolved: list[Any] = col(
+        "arguments with the file's aliases resolved (S<8,32,1> -> [8,32,1], BF16 -> bhalf_t)",
+        json=True,
+        default=[],
     )
-    defaulted: list[Any] = col("parameters whose value in `fields` is the op's default, not written in the entry", json=True, default=[])
+    fields: dict[str, Any] = col(
+        "CK template parameter name -> resolved value (parameters the entry leaves out get the op's default)",
+        json=True,
+        default={},
+    )
+    defaulted: list[Any] = col(
+        "parameters whose value in `fields` is the op's default, not written in the entry",
+        json=True,
+        default=[],
+    )
     mapping: str = col(
         "how fields were named: ok | arity_mismatch (argument count outside the op's range) | unknown_template "
         "(no device_ops row) | nested_list (entry is another list) | not_template",
@@ -120,4 +147,6 @@ class InstanceRow:
     bk1: int | None = col("BK1", None)
     pipeline: str | None = col("block GEMM pipeline version (v1..v5) or PipelineVersion", None)
     scheduler: str | None = col("Intrawave | Interwave | LoopScheduler value", None)
-    padding: str | None = col("GemmSpecialization value, or the list parameter name when bound per registration", None)
+    padding: str | None = col(
+        "GemmSpecialization value, or the list parameter name when bound per registration", None
+    )

@@ -12,7 +12,13 @@ from typing import Any
 from ckkb.kb.schema.base import col, table
 
 
-@table("add_functions", "Every `add_*_instances` function definition under gpu/.", pk="id", indexes=(("name",), ("dir",)), fts=("name", "file"))
+@table(
+    "add_functions",
+    "Every `add_*_instances` function definition under gpu/.",
+    pk="id",
+    indexes=(("name",), ("dir",)),
+    fts=("name", "file"),
+)
 @dataclass(kw_only=True, slots=True)
 class AddFunctionRow:
     id: int = col("function id")
@@ -20,7 +26,9 @@ class AddFunctionRow:
     dir: str = col("directory right under gpu/")
     file: str = col("file, relative to the CK root")
     line: int = col("line of the definition")
-    interface: str = col("element type of the instances vector, e.g. DeviceGemmV2<Row, Col, Row, BF16, ...>", "")
+    interface: str = col(
+        "element type of the instances vector, e.g. DeviceGemmV2<Row, Col, Row, BF16, ...>", ""
+    )
 
 
 @table(
@@ -40,9 +48,17 @@ class RegistrationRow:
     line: int = col("line of the call")
     list_name: str = col("instance list alias instantiated")
     list_id: int | None = col("instance_lists.id it resolves to (NULL when not found)", None)
-    args: list[Any] = col("template arguments passed to the list, as written", json=True, default=[])
-    bindings: dict[str, Any] = col("list template parameter -> value the call passes (e.g. GemmSpec -> Default)", json=True, default={})
-    condition: str = col("the whole guarding condition chain as readable text ('' when unconditional)", "")
+    args: list[Any] = col(
+        "template arguments passed to the list, as written", json=True, default=[]
+    )
+    bindings: dict[str, Any] = col(
+        "list template parameter -> value the call passes (e.g. GemmSpec -> Default)",
+        json=True,
+        default={},
+    )
+    condition: str = col(
+        "the whole guarding condition chain as readable text ('' when unconditional)", ""
+    )
     conditions: list[Any] = col(
         'guards, outermost first: [{"kind": "device_name"|"capability"|"preprocessor"|"other", "text", '
         '"branch": "then"|"else", "file", "line", "arch", "op"}]',
@@ -83,7 +99,9 @@ class AvailabilityRow:
     registration_id: int = col("registrations.id")
     arch: str = col("architecture")
     available: bool = col("added on this arch after every layer")
-    layer: str | None = col("first layer that removes it: build | preprocessor | registration | capability", None)
+    layer: str | None = col(
+        "first layer that removes it: build | preprocessor | registration | capability", None
+    )
     file: str | None = col("file of that evidence", None)
     line: int | None = col("line of that evidence", None)
     condition: str | None = col("the rule or condition text", None)
@@ -100,15 +118,31 @@ class FactoryRow:
     file: str = col("factory header, relative to the CK root")
     line: int = col("line of the declaration or call")
     function: str = col("add function name")
-    kind: str = col("call (inside a DeviceOperationInstanceFactory specialisation) | declaration", "call")
+    kind: str = col(
+        "call (inside a DeviceOperationInstanceFactory specialisation) | declaration", "call"
+    )
     interface: str = col("device-op interface, e.g. DeviceGemmV2", "")
-    dtypes: list[Any] = col("data types of the interface's template arguments, in its order (A, B, ..., C/E); "
-                            "for calls the value the is_same_v<...> chain binds", json=True, default=[])
-    layouts: list[Any] = col("layouts of the interface's template arguments, in its order (A, B, ..., C/E)", json=True, default=[])
-    guards: list[Any] = col("enclosing preprocessor conditions, outermost first", json=True, default=[])
+    dtypes: list[Any] = col(
+        "data types of the interface's template arguments, in its order (A, B, ..., C/E); "
+        "for calls the value the is_same_v<...> chain binds",
+        json=True,
+        default=[],
+    )
+    layouts: list[Any] = col(
+        "layouts of the interface's template arguments, in its order (A, B, ..., C/E)",
+        json=True,
+        default=[],
+    )
+    guards: list[Any] = col(
+        "enclosing preprocessor conditions, outermost first", json=True, default=[]
+    )
 
 
-@table("build_rules", "CMake rules in gpu/CMakeLists.txt that drop sources or targets by arch and file-name pattern.", pk="id")
+@table(
+    "build_rules",
+    "CMake rules in gpu/CMakeLists.txt that drop sources or targets by arch and file-name pattern.",
+    pk="id",
+)
 @dataclass(kw_only=True, slots=True)
 class BuildRuleRow:
     id: int = col("rule id")

@@ -7,24 +7,40 @@ from dataclasses import dataclass
 from ckkb.kb.schema.base import INGESTED, col, table
 
 
-@table("sources", "Source trees and files a build or an ingestion read: the provenance every row points to.", pk="id", provenance=False)
+@table(
+    "sources",
+    "Source trees and files a build or an ingestion read: the provenance every row points to.",
+    pk="id",
+    provenance=False,
+)
 @dataclass(kw_only=True, slots=True)
 class SourceRow:
     id: int = col("source id")
     kind: str = col("ck | aiter | log | bundle")
     path: str = col("absolute path of the tree or file as given")
     version: str | None = col("CK version from its CMakeLists.txt (ck trees)", None)
-    wheel_version: str | None = col("amd-aiter wheel version when the tree is the installed wheel", None)
+    wheel_version: str | None = col(
+        "amd-aiter wheel version when the tree is the installed wheel", None
+    )
 
 
-@table("build_info", "Facts about the build that produced this file (schema version, ckkb version, timing).", pk="key", provenance=False)
+@table(
+    "build_info",
+    "Facts about the build that produced this file (schema version, ckkb version, timing).",
+    pk="key",
+    provenance=False,
+)
 @dataclass(kw_only=True, slots=True)
 class BuildInfoRow:
     key: str = col("fact name")
     value: str = col("fact value")
 
 
-@table("diagnostics", "Everything an extractor could not read, with file and line: nothing is dropped silently.", indexes=(("stage",), ("file",)))
+@table(
+    "diagnostics",
+    "Everything an extractor could not read, with file and line: nothing is dropped silently.",
+    indexes=(("stage",), ("file",)),
+)
 @dataclass(kw_only=True, slots=True)
 class DiagnosticRow:
     stage: str = col("extractor that reported it")
@@ -34,7 +50,13 @@ class DiagnosticRow:
     message: str = col("what went wrong")
 
 
-@table("ingest_files", "Every log, bundle or CSV ingested, by content hash, so re-ingesting adds nothing.", pk="sha256", kind=INGESTED, provenance=False)
+@table(
+    "ingest_files",
+    "Every log, bundle or CSV ingested, by content hash, so re-ingesting adds nothing.",
+    pk="sha256",
+    kind=INGESTED,
+    provenance=False,
+)
 @dataclass(kw_only=True, slots=True)
 class IngestFileRow:
     sha256: str = col("sha256 of the file's bytes")

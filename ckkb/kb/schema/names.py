@@ -24,9 +24,15 @@ from ckkb.kb.schema.base import col, table
 @dataclass(kw_only=True, slots=True)
 class NameSchemaRow:
     id: int = col("schema id")
-    device_op: str = col("C++ class template that defines GetTypeString(), e.g. DeviceGemm_Xdl_CShuffleV3")
-    op: str | None = col("the op name it prints first, e.g. DeviceGemmXdlUniversal (NULL when none is literal)", None)
-    ops: list[Any] = col("every op name it can print (a conditional may choose between two)", json=True, default=[])
+    device_op: str = col(
+        "C++ class template that defines GetTypeString(), e.g. DeviceGemm_Xdl_CShuffleV3"
+    )
+    op: str | None = col(
+        "the op name it prints first, e.g. DeviceGemmXdlUniversal (NULL when none is literal)", None
+    )
+    ops: list[Any] = col(
+        "every op name it can print (a conditional may choose between two)", json=True, default=[]
+    )
     file: str = col("header, relative to the CK root")
     line: int = col("line of GetTypeString()")
     tokens: list[Any] = col(
@@ -35,9 +41,19 @@ class NameSchemaRow:
         json=True,
         default=[],
     )
-    params: list[Any] = col('the class template parameters: [{"name", "kind", "type", "default"}]', json=True, default=[])
-    status: str = col("matched (literals and template parameters only) | partial (has derived or conditional parts) | unsupported")
-    reasons: list[Any] = col("why partial or unsupported, e.g. 'derived: PrefetchStages (computed at run time)'", json=True, default=[])
+    params: list[Any] = col(
+        'the class template parameters: [{"name", "kind", "type", "default"}]',
+        json=True,
+        default=[],
+    )
+    status: str = col(
+        "matched (literals and template parameters only) | partial (has derived or conditional parts) | unsupported"
+    )
+    reasons: list[Any] = col(
+        "why partial or unsupported, e.g. 'derived: PrefetchStages (computed at run time)'",
+        json=True,
+        default=[],
+    )
     example: str | None = col("a name rendered from the schema with placeholder values", None)
 
 
@@ -54,16 +70,29 @@ class NameSchemaRow:
 class InstanceKeyRow:
     id: int = col("row id")
     key: str = col("printed name without whitespace, run-time (derived) values as '*'")
-    printed_name: str | None = col("the exact name GetTypeString() prints (NULL when it has derived values)", None)
+    printed_name: str | None = col(
+        "the exact name GetTypeString() prints (NULL when it has derived values)", None
+    )
     complete: bool = col("every value of the name is known statically (printed_name is set)", False)
-    derived: list[Any] = col("run-time values left out of the key, e.g. ['PrefetchStages', 'AMmaKStride']", json=True, default=[])
+    derived: list[Any] = col(
+        "run-time values left out of the key, e.g. ['PrefetchStages', 'AMmaKStride']",
+        json=True,
+        default=[],
+    )
     op: str | None = col("printed op name", None)
     device_op: str = col("device-op class template")
     schema_id: int = col("name_schemas.id")
     instance_id: int = col("instances.id")
-    registration_id: int | None = col("registrations.id whose bindings were applied (NULL: the list was never registered)", None)
-    bindings: dict[str, Any] = col("list template parameter -> value bound by the registration", json=True, default={})
-    status: str = col("the entry's status: active | commented_out (a commented-out entry is not compiled)", "active")
+    registration_id: int | None = col(
+        "registrations.id whose bindings were applied (NULL: the list was never registered)", None
+    )
+    bindings: dict[str, Any] = col(
+        "list template parameter -> value bound by the registration", json=True, default={}
+    )
+    status: str = col(
+        "the entry's status: active | commented_out (a commented-out entry is not compiled)",
+        "active",
+    )
     list_name: str = col("instance list alias")
     file: str = col("file of the instance entry")
     line: int = col("line of the instance entry")
