@@ -20,7 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ckkb import sources  # noqa: E402
+from ckkb import (
+    pipeline,
+    sources,  # noqa: E402
+)
 from ckkb.extract import cmake, factories, registrations  # noqa: E402
 from ckkb.extract.cpp import parse  # noqa: E402
 from ckkb.kb.build import build  # noqa: E402
@@ -47,7 +50,7 @@ def main() -> None:
     root = tree.root
     db_path = Path(args.db)
     if not db_path.exists():
-        build(db_path, {"ck": tree}, jobs=1)
+        build(db_path, {"ck": tree}, jobs=1, stages=pipeline.stages())
 
     stages = [cmake.STAGE, factories.STAGE, registrations.STAGE]
     files = {

@@ -2,16 +2,13 @@
 build and `ckkb audit` run the same rules), the config tables, --arch, --env, and optional
 knowledge-base indexes (CK availability, measured baselines).
 
-`load_tree` extracts an aiter tree in-process (libcst results cached on disk by content hash, so a
-warm audit does not re-parse) and `from_build` takes the rows earlier build stages produced.
+`load_tree` extracts an aiter tree in-process, uncached (about a second: the build's content-hash
+cache is the only cache); the build's audit stage (ckkb.audit.stage) takes the rows it made.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import pickle
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,14 +16,13 @@ from typing import Any
 
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import aiter_configs, aiter_kernels, aiter_tuners
-from ckkb.extract.aiter_configs import ConfigTable, read_csv
+from ckkb.extract.aiter_configs import ConfigTable, op_of_file, read_csv
 from ckkb.extract.aiter_tuners import (
     TreeFacts,
     model_config_files,
     option_rows,
     package_dir,
     runtime_rows,
-    untuned_name,
 )
 from ckkb.kb.schema.aiter import (
     AiterKernelListRow,
@@ -35,8 +31,6 @@ from ckkb.kb.schema.aiter import (
     AiterTunerOptionRow,
 )
 from ckkb.kb.stages import FileResult
-
-CACHE_VERSION = "1"
 
 
 @dataclass
@@ -132,20 +126,7 @@ class AuditContext:
         return 0.05
 
     def op_of_table(self, rel: str, columns: list[str]) -> str | None:
-        name = Path(rel).name
-        stem = name[:-4] if name.endswith(".csv") else name
-        for rc in self.runtime:
-            if rc.default_path and Path(rc.default_path).name == name:
-                return rc.op
-        for rc in sorted(self.runtime, key=lambda r: -len(r.tuned_name or "")):
-            if not rc.tuned_name:
-                continue
-            if "untuned" in stem:
-                if untuned_name(rc.tuned_name) in stem:
-                    return rc.op
-            elif rc.tuned_name in stem:
-                return rc.op
-        return None
+        return op_of_file(rel, self.runtime)
 
 
 def assign_ops(ctx: AuditContext) -> None:
@@ -156,38 +137,7 @@ def assign_ops(ctx: AuditContext) -> None:
 # ---------------------------------------------------------------- loading a tree in-process
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("CKKB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ckkb"
-    )
-    return Path(base) / "aiter"
-
-
-def _extract_cached(stage: Any, root: Path, rel: str) -> FileResult:
-    data = (root / rel).read_bytes()
-    key = hashlib.sha256(
-        f"{stage.name}|{stage.version}|{CACHE_VERSION}|{aiter_tuners.display_rel(rel)}|".encode()
-        + data
-    ).hexdigest()
-    path = _cache_dir() / f"{key}.pickle"
-    try:
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-        pass
-    res = stage.extract(root, rel, data)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
-            pickle.dump(res, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a cache is only a cache
-    return res
-
-
-def load_tree(tree: Any, *, use_cache: bool = True) -> AuditContext:
+def load_tree(tree: Any) -> AuditContext:
     """Extract an AiterTree (sources.aiter_tree) in-process: kernel lists, tuners, runtime configs, default CSVs."""
     root = Path(tree.root)
     diags: list[Diagnostic] = []
@@ -197,11 +147,7 @@ def load_tree(tree: Any, *, use_cache: bool = True) -> AuditContext:
         for p in stage.files(root):
             rel = Path(p).as_posix()
             try:
-                out[rel] = (
-                    _extract_cached(stage, root, rel)
-                    if use_cache
-                    else stage.extract(root, rel, (root / rel).read_bytes())
-                )
+                out[rel] = stage.extract(root, rel, (root / rel).read_bytes())
             except OSError as e:
                 diags.append(
                     Diagnostic(

@@ -10,8 +10,6 @@ from typing import Any
 from ckkb.audit import rules_kb, rules_kernels, rules_keys, rules_parts, rules_runtime, rules_values
 from ckkb.audit.context import AuditContext, add_default_tables, add_table, load_tree, read_env_file
 from ckkb.audit.model import Finding, finding, severity_rank
-from ckkb.diagnostics import Diagnostic
-from ckkb.kb.schema.aiter import AiterAuditFindingRow
 
 KB_RULES = ("baseline-slower", "baseline-missing", "tile-gated")
 
@@ -71,14 +69,13 @@ def audit(
     arch: str | None = None,
     env_file: str | None = None,
     db_path: str | None = None,
-    use_cache: bool = True,
 ) -> AuditResult:
     """Audit the given CSVs (or the aiter tree's own configs) against that tree's kernel lists and runtime."""
     from ckkb import sources
 
     t0 = time.perf_counter()
     tree = sources.aiter_tree(aiter_path)
-    ctx = load_tree(tree, use_cache=use_cache)
+    ctx = load_tree(tree)
     ctx.arch = arch
     if env_file:
         ctx.env = read_env_file(env_file)
@@ -172,46 +169,3 @@ def _attach_kb(ctx: AuditContext, db_path: str | None) -> list[dict[str, Any]]:
         )
         ctx.ck = None
     return skipped
-
-
-# ---------------------------------------------------------------- build stage
-
-
-def audit_build(root: Path, tables: list[Any], bctx: Any) -> tuple[list[Any], list[Diagnostic]]:
-    """The configs stage's combine: config rows plus stored findings for the default set."""
-    from ckkb.extract.aiter_configs import config_rows
-    from ckkb.extract.aiter_tuners import package_dir
-
-    ctx = AuditContext(
-        root=root,
-        pkg=package_dir(root),
-        kernels=list(bctx.table_rows("aiter_kernels")),
-        lists=list(bctx.table_rows("aiter_kernel_lists")),
-        runtime=list(bctx.table_rows("aiter_runtime_configs")),
-        options=list(bctx.table_rows("aiter_tuner_options")),
-    )
-    for t in tables:
-        ctx.tables.append(t)
-        ctx.ops[t.rel] = ctx.op_of_table(t.rel, t.columns)
-    inst = bctx.table_rows("instances")
-    if inst:
-        ctx.ck = rules_kb.CkIndex.from_rows(
-            inst, bctx.table_rows("registrations"), bctx.table_rows("availability")
-        )
-    rows: list[Any] = []
-    for i, t in enumerate(tables, start=1):
-        rows += config_rows(i, t, ctx.ops.get(t.rel))
-    findings, _ = run_rules(ctx)
-    rows += [
-        AiterAuditFindingRow(
-            rule=f.rule,
-            severity=f.severity,
-            file=f.file,
-            line=f.line,
-            op=f.op,
-            message=f.message,
-            evidence=f.evidence,
-        )
-        for f in findings
-    ]
-    return rows, []

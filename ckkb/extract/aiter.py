@@ -1,6 +1,7 @@
-"""The aiter extraction stages, in build order: kernel lists, tuner/runtime facts, config CSVs, audit.
+"""The aiter extraction stages: kernel lists, tuner/runtime facts, config CSVs.
 
-Each lives in its own module; this one only lists them for ckkb.kb.stages (STAGES).
+Each lives in its own module; this one only lists them for ckkb.pipeline (STAGES). The audit of
+the configs is a stage of its own, in ckkb.audit.stage.
 """
 
 from __future__ import annotations

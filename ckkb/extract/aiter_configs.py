@@ -17,8 +17,8 @@ from typing import Any
 
 from ckkb.archs import parts_for
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.aiter_tuners import display_rel, package_dir, stage_paths
-from ckkb.kb.schema.aiter import AiterConfigFileRow, AiterConfigRowRow
+from ckkb.extract.aiter_tuners import display_rel, package_dir, stage_paths, untuned_name
+from ckkb.kb.schema.aiter import AiterConfigFileRow, AiterConfigRowRow, AiterRuntimeConfigRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
 
 STAGE_NAME = "aiter.configs"
@@ -239,6 +239,25 @@ def diagnostics_of(t: ConfigTable) -> list[Diagnostic]:
     return out
 
 
+def op_of_file(rel: str, runtime: list[AiterRuntimeConfigRow]) -> str | None:
+    """The op whose runtime config reads the CSV at `rel`: its default path, else the longest
+    tuned-file name the file's name contains (untuned files by their untuned name)."""
+    name = Path(rel).name
+    stem = name[:-4] if name.endswith(".csv") else name
+    for rc in runtime:
+        if rc.default_path and Path(rc.default_path).name == name:
+            return rc.op
+    for rc in sorted(runtime, key=lambda r: -len(r.tuned_name or "")):
+        if not rc.tuned_name:
+            continue
+        if "untuned" in stem:
+            if untuned_name(rc.tuned_name) in stem:
+                return rc.op
+        elif rc.tuned_name in stem:
+            return rc.op
+    return None
+
+
 def config_paths(pkg: Path | None) -> list[Path]:
     if pkg is None:
         return []
@@ -253,6 +272,9 @@ class ConfigsStage:
     name = STAGE_NAME
     version = "2"
     tree = "aiter"
+    reads = ("aiter_runtime_configs",)
+    writes = ("aiter_config_files", "aiter_config_rows")
+    combine_cost = 0.02
 
     def files(self, root: Path) -> list[Path]:
         return stage_paths(Path(root), config_paths(package_dir(Path(root))))
@@ -262,11 +284,14 @@ class ConfigsStage:
         return FileResult(diagnostics=diagnostics_of(t), facts={"table": t})
 
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
-        from ckkb.audit.engine import audit_build
-
+        """Every file's rows, with the op whose runtime config reads it (the audit stage reads the
+        parsed tables themselves, from this stage's facts)."""
+        runtime = ctx.table_rows("aiter_runtime_configs")
         tables = [r.facts["table"] for _, r in sorted(results.items()) if "table" in r.facts]
-        rows, diags = audit_build(Path(root), tables, ctx)
-        return StageResult(rows=rows, diagnostics=diags)
+        rows: list[Any] = []
+        for i, t in enumerate(tables, start=1):
+            rows += config_rows(i, t, op_of_file(t.rel, runtime))
+        return StageResult(rows=rows)
 
 
 STAGE = ConfigsStage()

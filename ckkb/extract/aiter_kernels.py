@@ -699,6 +699,9 @@ class KernelsStage:
     worker_group = "libcst"  # read in one worker: libcst is imported once per build
     version = "3"
     tree = "aiter"
+    reads = ()
+    writes = ("aiter_kernel_lists", "aiter_kernels")
+    combine_cost = 0.006  # seconds on the default tree: a scheduling hint
 
     def files(self, root: Path) -> list[Path]:
         root = Path(root)

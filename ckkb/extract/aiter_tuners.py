@@ -657,6 +657,9 @@ class TunersStage:
     worker_group = "libcst"  # read in one worker: libcst is imported once per build
     version = "3"
     tree = "aiter"
+    reads = ()
+    writes = ("aiter_runtime_configs", "aiter_tuner_options")
+    combine_cost = 0.004  # seconds on the default tree: a scheduling hint
 
     def files(self, root: Path) -> list[Path]:
         out: list[Path] = []

@@ -289,6 +289,9 @@ class FactoriesStage:
     name = "ck.factories"
     version = "1"
     tree = "ck"
+    reads = ()
+    writes = ("factories",)
+    combine_cost = 0.0  # seconds on the default tree: a scheduling hint
 
     def files(self, root: Path) -> list[Path]:
         return list_files(root, CK_FACTORY_DIR, (".hpp", ".inc"))

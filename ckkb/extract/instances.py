@@ -1277,6 +1277,9 @@ class _Stage:
     name = NAME
     version = VERSION
     tree = "ck"
+    reads = ("device_ops",)
+    writes = ("instance_lists", "instances")
+    combine_cost = 0.47  # seconds on the default tree: a scheduling hint
 
     def files(self, root: Path) -> list[Path]:
         out: list[Path] = []

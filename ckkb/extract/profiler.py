@@ -538,6 +538,9 @@ class ProfilerStage:
     name = "ck.profiler"
     version = "3"
     tree = "ck"
+    reads = ()
+    writes = ("profiler_args", "profiler_ops", "profiler_quirks")
+    combine_cost = 0.003  # seconds on the default tree: a scheduling hint
 
     def files(self, root: Path) -> list[Path]:
         return list_files(root, SRC_DIR, (".cpp",)) + list_files(root, IMPL_DIR, ("_impl.hpp",))

@@ -599,6 +599,9 @@ class RegistrationsStage:
     name = "ck.registrations"
     version = "8"
     tree = "ck"
+    reads = ("instance_lists", "build_defines", "file_builds", "build_rules")
+    writes = ("add_functions", "availability", "gates", "registrations")
+    combine_cost = 0.1  # seconds on the default tree: a scheduling hint
 
     def files(self, root: Path) -> list[Path]:
         out = list_files(root, CK_INSTANCE_DIR, SUFFIXES)

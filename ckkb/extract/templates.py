@@ -345,6 +345,9 @@ class _Stage:
     name = NAME
     version = "3"  # bump whenever extract() output changes
     tree = "ck"
+    reads = ()
+    writes = ("device_ops",)
+    combine_cost = 0.0  # seconds on the default tree: a scheduling hint
 
     def files(self, root: Path) -> list[Path]:
         return list_files(root, CK_IMPL_DIR, (".hpp",))

@@ -1,18 +1,27 @@
-"""The extraction stages a build runs, in order. Each extractor module contributes one Stage.
+"""What a build stage is, and the order a build runs stages in.
 
 A stage is pure: `files` lists its inputs, `extract` turns one file's bytes into rows (runs in a
 worker process and is cached by content hash), `combine` resolves across files (runs once, in
-the parent, with the rows of earlier stages in `ctx`). Stages never open the database.
+the parent, with the rows of the tables it `reads`). Stages never open the database.
+
+Each stage declares the tables its combine `reads` and the tables its rows go to (`writes`); the
+build derives its order from those declarations (`build_order`) and refuses a stage that reads a
+table it did not declare or writes one it did not name.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from ckkb.diagnostics import Diagnostic
+from ckkb.errors import CkkbError
+
+
+class StageError(CkkbError):
+    """Stage declarations that cannot make a build: a cycle, an undeclared read or write."""
 
 
 @dataclass
@@ -30,25 +39,23 @@ class StageResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
-@dataclass
-class BuildContext:
-    """Shared state of one build: the trees and the rows each finished stage produced, by table."""
-
-    trees: dict[str, Any]  # "ck" -> CkTree, "aiter" -> AiterTree (absent when not built)
-    rows: dict[str, list[Any]] = field(default_factory=dict)
-
-    def table_rows(self, table: str) -> list[Any]:
-        return self.rows.get(table, [])
-
-
 class Stage(Protocol):
+    """One kind of input. Optional attributes, read with getattr:
+
+    - `extract_with`: an earlier stage that parses the same bytes of the files both read; the
+      build extracts such a file for both stages in one worker task (one parse).
+    - `worker_group`: consecutive files of stages with the same group go to one worker (for a
+      costly per-process setup such as an import).
+    - `reads_facts`: stages whose per-file facts this stage's combine reads (`ctx.file_facts`).
+    - `combine_cost`: about how many seconds its combine takes on a full tree; only a scheduling
+      hint (see `build_order`), never a dependency.
+    """
+
     name: str  # unique, e.g. "ck.instances"
     version: str  # bump to invalidate cached per-file results
     tree: str  # "ck" | "aiter"
-    # Optional `extract_with`: the name of an earlier stage that parses the same bytes of the files
-    # both read; the build extracts such a file for both stages in one worker task (one parse).
-    # Optional `worker_group`: consecutive files of stages with the same group go to one worker (for
-    # a costly per-process setup such as an import).
+    reads: tuple[str, ...]  # tables other stages write that this stage's combine reads
+    writes: tuple[str, ...]  # tables this stage's rows go to
 
     def files(self, root: Path) -> list[Path]: ...
 
@@ -59,50 +66,107 @@ class Stage(Protocol):
     ) -> StageResult: ...
 
 
-# Module paths whose attribute STAGE (one Stage) or STAGES (a list) defines stages, in build order. A module that is not written yet
-# (or fails to import) is reported, not silently skipped.
-#
-# The order is the order files are extracted in and stages are combined in (a stage's combine may
-# read the rows of any stage before it: instances need templates' device ops; registrations need
-# instance lists and cmake's build rules; typestrings and the aiter audit need instances and
-# registrations). Stages whose combine is heavy come first, so the parent combines them while the
-# workers still extract; stages nothing depends on and whose combine only collects rows (factories,
-# profiler) come last, so the build does not end with one core combining and the other idle.
-STAGE_MODULES: tuple[str, ...] = (
-    "ckkb.extract.templates",
-    "ckkb.extract.instances",
-    "ckkb.extract.cmake",
-    "ckkb.extract.registrations",
-    "ckkb.extract.typestrings",
-    "ckkb.extract.aiter",
-    "ckkb.extract.factories",
-    "ckkb.extract.profiler",
-)
+@dataclass
+class BuildContext:
+    """What one stage's combine may see: the trees, and the rows and file facts it declared."""
 
-_cache: dict[str, Stage] = {}
+    trees: dict[str, Any]  # "ck" -> CkTree, "aiter" -> AiterTree (absent when not built)
+    rows: dict[str, list[Any]] = field(default_factory=dict)  # table -> rows, of finished stages
+    facts: dict[str, dict[str, dict[str, Any]]] = field(
+        default_factory=dict
+    )  # stage -> rel -> facts
+    stage: str | None = None  # the stage combining now; None: no declarations are checked
+    allowed_tables: frozenset[str] = frozenset()
+    allowed_facts: frozenset[str] = frozenset()
+
+    def for_stage(self, stage: Stage) -> BuildContext:
+        """A view for `stage`'s combine: the same rows, its declarations enforced."""
+        return BuildContext(
+            self.trees,
+            self.rows,
+            self.facts,
+            stage.name,
+            frozenset(stage.reads),
+            frozenset(getattr(stage, "reads_facts", ())),
+        )
+
+    def table_rows(self, table: str) -> list[Any]:
+        if self.stage is not None and table not in self.allowed_tables:
+            raise StageError(f"stage {self.stage} reads table {table} but does not declare it")
+        return self.rows.get(table, [])
+
+    def file_facts(self, stage_name: str) -> dict[str, dict[str, Any]]:
+        """rel -> facts of every file of `stage_name` (a stage named in `reads_facts`)."""
+        if self.stage is not None and stage_name not in self.allowed_facts:
+            raise StageError(
+                f"stage {self.stage} reads {stage_name}'s facts but does not declare it"
+            )
+        return self.facts.get(stage_name, {})
 
 
-def load_stages() -> list[Stage]:
-    stages = []
-    for mod in STAGE_MODULES:
-        try:
-            module = importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name == mod:
-                continue  # that extractor does not exist in this version
-            raise
-        for stage in getattr(module, "STAGES", None) or [module.STAGE]:
-            _cache[stage.name] = stage
-            stages.append(stage)
-    return stages
+def build_order(stages: Sequence[Stage]) -> list[Stage]:
+    """Stages in an order where each comes after every stage that writes a table it reads.
+
+    Among the stages whose inputs are ready, the one heading the longest chain of combines
+    (`combine_cost` summed along its dependants) goes first: the parent combines while the
+    workers still extract, and the chain that would finish last starts soonest. Ties keep the
+    order given. A stage that reads a table no stage here writes reads no rows (an aiter-only
+    build has no CK instances). A cycle is an error.
+    """
+    writers: dict[str, list[int]] = {}
+    for i, s in enumerate(stages):
+        for t in s.writes:
+            writers.setdefault(t, []).append(i)
+    needs: list[set[int]] = [
+        {w for t in s.reads for w in writers.get(t, ()) if w != i} | _fact_needs(s, stages)
+        for i, s in enumerate(stages)
+    ]
+    dependants: list[set[int]] = [set() for _ in stages]
+    for i, n in enumerate(needs):
+        for j in n:
+            dependants[j].add(i)
+    chain: dict[int, float] = {}
+
+    def chain_cost(i: int, seen: frozenset[int] = frozenset()) -> float:
+        if i in seen:
+            raise StageError(f"stages depend on each other in a cycle through {stages[i].name}")
+        if i not in chain:
+            below = [chain_cost(j, seen | {i}) for j in dependants[i]]
+            chain[i] = float(getattr(stages[i], "combine_cost", 0.0)) + max(below, default=0.0)
+        return chain[i]
+
+    for i in range(len(stages)):
+        chain_cost(i)
+    done: set[int] = set()
+    out: list[Stage] = []
+    while len(out) < len(stages):
+        ready = [i for i in range(len(stages)) if i not in done and needs[i] <= done]
+        best = max(ready, key=lambda i: (chain[i], -i))
+        done.add(best)
+        out.append(stages[best])
+    return out
 
 
-def register_stage(stage: Stage) -> None:
-    """Make a stage findable by name in this process (and in forked workers)."""
-    _cache[stage.name] = stage
+def _fact_needs(stage: Stage, stages: Sequence[Stage]) -> set[int]:
+    wanted = set(getattr(stage, "reads_facts", ()))
+    return {i for i, s in enumerate(stages) if s.name in wanted}
+
+
+def check_writes(stage: Stage, tables: Iterable[str]) -> None:
+    """A stage's rows must go to the tables it declared (its order depends on it)."""
+    extra = sorted(set(tables) - set(stage.writes))
+    if extra:
+        raise StageError(f"stage {stage.name} wrote {', '.join(extra)} but does not declare it")
+
+
+_registered: dict[str, Stage] = {}  # name -> stage; read by forked workers (why it is global)
+
+
+def register_stages(stages: Iterable[Stage]) -> None:
+    """Make stages findable by name in this process and in the workers it forks."""
+    for s in stages:
+        _registered[s.name] = s
 
 
 def get_stage(name: str) -> Stage:
-    if name not in _cache:
-        load_stages()
-    return _cache[name]
+    return _registered[name]

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from ckkb import sources
+from ckkb import pipeline, sources
 from ckkb.kb.build import build
 
 
@@ -26,5 +26,5 @@ def wheel_trees():
 def wheel_db(tmp_path_factory, wheel_trees):
     """The knowledge base of the default tree, built once for all integration tests."""
     path = tmp_path_factory.mktemp("wheel") / "ckkb.db"
-    build(path, wheel_trees, jobs=2)
+    build(path, wheel_trees, jobs=2, stages=pipeline.stages())
     return path

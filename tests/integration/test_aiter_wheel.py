@@ -8,6 +8,7 @@ from collections import Counter
 import jsonschema
 import pytest
 
+from ckkb import pipeline
 from ckkb.audit.context import add_default_tables, load_tree
 from ckkb.audit.engine import audit
 from ckkb.audit.rules_keys import merge_preview
@@ -125,7 +126,7 @@ def test_sarif_of_the_wheel_validates(result):
 
 def test_aiter_stages_build(tmp_path, wheel_trees):
     path = tmp_path / "aiter.db"
-    s = build(path, {"aiter": wheel_trees["aiter"]}, jobs=1)
+    s = build(path, {"aiter": wheel_trees["aiter"]}, jobs=1, stages=pipeline.stages())
     assert s.tables["aiter_kernel_lists"] == 40 and s.tables["aiter_kernels"] == 640
     assert s.tables["aiter_runtime_configs"] == 9 and s.tables["aiter_config_files"] == 29
     db = open_db(path, readonly=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ckkb import sources
+from ckkb import pipeline, sources
 from ckkb.audit.context import add_default_tables, load_tree, read_env_file
 from ckkb.audit.engine import audit
 from ckkb.audit.rules_keys import merge_preview
@@ -331,7 +331,9 @@ def test_a_100000_row_file(tmp_path):
 
 def test_build_of_the_fixture_tree_fills_tables_views_and_the_canned_query(tmp_path):
     db_path = tmp_path / "kb.db"
-    summ = build(db_path, {"aiter": sources.aiter_tree(str(MINI))}, jobs=1)
+    summ = build(
+        db_path, {"aiter": sources.aiter_tree(str(MINI))}, stages=pipeline.stages(), jobs=1
+    )
     t = summ.tables
     assert t["aiter_kernel_lists"] == 4 and t["aiter_kernels"] == 10
     assert t["aiter_runtime_configs"] == 3 and t["aiter_config_files"] == 9

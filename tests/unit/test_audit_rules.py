@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from ckkb.audit.engine import audit
 from ckkb.audit.model import RULES
 from ckkb.cli import main
-from ckkb.kb.build import insert_rows
+from ckkb.kb.build.writer import insert_rows
 from ckkb.kb.db import open_db
 from ckkb.kb.schema.ck_instances import InstanceListRow, InstanceRow
 from ckkb.kb.schema.ck_registrations import AvailabilityRow, RegistrationRow

@@ -26,6 +26,8 @@ class CountingStage:
     """Emits one diagnostic row per file, and counts extract calls."""
 
     name = "test.counting"
+    reads = ()
+    writes = ("diagnostics",)
     version = "1"
     tree = "ck"
     calls = 0
@@ -152,11 +154,11 @@ class JoiningStage(CountingStage):
 
 
 def test_a_stage_extracted_with_another_shares_its_file_tasks(tree, tmp_db):
-    from ckkb.kb.build import _file_tasks
-    from ckkb.kb.stages import register_stage
+    from ckkb.kb.build.workers import file_tasks as _file_tasks
+    from ckkb.kb.stages import register_stages
 
-    register_stage(CountingStage())
-    register_stage(JoiningStage())
+    register_stages([CountingStage()])
+    register_stages([JoiningStage()])
     misses = [
         ("test.counting", "/r", "a"),
         ("test.counting", "/r", "b"),
@@ -186,15 +188,16 @@ def test_a_stage_extracted_with_another_shares_its_file_tasks(tree, tmp_db):
 
 
 def test_chunks_put_big_files_first_and_keep_a_worker_group_together(tmp_path):
-    from ckkb.kb.build import CHUNK_BYTES, _chunks
-    from ckkb.kb.stages import register_stage
+    from ckkb.kb.build.workers import CHUNK_BYTES
+    from ckkb.kb.build.workers import chunks as _chunks
+    from ckkb.kb.stages import register_stages
 
     class Grouped(CountingStage):
         name = "test.grouped"
         worker_group = "heavy-import"
 
-    register_stage(CountingStage())
-    register_stage(Grouped())
+    register_stages([CountingStage()])
+    register_stages([Grouped()])
     sizes = {
         "a0": 10,
         "a1": CHUNK_BYTES,
@@ -220,6 +223,7 @@ class ListStage(CountingStage):
     """Writes instance_lists rows (a table with a full-text index), one per file."""
 
     name = "test.lists_a"
+    writes = ("instance_lists",)
     first_id = 1
 
     def combine(self, root, results, ctx):
@@ -260,7 +264,7 @@ def test_full_text_index_covers_rows_a_later_stage_adds(tree, tmp_db):
 
 
 def test_submission_groups_keep_joiners_with_their_host_and_a_worker_group_together():
-    from ckkb.kb.build import _submission_groups
+    from ckkb.kb.build.workers import submission_groups as _submission_groups
 
     def stage(name, **attrs):
         return type(name, (CountingStage,), {"name": name, **attrs})()
@@ -275,7 +279,7 @@ def test_submission_groups_keep_joiners_with_their_host_and_a_worker_group_toget
 
 def test_parallel_build_streams_work_and_matches_a_serial_build(tmp_path):
     """Enough files to start workers during the inventory: the same rows as a one-process build."""
-    from ckkb.kb.build import SERIAL_BELOW
+    from ckkb.kb.build.run import SERIAL_BELOW
 
     root = tmp_path / "tree"
     root.mkdir()
@@ -302,3 +306,73 @@ def test_parallel_build_streams_work_and_matches_a_serial_build(tmp_path):
         len(rows[2][0]) == 2 * (SERIAL_BELOW + 10)
         and ("test.joining", "f073.txt", "730") in rows[2][0]
     )
+
+
+# ---------------------------------------------------------------- declared stages
+
+
+def _declared(name, reads=(), writes=(), cost=0.0, **attrs):
+    return type(
+        name,
+        (CountingStage,),
+        {"name": name, "reads": reads, "writes": writes, "combine_cost": cost, **attrs},
+    )()
+
+
+def test_build_order_follows_reads_and_writes_then_the_longest_chain():
+    from ckkb.kb.stages import build_order
+
+    lists = _declared("lists", writes=("instance_lists",), cost=0.1)
+    keys = _declared("keys", reads=("instance_lists",), writes=("instance_keys",), cost=1.0)
+    quick = _declared("quick", writes=("factories",), cost=0.5)
+    # given in the wrong order: keys needs lists' table; lists heads a 1.1 s chain, quick 0.5 s
+    order = [s.name for s in build_order([keys, quick, lists])]
+    assert order == ["lists", "keys", "quick"]
+
+
+def test_build_order_refuses_a_cycle():
+    from ckkb.kb.stages import StageError, build_order
+
+    a = _declared("a", reads=("factories",), writes=("instances",))
+    b = _declared("b", reads=("instances",), writes=("factories",))
+    with pytest.raises(StageError, match="cycle"):
+        build_order([a, b])
+
+
+def test_a_stage_reading_an_undeclared_table_stops_the_build(tree, tmp_db):
+    class Peeking(CountingStage):
+        name = "test.peeking"
+
+        def combine(self, root, results, ctx):
+            ctx.table_rows("instances")
+            return StageResult()
+
+    from ckkb.kb.stages import StageError
+
+    with pytest.raises(StageError, match="reads table instances but does not declare it"):
+        build(tmp_db, {"ck": tree}, stages=[Peeking()])
+    assert not tmp_db.exists()
+
+
+def test_a_stage_writing_an_undeclared_table_stops_the_build(tree, tmp_db):
+    from ckkb.kb.stages import StageError
+
+    with pytest.raises(StageError, match="wrote diagnostics but does not declare it"):
+        build(tmp_db, {"ck": tree}, stages=[_declared("test.sneaky", writes=())])
+
+
+def test_a_stage_module_that_fails_to_load_is_an_error(monkeypatch):
+    from ckkb import pipeline
+
+    monkeypatch.setattr(pipeline, "STAGE_MODULES", ("ckkb.extract.templates", "ckkb.no_such"))
+    with pytest.raises(pipeline.StageLoadError, match="ckkb.no_such failed to load"):
+        pipeline.stages()
+
+
+def test_every_shipped_stage_declares_what_it_reads_and_writes():
+    from ckkb import pipeline
+    from ckkb.kb.schema import TABLES
+
+    for s in pipeline.stages():
+        assert s.writes and set(s.writes) <= set(TABLES), s.name
+        assert set(s.reads) <= set(TABLES), s.name

@@ -10,9 +10,11 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
+from ckkb import pipeline
 from ckkb.archs import ARCHS
 from ckkb.cli import main
 from ckkb.errors import CkkbError, SourceNotFound
+import ckkb.kb.build.run
 from ckkb.kb import build as kbbuild
 from ckkb.kb.db import open_db
 from ckkb.queries import ck as q
@@ -28,7 +30,7 @@ P = "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn"
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory):
     path = tmp_path_factory.mktemp("ckq") / "kb.db"
-    kbbuild.build(path, {"ck": ck_tree(FIXTURES / "ck_mini")}, jobs=1)
+    kbbuild.build(path, {"ck": ck_tree(FIXTURES / "ck_mini")}, stages=pipeline.stages(), jobs=1)
     return path
 
 
@@ -322,7 +324,7 @@ def test_damaged_tree_still_extracts_the_rest(copy_tree, tmp_path):
     (d / f"{P}_junk_instance.cpp").write_bytes(b"\x7fELF\x00\x00" + os.urandom(2000))
     os.symlink("..", root / GPU / "gemm_universal" / "loop")  # a symlink loop inside gpu/
     db = tmp_path / "kb.db"
-    s = kbbuild.build(db, {"ck": ck_tree(root)}, jobs=1)
+    s = kbbuild.build(db, {"ck": ck_tree(root)}, stages=pipeline.stages(), jobs=1)
     msgs = [str(x) for x in s.diagnostics]
     assert any(f"{P}_broken_instance.cpp:" in m and "malformed" in m for m in msgs)
     assert any(f"{P}_junk_instance.cpp" in m and "binary" in m for m in msgs)
@@ -346,9 +348,11 @@ def test_failed_build_leaves_previous_database_intact(kb, tmp_path, monkeypatch)
     def boom(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(kbbuild, "insert_rows", boom)
+    monkeypatch.setattr(kbbuild.run, "insert_rows", boom)
     with pytest.raises(KeyboardInterrupt):
-        kbbuild.build(db, {"ck": ck_tree(FIXTURES / "ck_mini")}, jobs=1, force=True)
+        kbbuild.build(
+            db, {"ck": ck_tree(FIXTURES / "ck_mini")}, stages=pipeline.stages(), jobs=1, force=True
+        )
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     assert not list(tmp_path.glob("kb.db.tmp-*"))
     assert q.gates(open_db(db), "device_name")["gates"]

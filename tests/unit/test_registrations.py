@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ckkb import pipeline
 from ckkb.archs import ARCHS
 from ckkb.extract import availability as av
 from ckkb.extract import registrations as rg
@@ -315,7 +316,7 @@ def mini_db(tmp_path_factory):
     path = tmp_path_factory.mktemp("reg") / "kb.db"
     from tests.conftest import FIXTURES
 
-    summary = build(path, {"ck": ck_tree(FIXTURES / "ck_mini")}, jobs=1)
+    summary = build(path, {"ck": ck_tree(FIXTURES / "ck_mini")}, jobs=1, stages=pipeline.stages())
     return path, summary
 
 
@@ -450,7 +451,7 @@ def test_add_function_in_a_header_is_built_through_its_includers(copy_tree, tmp_
         "{\n    add_device_templated_instances<BF16>(instances);\n}\n"
     )
     path = tmp_path / "kb.db"
-    build(path, {"ck": ck_tree(root)}, jobs=1)
+    build(path, {"ck": ck_tree(root)}, jobs=1, stages=pipeline.stages())
     db = open_db(path, readonly=True)
     (reg,) = db.query(
         "SELECT id, file FROM registrations WHERE function = 'add_device_templated_instances'"

@@ -9,7 +9,7 @@ import sqlite3
 
 from click.testing import CliRunner
 
-from ckkb import names
+from ckkb import names, pipeline
 from ckkb.cli import main
 from ckkb.extract import typestrings as ts
 from ckkb.kb import db as kbdb
@@ -389,7 +389,7 @@ def test_render_evaluates_conditions():
 
 
 def test_build_locate_and_coverage_on_ck_mini(fixtures, tmp_db):
-    build(tmp_db, {"ck": ck_tree(str(fixtures / "ck_mini"))}, jobs=1)
+    build(tmp_db, {"ck": ck_tree(str(fixtures / "ck_mini"))}, stages=pipeline.stages(), jobs=1)
     db = kbdb.open_db(tmp_db, readonly=True)
     cov = names.coverage(db)
     assert (

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ckkb.archs import ARCHS
 from ckkb.kb import db as kbdb
-from ckkb.kb.build import insert_rows
+from ckkb.kb.build.writer import insert_rows
 from ckkb.kb.schema import TABLES
 from ckkb.kb.schema.ck_instances import InstanceListRow, InstanceRow
 from ckkb.kb.schema.ck_registrations import AvailabilityRow, GateRow, RegistrationRow
