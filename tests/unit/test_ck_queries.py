@@ -14,8 +14,8 @@ from ckkb import pipeline
 from ckkb.archs import ARCHS
 from ckkb.cli import main
 from ckkb.errors import CkkbError, SourceNotFound
-import ckkb.kb.build.run
 from ckkb.kb import build as kbbuild
+from ckkb.kb.build import run as build_run
 from ckkb.kb.db import open_db
 from ckkb.queries import ck as q
 from ckkb.queries import sql
@@ -348,7 +348,7 @@ def test_failed_build_leaves_previous_database_intact(kb, tmp_path, monkeypatch)
     def boom(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(kbbuild.run, "insert_rows", boom)
+    monkeypatch.setattr(build_run, "insert_rows", boom)
     with pytest.raises(KeyboardInterrupt):
         kbbuild.build(
             db, {"ck": ck_tree(FIXTURES / "ck_mini")}, stages=pipeline.stages(), jobs=1, force=True
