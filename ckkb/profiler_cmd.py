@@ -1,6 +1,7 @@
 """ckProfiler commands from the legends stored in the knowledge base (table `profiler_args`).
 
-- `load_legend(db, op)`: an op's positional legend, quirks and accepted argc values.
+- `Legend`: an op's positional legend, quirks and accepted argc values (read from the knowledge
+  base by `ckkb.queries.profiler.load_legend`).
 - `build_command(...)`: names -> positions and codes, the exact argv, and the checklist warnings
   (verification off on a never-raced shape, time-kernel off, warm-up/iterations at the defaults,
   a layout code whose meaning differs from the name given, strides inconsistent with the layout, the
@@ -13,13 +14,14 @@ Roles: legend entries are matched to roles by the words the usage text uses ("da
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ckkb.errors import CkkbError
+from ckkb.profiler_legend import Legend, role
+from ckkb.queries.profiler import raced_before
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -27,118 +29,6 @@ if TYPE_CHECKING:
 PROFILER = "ckProfiler"
 DEFAULT_WARMUP, DEFAULT_ITERS = 1, 10
 INIT_CODES = {"none": 0, "no": 0, "integer": 1, "int": 1, "decimal": 2}
-
-
-def role(name: str) -> str | None:
-    """Legend entry name -> the role a command builder gives it."""
-    n = name.strip()
-    low = n.lower()
-    if n in ("M", "N", "K"):
-        return n
-    if n in ("StrideA", "StrideB"):
-        return "stride_" + n[-1].lower()
-    if n in ("StrideC", "StrideE"):
-        return "stride_c"
-    if "data type" in low and "index" not in low:
-        return "dtype"
-    if "layout" in low:
-        return "layout"
-    if low.startswith("verification") or low == "verify":
-        return "verify"
-    if low.startswith("initialization") or low.startswith("initialisation"):
-        return "init"
-    if low.startswith("print tensor"):
-        return "log"
-    if low.startswith("time kernel"):
-        return "time"
-    if "warm-up" in low or "warmup" in low or "warm up" in low:
-        return "warmup"
-    if "iteration" in low:
-        return "iters"
-    if "kbatch" in low or "split k" in low or "split-k" in low:
-        return "kbatch"
-    if "rotating" in low:
-        return "rotating"
-    if "tensor operation" in low:
-        return "op"
-    return None
-
-
-@dataclass
-class Legend:
-    op: str
-    args: list[dict[str, Any]]  # positional profiler_args rows, by position
-    argc_allowed: list[int] = field(default_factory=list)
-    quirks: list[dict[str, Any]] = field(default_factory=list)
-    description: str = ""
-    file: str = ""
-
-    def by_role(self) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        for a in self.args:
-            r = role(a["name"])
-            if r and r not in out:
-                out[r] = a
-        return out
-
-    @property
-    def max_position(self) -> int:
-        return max((a["position"] for a in self.args), default=1)
-
-
-def _json(v: Any) -> Any:
-    if isinstance(v, str):
-        try:
-            return json.loads(v)
-        except ValueError:
-            return v
-    return v
-
-
-def load_legend(db: sqlite_utils.Database, op: str, *, required: bool = True) -> Legend | None:
-    names = db.table_names()
-    if "profiler_ops" not in names:
-        if required:
-            raise CkkbError(
-                "this knowledge base has no ckProfiler legends", hint="rebuild it with `ckkb build`"
-            )
-        return None
-    ops = list(db.query("select * from profiler_ops where name = ?", [op]))
-    if not ops:
-        if not required:
-            return None
-        close = [
-            r["name"]
-            for r in db.query(
-                "select name from profiler_ops where name like ? order by name limit 8", [f"%{op}%"]
-            )
-        ]
-        raise CkkbError(
-            f"unknown ckProfiler op: {op}",
-            hint=("did you mean: " + ", ".join(close))
-            if close
-            else "list them with `ckkb profiler ops`",
-        )
-    row = ops[0]
-    args = []
-    for a in db.query(
-        "select * from profiler_args where op = ? and position is not null order by position", [op]
-    ):
-        a = dict(a)
-        a["codes"] = _json(a["codes"]) or {}
-        a["enum"] = _json(a["enum"]) or {}
-        args.append(a)
-    quirks = []
-    for q in db.query("select * from profiler_quirks where op = ?", [op]):
-        q = dict(q)
-        q["details"] = _json(q["details"]) or {}
-        quirks.append(q)
-    return Legend(
-        op, args, list(_json(row["argc_allowed"]) or []), quirks, row["description"], row["file"]
-    )
-
-
-# ----------------------------------------------------------------------------- code tables
 
 
 def layout_name(label: str) -> str | None:
@@ -225,27 +115,6 @@ def _packed_strides(
     if sa is None or sb is None:
         return None
     return sa, sb, N
-
-
-def raced_before(
-    db: sqlite_utils.Database | None,
-    op: str,
-    M: int,
-    N: int,
-    K: int,
-    dtype: str | None,
-    layout: str | None,
-) -> bool:
-    if db is None or "races" not in db.table_names():
-        return False
-    rows = list(
-        db.query(
-            "select count(*) as n from races where op = ? and M = ? and N = ? and K = ? "
-            "and (? is null or dtype = ?) and (? is null or layout = ?)",
-            [op, M, N, K, dtype, dtype, layout, layout],
-        )
-    )
-    return bool(rows and rows[0]["n"])
 
 
 def quirk_applies(q: dict[str, Any], values: dict[int, int]) -> bool | None:

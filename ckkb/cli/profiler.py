@@ -3,7 +3,6 @@ ckkb.profiler_cmd, ckkb.kb.ingest, the races views and ckkb.runner."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any
@@ -16,108 +15,9 @@ from ckkb.cli.options import db_option, json_option
 from ckkb.cli.output import console, emit_json, print_table, warn
 from ckkb.errors import CkkbError
 from ckkb.kb import db as kbdb
-from ckkb.profiler_cmd import build_command, load_legend
+from ckkb.profiler_cmd import build_command
 from ckkb.queries import sql
-
-RACE_KEYS = (
-    "id",
-    "op",
-    "dtype",
-    "layout",
-    "M",
-    "N",
-    "K",
-    "arch",
-    "timed",
-    "registered",
-    "best",
-    "worst",
-    "spread",
-    "winner",
-)
-
-
-# ----------------------------------------------------------------------------- library functions
-
-
-def list_ops(db) -> list[dict[str, Any]]:
-    out = []
-    for r in db.query("select * from profiler_ops order by name"):
-        n = list(
-            db.query(
-                "select count(*) as n from profiler_args where op = ? and position is not null",
-                [r["name"]],
-            )
-        )[0]["n"]
-        out.append(
-            {
-                "name": r["name"],
-                "description": r["description"],
-                "file": r["file"],
-                "line": r["line"],
-                "gemm_family": bool(r["gemm_family"]),
-                "legend": r["legend_kind"],
-                "positional_args": n,
-                "interfaces": json.loads(r["interfaces"] or "[]"),
-            }
-        )
-    return out
-
-
-def legend_json(db, op: str) -> dict[str, Any]:
-    lg = load_legend(db, op)
-    row = list(db.query("select * from profiler_ops where name = ?", [op]))[0]
-    args = []
-    for a in db.query(
-        "select * from profiler_args where op = ? order by position is null, position, rowid", [op]
-    ):
-        args.append(
-            {
-                "position": a["position"],
-                "name": a["name"],
-                "codes": json.loads(a["codes"] or "{}"),
-                "enum": json.loads(a["enum"] or "{}"),
-                "optional": bool(a["optional"]),
-                "default": a["default"],
-                "kind": a["kind"],
-                "text": a["text"],
-            }
-        )
-    return {
-        "op": op,
-        "description": row["description"],
-        "file": row["file"],
-        "line": row["line"],
-        "usage": row["usage"],
-        "argc_allowed": lg.argc_allowed,
-        "interfaces": json.loads(row["interfaces"] or "[]"),
-        "args": args,
-        "quirks": [
-            {
-                "kind": q["kind"],
-                "summary": q["summary"],
-                "condition": q["condition"],
-                "file": q["file"],
-                "line": q["line"],
-            }
-            for q in lg.quirks
-        ],
-    }
-
-
-def races_json(db, race_id: int | None = None) -> dict[str, Any]:
-    have = set(db.view_names())
-    for name, ddl in kbdb.view_sql():
-        if name.startswith("races_") and name not in have:
-            # a knowledge base built before these views existed, opened read-only: temporary views
-            db.execute(ddl.replace(f"CREATE VIEW {name}", f"CREATE TEMP VIEW {name}", 1))
-    rows = db.execute(sql("race_spread"), {"race_id": race_id}).fetchall()
-    cols = [d[0] for d in db.execute(sql("race_spread"), {"race_id": race_id}).description]
-    out = []
-    for r in rows:
-        d = dict(zip(cols, r, strict=True))
-        out.append({k: d[k] for k in RACE_KEYS})
-    return {"races": out}
+from ckkb.queries.profiler import RACE_KEYS, legend_json, list_ops, load_legend, races_json
 
 
 def _open(db_path, readonly=True):

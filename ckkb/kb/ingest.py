@@ -51,7 +51,9 @@ from ckkb.logs import (
     layout_from_best,
     normalise_dtype,
 )
-from ckkb.profiler_cmd import Legend, interpret_argv, load_legend, split_command
+from ckkb.profiler_cmd import interpret_argv, split_command
+from ckkb.profiler_legend import Legend
+from ckkb.queries.profiler import load_legend
 
 BATCH = 20000
 BULK_BYTES = (

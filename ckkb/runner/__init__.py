@@ -33,14 +33,9 @@ from typing import Any
 
 from ckkb.errors import CkkbError
 from ckkb.logs import parse_text
-from ckkb.profiler_cmd import (
-    PROFILER,
-    Legend,
-    build_command,
-    code_label,
-    raced_before,
-    resolve_code,
-)
+from ckkb.profiler_cmd import PROFILER, build_command, code_label, resolve_code
+from ckkb.profiler_legend import Legend
+from ckkb.queries.profiler import raced_before
 
 DEFAULT_WARMUP, DEFAULT_ITERS = 5, 20
 ROCM_VERSION_FILE = Path("/opt/rocm/.info/version")

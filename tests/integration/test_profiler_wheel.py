@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from ckkb.cli import main
 from ckkb.kb import db as kbdb
 from ckkb.kb.ingest import ingest
-from ckkb.profiler_cmd import build_command, load_legend
+from ckkb.profiler_cmd import build_command
+from ckkb.queries.profiler import load_legend
 from tests.conftest import SAMPLES
 
 

@@ -14,7 +14,8 @@ from ckkb.extract.profiler import STAGE
 from ckkb.kb import db as kbdb
 from ckkb.kb.build import build
 from ckkb.kb.ingest import ingest
-from ckkb.profiler_cmd import build_command, interpret_argv, load_legend, split_command
+from ckkb.profiler_cmd import build_command, interpret_argv, split_command
+from ckkb.queries.profiler import load_legend
 
 SEED = "ckProfiler gemm 2 1 1 1 0 1 4096 4096 4096 4096 4096 4096 5 20"
 

@@ -25,7 +25,7 @@ from ckkb.extract.profiler import STAGE
 from ckkb.kb import db as kbdb
 from ckkb.kb.build import build
 from ckkb.kb.ingest import ingest
-from ckkb.profiler_cmd import load_legend
+from ckkb.queries.profiler import load_legend
 from tests.conftest import SAMPLES
 
 STANDIN = textwrap.dedent(

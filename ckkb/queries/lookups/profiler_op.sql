@@ -1,0 +1,2 @@
+-- One ckProfiler op by name.
+SELECT * FROM profiler_ops WHERE name = :op;
