@@ -16,28 +16,11 @@ from ckkb.errors import CkkbError
 from ckkb.fields import NORMALISED, enum_word
 from ckkb.kb.db import json_value
 from ckkb.queries import sql
+from ckkb.vocabulary import LAYOUTS, cpp_type
 
 if TYPE_CHECKING:
     import sqlite_utils
 
-# dtype short names (as in CK file names and aiter) -> C++ element type after alias resolution
-DTYPES: dict[str, str] = {
-    "bf16": "bhalf_t",
-    "f16": "half_t",
-    "fp16": "half_t",
-    "f32": "float",
-    "fp32": "float",
-    "f64": "double",
-    "fp64": "double",
-    "i8": "int8_t",
-    "int8": "int8_t",
-    "f8": "f8_t",
-    "fp8": "f8_t",
-    "bf8": "bf8_t",
-    "i32": "int32_t",
-    "int32": "int32_t",
-}
-LAYOUTS = ("mk_kn", "mk_nk", "km_kn", "km_nk")
 _TILE = re.compile(r"^\s*(\d+)\s*[xX*]\s*(\d+)\s*[xX*]\s*(\d+)\s*$")
 
 
@@ -372,7 +355,7 @@ def pool_counts(
     """{"dir", "dtype", "layouts", "counts": {arch: {layout: available pairs}}, "instances": {arch: {layout: n}}}."""
     ctype = ""
     if dtype:
-        ctype = DTYPES.get(dtype.lower(), dtype)
+        ctype = cpp_type(dtype)
     counts = {a: dict.fromkeys(LAYOUTS, 0) for a in ARCHS}
     inst = {a: dict.fromkeys(LAYOUTS, 0) for a in ARCHS}
     for r in db.query(sql("pool_counts"), {"dir": dir, "dtype": ctype}):

@@ -1,0 +1,81 @@
+"""One vocabulary for data types and layouts: every spelling CK sources, printed names, ckProfiler
+logs, aiter and users write, mapped to one canonical word.
+
+Instance rows carry C++ element types after alias resolution (`bhalf_t`), ckProfiler prints
+`bf16` or `BF16`, users type `bf16` or `fp16`, aiter writes `fp8`: each of those reads here, so a
+race-to-instance link, `ckkb locate` and `--dtype` filters can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Dtype:
+    name: str  # canonical short word, as in CK file names
+    cpp: str  # the C++ element type instance rows carry
+    spellings: frozenset[str]  # every way of writing it (the name and cpp included)
+
+
+def _dtype(name: str, cpp: str, *others: str) -> Dtype:
+    return Dtype(name, cpp, frozenset({name, cpp, *others}))
+
+
+DTYPES: tuple[Dtype, ...] = (
+    _dtype("bf16", "bhalf_t", "ck::bhalf_t", "BF16"),
+    _dtype("f16", "half_t", "ck::half_t", "F16", "fp16"),
+    _dtype("f32", "float", "F32", "fp32"),
+    _dtype("f64", "double", "F64", "fp64"),
+    _dtype("i8", "int8_t", "I8", "int8"),
+    _dtype("i32", "int32_t", "I32", "int32"),
+    _dtype(
+        "f8",
+        "f8_t",
+        "ck::f8_t",
+        "F8",
+        "fp8",
+        "f8_fnuz_t",
+        "ck::f8_fnuz_t",
+        "f8_ocp_t",
+        "ck::f8_ocp_t",
+    ),
+    _dtype(
+        "bf8",
+        "bf8_t",
+        "ck::bf8_t",
+        "BF8",
+        "bf8_fnuz_t",
+        "ck::bf8_fnuz_t",
+        "bf8_ocp_t",
+        "ck::bf8_ocp_t",
+    ),
+    _dtype("f4", "f4x2_pk_t", "f4_t", "F4", "fp4"),
+    _dtype("f6", "f6x16_pk_t", "F6", "fp6"),
+    _dtype("bf6", "bf6x16_pk_t", "BF6"),
+)
+_BY_SPELLING: dict[str, Dtype] = {s: d for d in DTYPES for s in d.spellings}
+
+# GEMM layouts as CK file names and ckProfiler write them: A is MxK or KxM, B is KxN or NxK
+LAYOUTS: tuple[str, ...] = ("mk_kn", "mk_nk", "km_kn", "km_nk")
+
+
+def dtype(word: str | None) -> Dtype | None:
+    """The data type any spelling names (`bf16`, `BF16`, `bhalf_t`, `ck::bhalf_t`; `FP16` too, case
+    aside), else None."""
+    if not word:
+        return None
+    w = word.strip()
+    return _BY_SPELLING.get(w) or _BY_SPELLING.get(w.lower())
+
+
+def cpp_type(word: str) -> str:
+    """The C++ element type instance rows carry for `word`; an unknown word is returned as given."""
+    d = dtype(word)
+    return d.cpp if d else word
+
+
+def spellings(word: str) -> frozenset[str]:
+    """Every spelling of the data type `word` names (just `word` when it names none)."""
+    d = dtype(word)
+    return d.spellings if d else frozenset({word})
