@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ckkb import names
 from ckkb.errors import CkkbError
 from ckkb.kb import db as kbdb
 from ckkb.kb.schema import INGESTED, TABLES
@@ -105,25 +106,15 @@ def sha256_file(path: Path) -> str:
 
 
 class _NameParser:
-    """ckkb.names.parse when that module exists (engineer B's), cached per distinct name."""
+    """ckkb.names.parse with the knowledge base's name schemas, cached per distinct name.
+    `parse` never raises: an unreadable name comes back with its error, op None."""
 
-    def __init__(self, db) -> None:
-        self.parse = None
-        self.schemas = None
+    def __init__(self, db: Any) -> None:
+        has_schemas = "name_schemas" in db.table_names()
+        self.schemas = names.load_schemas(db) if has_schemas else None
         self.cache: dict[str, tuple[str | None, str]] = {}
-        self.new: list[
-            tuple[str, str | None, str | None, str]
-        ] = []  # race_names rows not yet written
-        try:
-            from ckkb import names  # noqa: PLC0415  (optional, may not exist yet)
-
-            self.parse = names.parse
-            try:
-                self.schemas = names.load_schemas(db)
-            except Exception:
-                self.schemas = None
-        except Exception:
-            self.parse = None
+        # race_names rows not yet written
+        self.new: list[tuple[str, str | None, str | None, str]] = []
 
     def __call__(self, name: str) -> tuple[str | None, str]:
         hit = self.cache.get(name)
@@ -131,17 +122,14 @@ class _NameParser:
             return hit
         out: tuple[str | None, str] = (None, "{}")
         schema = None
-        if self.parse is not None and name:
-            try:
-                j = self.parse(name, self.schemas).to_json()
-                fields = dict(j.get("fields") or {})
-                fields.update(j.get("props") or {})
-                if not j.get("fields") and j.get("args"):
-                    fields["args"] = j["args"]
-                out = (j.get("op"), json.dumps(fields, default=str))
-                schema = j.get("schema")
-            except Exception:
-                out = (None, "{}")
+        if name:
+            j = names.parse(name, self.schemas).to_json()
+            fields = dict(j.get("fields") or {})
+            fields.update(j.get("props") or {})
+            if not j.get("fields") and j.get("args"):
+                fields["args"] = j["args"]
+            out = (j.get("op"), json.dumps(fields, default=str))
+            schema = j.get("schema")
         self.new.append((name, out[0], schema, out[1]))
         if len(self.cache) < 100_000:
             self.cache[name] = out
