@@ -6,7 +6,6 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ckkb import pipeline, settings, sources
-from ckkb.cli import exit_without_teardown
 from ckkb.cli.options import aiter_option, ck_option, db_option, json_option
 from ckkb.cli.output import console, emit_json, err_console, print_table, warn
 from ckkb.kb.build import build
@@ -59,7 +58,6 @@ def build_cmd(ck_path, aiter_path, no_aiter, db_path, force, jobs, as_json):
         summary = build(
             path, trees, stages=pipeline.stages(), jobs=jobs, force=force, progress=progress
         )
-    exit_without_teardown()  # the output below is all that is left to do
     errors = [d for d in summary.diagnostics if d.severity == "error"]
     if as_json:
         emit_json(

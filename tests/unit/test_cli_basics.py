@@ -72,8 +72,8 @@ def test_lazy_command_table_matches_modules():
 
 
 def test_build_as_a_process_prints_everything_and_exits_cleanly(tmp_path, fixtures):
-    """`ckkb build` ends without the interpreter's teardown (run()): the output must still be whole
-    (flushed into a pipe), the database in place, the exit status 0; an error exits as before."""
+    """`ckkb build` as a process (run()): the output whole in a pipe, the database in place, the
+    exit status 0; an error exits non-zero with one line."""
     import subprocess
     import sys
 
