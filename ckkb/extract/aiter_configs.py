@@ -45,7 +45,7 @@ TYPED = ("kernelId", "kernelName", "splitK", "us")
 
 @dataclass
 class ConfigTable:
-    """One parsed CSV. `rows` are (line, {column: value}) with values typed (int, float, str, None)."""
+    """One parsed CSV. `rows` are (line, {column: value}), values typed (int, float, str, None)."""
 
     rel: str
     columns: list[str] = field(default_factory=list)
@@ -152,7 +152,9 @@ def arch_of(values: dict[str, Any]) -> str | None:
 
 @lru_cache(maxsize=256)
 def _arch_of_cu(cu: int) -> str | None:
-    """The one gfx of the parts with `cu` CUs (None if none or several); cached: asked once per config row."""
+    """The one gfx of the parts with `cu` CUs (None if none or several).
+
+    Cached (module state, pure function of `cu`): asked once per config row."""
     from ckkb.archs import PARTS
 
     archs = {p.gfx for p in PARTS if p.cu_num == cu}

@@ -26,7 +26,7 @@ class StageError(CkkbError):
 
 @dataclass
 class FileResult:
-    """What one file yields: rows for the database, diagnostics, and facts kept for `combine` only."""
+    """What one file yields: rows for the database, diagnostics, facts kept for `combine`."""
 
     rows: list[Any] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)

@@ -1,0 +1,66 @@
+"""The inventory: which files each stage reads, and which of them the cache already holds."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ckkb.diagnostics import Diagnostic
+from ckkb.kb.build.cache import Cache
+from ckkb.kb.build.workers import Miss
+from ckkb.kb.build.writer import FingerprintPart
+from ckkb.kb.stages import Stage
+
+
+@dataclass
+class StagePlan:
+    """One stage's inputs: every file (relative to the tree root), and those read from the cache."""
+
+    root: Path
+    rels: list[str] = field(default_factory=list)
+    hits: set[str] = field(default_factory=set)
+    misses: list[Miss] = field(default_factory=list)
+    fingerprint: list[FingerprintPart] = field(default_factory=list)  # of the cached files
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def inventory(stage: Stage, root: Path, cache: Cache) -> StagePlan:
+    """List the stage's files; a file whose size and mtime match its cached result is a hit.
+
+    String operations, not pathlib: this loop runs for every input of a warm build."""
+    root_str = os.fspath(root)
+    prefix = root_str.rstrip(os.sep) + os.sep
+    plan = StagePlan(root)
+    try:
+        paths = stage.files(root)
+    except OSError as e:
+        plan.diagnostics.append(
+            Diagnostic(root_str, 0, f"cannot list files: {e}", "error", stage.name)
+        )
+        paths = []
+    for p in paths:
+        sp = os.fspath(p)
+        if sp.startswith(prefix):
+            sp = sp[len(prefix) :]
+        elif os.path.isabs(sp):
+            sp = os.path.relpath(sp, root_str)
+        plan.rels.append(sp.replace(os.sep, "/"))
+    cached = cache.load(stage, root_str)
+    cache.prune(stage, root_str, set(plan.rels))
+    for rel in plan.rels:
+        entry = cached.get(rel)
+        if entry is None:  # never extracted (a cold build): the worker reads and stats it
+            plan.misses.append((stage.name, root_str, rel))
+            continue
+        try:
+            st = os.stat(os.path.join(root_str, rel))
+        except OSError:
+            plan.misses.append((stage.name, root_str, rel))
+            continue
+        if entry[0] == st.st_size and entry[1] == st.st_mtime_ns:
+            plan.hits.add(rel)
+            plan.fingerprint.append((stage.name, stage.version, rel, entry[2]))
+        else:
+            plan.misses.append((stage.name, root_str, rel))
+    return plan
