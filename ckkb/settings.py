@@ -24,11 +24,6 @@ SETTINGS: dict[str, Setting] = {
         ),
         Setting("CKKB_JOBS", "0", "worker processes for `ckkb build` (0 = one per CPU core)"),
         Setting(
-            "CKKB_CACHE_DIR",
-            "",
-            "cache for `ckkb audit`'s libcst extraction (default: $XDG_CACHE_HOME/ckkb, else ~/.cache/ckkb)",
-        ),
-        Setting(
             "CKKB_CK_REPO_URL",
             "",
             "URL prefix that turns CK file:line into links on the explain page",

@@ -178,6 +178,53 @@ def load_tree(tree: Any) -> AuditContext:
     return ctx
 
 
+def load_from_kb(db: Any, tree: Any) -> AuditContext | None:
+    """The aiter rows of a knowledge base whose build read `tree` (None when it read another
+    tree, or none): the rows the build already has, so nothing is parsed again."""
+    from ckkb.kb import db as kbdb
+    from ckkb.kb.rows import stored_rows
+    from ckkb.queries import lookup
+
+    built = json.loads(kbdb.get_info(db, "trees") or "{}")
+    root = Path(tree.root)
+    if built.get("aiter") != str(root):
+        return None
+    diags = [
+        Diagnostic(r["file"], r["line"], r["message"], r["severity"], r["stage"])
+        for r in db.query(lookup("aiter_diagnostics"))
+    ]
+    return AuditContext(
+        root=root,
+        pkg=package_dir(root),
+        kernels=stored_rows(db, "aiter_kernels"),
+        lists=stored_rows(db, "aiter_kernel_lists"),
+        runtime=stored_rows(db, "aiter_runtime_configs"),
+        options=stored_rows(db, "aiter_tuner_options"),
+        diagnostics=diags,
+    )
+
+
+def load(tree: Any, db_path: str | Path | None) -> tuple[AuditContext, str]:
+    """The tree's kernel lists, runtime configs and tuner options, and where they came from: the
+    knowledge base at db_path when its build read this tree, else extracted now (uncached)."""
+    from ckkb.errors import CkkbError
+    from ckkb.kb import db as kbdb
+
+    if db_path is not None and Path(db_path).is_file():
+        try:
+            db = kbdb.open_db(db_path, readonly=True)
+        except CkkbError:
+            db = None
+        if db is not None:
+            try:
+                ctx = load_from_kb(db, tree)
+            finally:
+                db.close()
+            if ctx is not None:
+                return ctx, f"knowledge base {db_path}"
+    return load_tree(tree), "extracted from the tree"
+
+
 def add_default_tables(ctx: AuditContext) -> None:
     """The tree's own config set (aiter/configs, aiter/configs/model_configs)."""
     for p in aiter_configs.config_paths(ctx.pkg):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ckkb.audit import rules_kb, rules_kernels, rules_keys, rules_parts, rules_runtime, rules_values
-from ckkb.audit.context import AuditContext, add_default_tables, add_table, load_tree, read_env_file
+from ckkb.audit.context import AuditContext, add_default_tables, add_table, load, read_env_file
 from ckkb.audit.model import Finding, finding, severity_rank
 
 KB_RULES = ("baseline-slower", "baseline-missing", "tile-gated")
@@ -75,7 +75,7 @@ def audit(
 
     t0 = time.perf_counter()
     tree = sources.aiter_tree(aiter_path)
-    ctx = load_tree(tree)
+    ctx, read_from = load(tree, db_path)
     ctx.arch = arch
     if env_file:
         ctx.env = read_env_file(env_file)
@@ -121,6 +121,7 @@ def audit(
             "root": str(tree.root),
             "package": str(getattr(tree, "package_dir", "")),
             "version": getattr(tree, "version", None),
+            "read_from": read_from,
         },
         arch=arch,
         rows=sum(len(t.rows) for t in ctx.tables),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -71,11 +72,11 @@ def aiter_group():
     """aiter's kernel lists, tuned configs and runtime merge."""
 
 
-def _ctx(aiter_path: str | None, env_file: str | None = None, tables: bool = True):
-    from ckkb import sources
-    from ckkb.audit.context import add_default_tables, load_tree, read_env_file
+def _ctx(aiter_path: str | None, env_file: str | None = None, tables: bool = True) -> Any:
+    from ckkb import settings, sources
+    from ckkb.audit.context import add_default_tables, load, read_env_file
 
-    ctx = load_tree(sources.aiter_tree(aiter_path))
+    ctx, _ = load(sources.aiter_tree(aiter_path), settings.db_path(None))
     if env_file:
         ctx.env = read_env_file(env_file)
     if tables:

@@ -24,11 +24,6 @@ from ckkb.queries import sql
 MINI = Path(__file__).resolve().parents[1] / "fixtures" / "aiter_mini"
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("CKKB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ckkb-cache"))
-
-
 def _ctx(root=MINI, env=None):
     ctx = load_tree(sources.aiter_tree(str(root)))
     if env:
@@ -454,3 +449,26 @@ def test_arch_of_a_cu_count_names_one_gfx_only():
     assert arch_of({"cu_num": 104}) == "gfx90a"
     assert arch_of({"cu_num": 7}) is None and arch_of({"cu_num": "304"}) is None
     assert arch_of({"gfx": "gfx950", "cu_num": 304}) == "gfx950"
+
+
+def test_audit_reads_the_rows_of_a_knowledge_base_built_from_the_same_tree(tmp_path):
+    """`ckkb audit --db X` uses X's kernel lists and runtime rows when X's build read that aiter
+    tree (nothing parsed again) and finds exactly what an audit that extracts the tree finds."""
+    from ckkb.audit import context
+    from ckkb.kb.rows import stored_rows
+
+    db_path = tmp_path / "kb.db"
+    build(db_path, {"aiter": sources.aiter_tree(str(MINI))}, stages=pipeline.stages(), jobs=1)
+    from_kb = audit(str(MINI), db_path=str(db_path))
+    assert from_kb.aiter["read_from"] == f"knowledge base {db_path}"
+    extracted = context.load_tree(sources.aiter_tree(str(MINI)))
+    db = open_db(db_path, readonly=True)
+    assert stored_rows(db, "aiter_kernels") == extracted.kernels
+    assert stored_rows(db, "aiter_tuner_options") == extracted.options
+    other = tmp_path / "other_aiter"
+    shutil.copytree(MINI, other)
+    from_tree = audit(str(other), db_path=str(db_path))  # another tree: extracted, not X's rows
+    assert from_tree.aiter["read_from"] == "extracted from the tree"
+    assert [(f.rule, f.file, f.line, f.message) for f in from_kb.findings] == [
+        (f.rule, f.file, f.line, f.message) for f in from_tree.findings
+    ]

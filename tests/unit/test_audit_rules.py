@@ -22,11 +22,6 @@ MINI = Path(__file__).resolve().parents[1] / "fixtures" / "aiter_mini"
 CASES = MINI / "cases"
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("CKKB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ckkb-cache"))
-
-
 def rules_of(result, *, keep_skipped=False):
     return Counter(f.rule for f in result.findings if keep_skipped or f.rule != "rules-skipped")
 
