@@ -329,7 +329,8 @@ def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
             for ln, v in t.rows:
                 if not is_ck_row(t, v):
                     continue
-                k = klist.get(v.get("kernelId"))
+                kid = v.get("kernelId")
+                k = klist.get(kid) if kid is not None else None
                 arch = arch_of(v)
                 if k is None or arch is None:
                     continue

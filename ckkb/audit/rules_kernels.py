@@ -37,7 +37,7 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
         if not is_ck_row(t, v):
             st["not_ck"] += 1
             continue
-        if klist is None:
+        if klist is None or rc is None:  # (a kernel list is always found through rc)
             st["no_kernel_list"] += 1
             continue
         st["checked"] += 1

@@ -358,20 +358,20 @@ def key_findings(ctx: AuditContext) -> list[Finding]:
         by_op: dict[str, list[str]] = defaultdict(list)
         for t in ctx.tables:
             op = ctx.ops.get(t.rel)
-            rc = ctx.runtime_for(op)
+            op_rc = ctx.runtime_for(op)
             usable = (
                 t.error is None
                 and t.rows
-                and (rc is None or all(c in t.columns for c in rc.merge_key))
+                and (op_rc is None or all(c in t.columns for c in op_rc.merge_key))
             )
             if op and t.kind == "tuned" and usable:
                 by_op[op].append(
                     t.rel
                 )  # CSVs given together for one op are previewed as one merged set
-        for op, files in by_op.items():
-            rc = ctx.runtime_for(op)
-            if rc is not None and len(files) > 1:
-                out += merge_findings(ctx, merge_preview(ctx, rc, files, True))
+        for op_name, files in by_op.items():
+            op_rc = ctx.runtime_for(op_name)
+            if op_rc is not None and len(files) > 1:
+                out += merge_findings(ctx, merge_preview(ctx, op_rc, files, True))
     return out
 
 

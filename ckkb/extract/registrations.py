@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,15 @@ import tree_sitter as ts
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import availability
 from ckkb.extract.conditions import (
+    Directives,
+    DirectiveStack,
     NodeIndex,
     callee,
     classify,
     device_effect,
     directives,
     expr_tree,
+    field_text,
     preprocessor_guards,
     strip_ws,
 )
@@ -111,7 +115,7 @@ def guard_chain(call: ts.Node, src: bytes, rel: str) -> list[dict[str, Any]]:
             )
             if not in_cond:
                 tree = expr_tree(cond, src)
-                ctext = strip_ws(text(cond, src))
+                ctext = strip_ws(text(cond, src)) if cond is not None else ""
                 if ctext.startswith("constexpr"):
                     ctext = ctext[len("constexpr") :].strip()
                 if ctext.startswith("(") and ctext.endswith(")"):
@@ -161,6 +165,16 @@ def _interface(fn: ts.Node, src: bytes, idx: NodeIndex | None = None) -> str:
     return ""
 
 
+def _last_name(node: ts.Node) -> ts.Node:
+    """`a::b::C<...>` -> the node of `C<...>`: a qualified identifier's innermost name."""
+    while node.type == "qualified_identifier":
+        name = node.child_by_field_name("name")
+        if name is None:
+            break
+        node = name
+    return node
+
+
 def _list_arg(call: ts.Node, src: bytes) -> tuple[str, list[str]] | None:
     args = call.child_by_field_name("arguments")
     if args is None:
@@ -172,30 +186,19 @@ def _list_arg(call: ts.Node, src: bytes) -> tuple[str, list[str]] | None:
     ty = a.child_by_field_name("type") if a.type == "compound_literal_expression" else a
     if ty is None:
         return None
-    if ty.type == "qualified_identifier":
-        inner = ty
-        while (
-            inner.type == "qualified_identifier" and inner.child_by_field_name("name") is not None
-        ):
-            inner = inner.child_by_field_name("name")
-        ty = inner
+    ty = _last_name(ty)
     if ty.type == "template_type":
-        name = text(ty.child_by_field_name("name"), src)
+        name = field_text(ty, "name", src)
         targs = ty.child_by_field_name("arguments")
         if name.startswith(_WRAPPERS) and targs is not None and targs.named_children:
             # ck::util::filter_tuple_by_modulo_t<LIST<...>, Shards, ShardIndex>: a slice of LIST
             inner = targs.named_children[0]
-            inner = inner.child_by_field_name("type") or inner
-            while (
-                inner.type == "qualified_identifier"
-                and inner.child_by_field_name("name") is not None
-            ):
-                inner = inner.child_by_field_name("name")
+            inner = _last_name(inner.child_by_field_name("type") or inner)
             if inner.type in ("template_type", "type_identifier"):
                 ty = inner
                 if ty.type == "type_identifier":
                     return text(ty, src), []
-                name = text(ty.child_by_field_name("name"), src)
+                name = field_text(ty, "name", src)
                 targs = ty.child_by_field_name("arguments")
         vals = (
             [strip_ws(text(c, src)) for c in targs.named_children if c.type != "comment"]
@@ -245,7 +248,9 @@ def _includes(tree: ts.Tree, src: bytes) -> list[str]:
     return out
 
 
-def _function_units(tree: ts.Tree, src: bytes, idx: NodeIndex):
+def _function_units(
+    tree: ts.Tree, src: bytes, idx: NodeIndex
+) -> Iterator[tuple[str, int, str, ts.Node]]:
     """(name, line, interface, body) of every add function definition.
 
     tree-sitter sometimes reads a long `std::vector<std::unique_ptr<Op<..., ck::Tuple<Row>, ...>>>&`
@@ -296,9 +301,18 @@ def _function_units(tree: ts.Tree, src: bytes, idx: NodeIndex):
         yield name, line(prev), m.group(1) if m else "", blk
 
 
-def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileResult, pp, idx=None):
+def _collect(
+    tree: ts.Tree,
+    data: bytes,
+    rel: str,
+    line_offset: int,
+    res: FileResult,
+    pp: Directives,
+    idx: NodeIndex | None = None,
+) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
     """Add functions in `tree` (parsed from `data`, which starts at file line line_offset + 1);
-    `pp` is the whole file's (directive_stacks, directive_sections); `idx` the tree's NodeIndex of _INDEX_TYPES."""
+    `pp` is the whole file's (directive_stacks, directive_sections); `idx` the tree's NodeIndex of
+    _INDEX_TYPES."""
     stacks, sections = pp
     if idx is None:
         idx = NodeIndex(tree.root_node, _INDEX_TYPES)
@@ -347,7 +361,12 @@ def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileRe
 
 
 def _guards(
-    call: ts.Node, data: bytes, rel: str, line_offset: int, stacks, sections
+    call: ts.Node,
+    data: bytes,
+    rel: str,
+    line_offset: int,
+    stacks: list[DirectiveStack],
+    sections: dict[int, list[tuple[int, str]]],
 ) -> list[dict[str, Any]]:
     guards = guard_chain(call, data, rel)
     for g in guards:
@@ -489,12 +508,12 @@ def extract_file(rel: str, data: bytes) -> FileResult:
             if not owner or la is None or line(c) + base in placed:
                 continue
             _, name, nline = owner[-1]
-            f = next((f for f in funcs if f["name"] == name), None)
-            if f is None:
-                f = {"name": name, "line": nline, "interface": "", "calls": []}
-                funcs.append(f)
-            f["span"] = (1, 1 << 30)  # damaged: every parse error in the file may matter
-            f["calls"].append(
+            fn = next((f for f in funcs if f["name"] == name), None)
+            if fn is None:
+                fn = {"name": name, "line": nline, "interface": "", "calls": []}
+                funcs.append(fn)
+            fn["span"] = (1, 1 << 30)  # damaged: every parse error in the file may matter
+            fn["calls"].append(
                 {
                     "line": line(c) + base,
                     "list": la[0],
@@ -648,7 +667,7 @@ class RegistrationsStage:
             al.update(fr.facts.get("aliases", {}))
             return al
 
-        def find_list(name: str, rel: str):
+        def find_list(name: str, rel: str) -> Any:
             cands = lists_by_name.get(name, [])
             if len(cands) <= 1:
                 return cands[0] if cands else None
@@ -748,12 +767,9 @@ class RegistrationsStage:
                     )
         rows.extend(regs)
         rows.extend(gates.values())
-        defines = results.get(CK_HPP).facts.get("defines", {}) if results.get(CK_HPP) else {}
-        caps = (
-            results.get(DEVICE_PROP_HPP).facts.get("capabilities", {})
-            if results.get(DEVICE_PROP_HPP)
-            else {}
-        )
+        ck_hpp, device_prop = results.get(CK_HPP), results.get(DEVICE_PROP_HPP)
+        defines = ck_hpp.facts.get("defines", {}) if ck_hpp else {}
+        caps = device_prop.facts.get("capabilities", {}) if device_prop else {}
         # headers holding (templated) add functions -> the sources that include them
         reg_headers = {r.file for r in regs if not r.file.endswith((".cpp", ".in"))}
         includers: dict[str, list[str]] = defaultdict(list)

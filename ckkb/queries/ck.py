@@ -323,7 +323,7 @@ def nearest(
         "AND i.status = 'active'"
     )
 
-    def dist(r):
+    def dist(r: dict[str, Any]) -> float:
         return sum(
             abs(math.log2(a / b))
             for a, b in zip((r["tile_m"], r["tile_n"], r["tile_k"]), t, strict=True)
