@@ -26,7 +26,8 @@ SETTINGS: dict[str, Setting] = {
         Setting(
             "CKKB_CACHE_DIR",
             "",
-            "cache for `ckkb audit`'s libcst extraction (default: $XDG_CACHE_HOME/ckkb, else ~/.cache/ckkb)",
+            "cache for `ckkb audit`'s libcst extraction "
+            "(default: $XDG_CACHE_HOME/ckkb, else ~/.cache/ckkb)",
         ),
         Setting(
             "CKKB_CK_REPO_URL",

@@ -1,4 +1,5 @@
-"""C++ and preprocessor conditions as small JSON-able expression trees (shared by the CK extractors).
+"""C++ and preprocessor conditions as small JSON-able
+expression trees (shared by the CK extractors).
 
 `expr_tree` turns a tree-sitter condition node into {"op": ...} dicts that
 ckkb.extract.availability evaluates per arch; `directive_stacks` / `preprocessor_guards` find the

@@ -1,4 +1,5 @@
-"""Stage `ck.factories`: which add functions serve which device-op interface, data types and layouts.
+"""Stage `ck.factories`: which add functions serve
+which device-op interface, data types and layouts.
 
 Reads the factory headers under `library/include/ck/library/tensor_operation_instance/gpu/`
 (`*.hpp` and the `*.inc` declaration files they include, subdirectories too). Two kinds of rows:
@@ -40,7 +41,8 @@ from ckkb.kb.stages import BuildContext, FileResult, StageResult
 from ckkb.sources import CK_FACTORY_DIR
 
 _ADD_FN = re.compile(r"^add_\w*instances?\w*$")
-ADD_CALL = "add_device_operation_instances"  # the registration helper every add function calls: not a factory
+# the registration helper every add function calls: not a factory
+ADD_CALL = "add_device_operation_instances"
 # A name that can be a factory row (a declared or called add function other than the helper). A file
 # without one (an instance header that only calls the helper) has nothing to read: it is not parsed.
 _FACTORY_NAME = re.compile(rb"\badd_(?!device_operation_instances?\b)\w*instance")
@@ -125,7 +127,8 @@ def _template_args(node: ts.Node, src: bytes) -> tuple[str, list[str]]:
 
 
 def _same_bindings(cond: ts.Node, src: bytes) -> dict[str, str]:
-    """`is_same_v<ADataType, bhalf_t> && is_same_v<ALayout, Row>` -> {ADataType: bhalf_t, ALayout: Row}."""
+    """`is_same_v<ADataType, bhalf_t> && is_same_v<ALayout, Row>`
+    -> {ADataType: bhalf_t, ALayout: Row}."""
     out: dict[str, str] = {}
     for n in walk(cond, ("template_function", "template_type")):
         name_node = n.child_by_field_name("name")
@@ -290,7 +293,8 @@ def extract_file(rel: str, data: bytes) -> FileResult:
             Diagnostic(
                 rel,
                 errs[0],
-                f"malformed C++ (parse errors at line(s) {', '.join(map(str, errs[:5]))}); no factory read",
+                "malformed C++ (parse errors at line(s) "
+                f"{', '.join(map(str, errs[:5]))}); no factory read",
                 "warning",
                 "ck.factories",
             )

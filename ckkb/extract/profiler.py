@@ -5,16 +5,17 @@ Read with tree-sitter from CK's `profiler/src/*.cpp`:
 - every `REGISTER_PROFILER_OPERATION(name, description, function)`, macros such as `#define OP_NAME
   "gemm"` resolved;
 - the usage text each op prints when called with the wrong arguments: the string literals of the
-  `printf(...)` calls / `std::cout << ...` chains in the block that prints `arg1...` (or `--options`),
-  concatenated literals and string macros joined, other operands kept as `{expression}`;
+  `printf(...)` calls / `std::cout << ...` chains in the block that prints `arg1...` (or
+  `--options`), concatenated literals and string macros joined, other operands kept as
+  `{expression}`;
 - the legend parsed from that text: `argN: name (code: label; ...)`, `arg8 to 13: M, N, K, ...`
   ranges expanded, continuation lines joined, `optional:` and `(default N)` honoured; enumerators of
   the file's `enum struct ...DataType` / `...Layout` attached to the code tables;
 - the accepted argc values from `if(argc != 14 && argc != 16)`;
 - quirks: an `if (...) {X = argv[a]; ...} else {X = argv[b]; ...}` whose branches read the same
   variables from different argv positions (gemm_universal swaps M/N and StrideA/StrideB when
-  `N % 8 != 0 && M % 8 == 0`), with the condition's `argv[i] % m == v` tests kept so a command builder
-  can tell whether a shape triggers it;
+  `N % 8 != 0 && M % 8 == 0`), with the condition's `argv[i] % m == v` tests kept so a command
+  builder can tell whether a shape triggers it;
 - the device-op interfaces each op races: the `profiler/profile_*_impl.hpp` it includes and the
   `DeviceOperationInstanceFactory<DeviceOp>` there, `using DeviceOp = ...DeviceGemm<...>` resolved.
 """
@@ -459,7 +460,8 @@ def _quirks(
 
         readable = (
             " && ".join(
-                f"{nm(t['position'])}{' % ' + str(t['mod']) if t['mod'] else ''} {t['cmp']} {t['value']}"
+                f"{nm(t['position'])}{' % ' + str(t['mod']) if t['mod'] else ''} "
+                f"{t['cmp']} {t['value']}"
                 for t in tests
             )
             or ctext
@@ -469,7 +471,8 @@ def _quirks(
             {
                 "kind": "swap_args",
                 "condition": ctext,
-                "summary": f"when {readable} the op swaps {swaps} before running, so it races (and reports) the swapped problem",
+                "summary": f"when {readable} the op swaps {swaps} before running, "
+                "so it races (and reports) the swapped problem",
                 "details": {
                     "swaps": [list(p) for p in pairs],
                     "names": [[nm(a), nm(b)] for a, b in pairs],
@@ -603,8 +606,8 @@ class ProfilerStage:
         names = {e["position"]: e["name"] for e in legend if e["position"] is not None}
         quirks = _quirks(root_node, data, names, idx)
         if usage_line is not None:
-            # tree-sitter recovery inside the usage block means the legend may be incomplete (recovery
-            # elsewhere in CK's template-heavy code is common and harmless for this stage)
+            # tree-sitter recovery inside the usage block means the legend may be incomplete
+            # (recovery elsewhere in CK's template-heavy code is common and harmless for this stage)
             span = range(usage_line, usage_line + usage.count("\n") + 3)
             bad = sorted(
                 {
@@ -660,7 +663,8 @@ class ProfilerStage:
                         Diagnostic(
                             rel,
                             reg["line"],
-                            f"op name of {REGISTER}({reg['raw']}) is not a string literal or string macro",
+                            f"op name of {REGISTER}({reg['raw']}) is "
+                            "not a string literal or string macro",
                             "warning",
                             self.name,
                         )
@@ -671,7 +675,8 @@ class ProfilerStage:
                         Diagnostic(
                             rel,
                             reg["line"],
-                            f"op {name!r} registered twice (also in {seen[name]}); the first is kept",
+                            f"op {name!r} registered twice (also "
+                            f"in {seen[name]}); the first is kept",
                             "warning",
                             self.name,
                         )

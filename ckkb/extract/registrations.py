@@ -1,13 +1,13 @@
 """Stage `ck.registrations`: add functions, the lists they register, and the conditions around them.
 
 For every `add_*_instances` function defined under `library/src/tensor_operation_instance/gpu/**`
-(`.cpp`, `.hpp`, CMake `.in` templates), each `add_device_operation_instances(instances, LIST<ARGS>{})`
-call is recorded with the tuple alias it instantiates, the template arguments it passes, those
-arguments bound to the list's own template parameters (`GemmSpec -> Default`, via the file's
-aliases and the instance_lists rows of the instances stage), and the full guard chain from the
-outermost `#if` down to the innermost `if`: each guard with its branch (`then` / `else`), its kind
-(`device_name`, `capability`, `preprocessor`, `other`) and a small expression tree that
-`ckkb.extract.availability` evaluates per arch.
+(`.cpp`, `.hpp`, CMake `.in` templates), each
+`add_device_operation_instances(instances, LIST<ARGS>{})` call is recorded with the tuple alias it
+instantiates, the template arguments it passes, those arguments bound to the list's own template
+parameters (`GemmSpec -> Default`, via the file's aliases and the instance_lists rows of the
+instances stage), and the full guard chain from the outermost `#if` down to the innermost `if`: each
+guard with its branch (`then` / `else`), its kind (`device_name`, `capability`, `preprocessor`,
+`other`) and a small expression tree that `ckkb.extract.availability` evaluates per arch.
 
 Also read: `include/ck/ck.hpp` (its unconditional `#define`s: what `#if CK_EXPERIMENTAL_...` sees)
 and `include/ck/host_utility/device_prop.hpp` (the `is_*_supported()` functions whose body is a
@@ -58,8 +58,9 @@ _WRAPPERS = ("filter_tuple",)
 # literal `void` (fast) with the word boundary before it checked by _first_add_def
 _ADD_DEF = re.compile(rb"void\s+add_\w*instance")
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-# one-line alias declarations `^[ \t]*(?:using\s+\w+\s*=|static\s+constexpr\s+auto\s+\w+\s*=)[^;{}]{0,400};`
-# (multiline): each alternative searched from its literal, the line start checked by _alias_decls
+# one-line alias declarations
+# `^[ \t]*(?:using\s+\w+\s*=|static\s+constexpr\s+auto\s+\w+\s*=)[^;{}]{0,400};` (multiline): each
+# alternative searched from its literal, the line start checked by _alias_decls
 _ALIAS_USING = re.compile(rb"using\s+\w+\s*=[^;{}]{0,400};")
 _ALIAS_STATIC = re.compile(rb"static\s+constexpr\s+auto\s+\w+\s*=[^;{}]{0,400};")
 _INDEX_TYPES = (
@@ -96,7 +97,8 @@ def _field_is(parent: ts.Node, child: ts.Node, name: str) -> bool:
 
 
 def guard_chain(call: ts.Node, src: bytes, rel: str) -> list[dict[str, Any]]:
-    """C++ `if` guards around `call`, outermost first (preprocessor guards: see directive_stacks)."""
+    """C++ `if` guards around `call`, outermost first
+    (preprocessor guards: see directive_stacks)."""
     out: list[dict[str, Any]] = []
     child, node = call, call.parent
     while node is not None:
@@ -429,7 +431,8 @@ def _alias_decls(data: bytes) -> list[bytes]:
 
 
 def _line_aliases(data: bytes) -> dict[str, str]:
-    """`using X = Y;` / `static constexpr auto X = Y;` declarations (no braces), parsed by tree-sitter."""
+    """`using X = Y;` / `static constexpr auto X = Y;`
+    declarations (no braces), parsed by tree-sitter."""
     if b"using" not in data and b"constexpr" not in data:
         return {}
     decls = b"\n".join(_alias_decls(data))
@@ -540,7 +543,8 @@ def extract_file(rel: str, data: bytes) -> FileResult:
                 Diagnostic(
                     rel,
                     errs[0],
-                    f"malformed C++ (tree-sitter recovered at line(s) {', '.join(map(str, errs[:5]))}); "
+                    "malformed C++ (tree-sitter recovered at "
+                    f"line(s) {', '.join(map(str, errs[:5]))}); "
                     "registrations near these lines may be incomplete",
                     "warning",
                     "ck.registrations",
@@ -576,7 +580,8 @@ def extract_defines(rel: str, data: bytes) -> FileResult:
 
 
 def extract_capabilities(rel: str, data: bytes) -> FileResult:
-    """device_prop.hpp: `bool is_X() { return <device-name compares / is_Y()>; }` -> expression trees."""
+    """device_prop.hpp: `bool is_X() { return <device-name compares / is_Y()>; }`
+    -> expression trees."""
     tree = parse(data)
     out: dict[str, Any] = {}
     for fn in walk(tree.root_node, "function_definition"):
@@ -717,7 +722,8 @@ class RegistrationsStage:
                             Diagnostic(
                                 rel,
                                 c["line"],
-                                f"instance list {c['list']} not found: registration kept without a list",
+                                f"instance list {c['list']} not found: "
+                                "registration kept without a list",
                                 "warning",
                                 self.name,
                             )

@@ -50,7 +50,8 @@ def _outer_param_lists(root: ts.Node) -> list[ts.Node]:
 
 
 def _head(plist: ts.Node, src: bytes) -> dict[str, Any] | None:
-    """The class declared right after a template parameter list: name, base, body, specialisation."""
+    """The class declared right after a template
+    parameter list: name, base, body, specialisation."""
     nxt = plist.next_sibling
     while nxt is not None and nxt.type == "comment":
         nxt = nxt.next_sibling
@@ -209,7 +210,8 @@ def _param_from_chunk(chunk: list, src: bytes) -> dict:
         got = cpp.template_params(plist[0], wrapped) if plist else []
         if len(got) == 1:
             return got[0]
-    # unparseable alone too: a SFINAE parameter (`typename std::enable_if<...>::type = false`) is unnamed
+    # unparseable alone too: a SFINAE parameter
+    # (`typename std::enable_if<...>::type = false`) is unnamed
     eq = [
         k
         for k, (n, w) in enumerate(chunk)
@@ -237,7 +239,8 @@ def _param_from_chunk(chunk: list, src: bytes) -> dict:
 def _found_in_tree(
     tree: ts.Tree, rel: str, data: bytes, diags: list[Diagnostic]
 ) -> dict[str, tuple[int, DeviceOpRow]]:
-    """Device-op class templates declared at namespace level in `tree`: name -> (rank, row); lower rank wins."""
+    """Device-op class templates declared at namespace level
+    in `tree`: name -> (rank, row); lower rank wins."""
     found: dict[str, tuple[int, DeviceOpRow]] = {}
     # (member templates - Argument, Invoker, ... - sit in class bodies: not device ops)
     for plist in _outer_param_lists(tree.root_node):
@@ -286,8 +289,8 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
     if b"template" not in data or b"Device" not in data:
         return res
     # The view typestrings parses too (macro lines and dead #if branches blanked): in a build, one
-    # parse serves both stages. Where that view loses every class (tree-sitter recovers differently),
-    # the header is read as written.
+    # parse serves both stages. Where that view loses every class (tree-sitter recovers
+    # differently), the header is read as written.
     diags: list[Diagnostic] = []
     tree = cpp.parse(cpp.for_parsing(data))
     found = _found_in_tree(tree, rel, data, diags)

@@ -26,7 +26,8 @@ class StageError(CkkbError):
 
 @dataclass
 class FileResult:
-    """What one file yields: rows for the database, diagnostics, and facts kept for `combine` only."""
+    """What one file yields: rows for the database,
+    diagnostics, and facts kept for `combine` only."""
 
     rows: list[Any] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)

@@ -11,5 +11,6 @@ def sql(name: str) -> str:
 
 
 def lookup(name: str) -> str:
-    """The text of ckkb/queries/lookups/NAME.sql: a statement the library runs (not a canned page)."""
+    """The text of ckkb/queries/lookups/NAME.sql: a
+    statement the library runs (not a canned page)."""
     return resources.files("ckkb.queries").joinpath("lookups", f"{name}.sql").read_text()
