@@ -1,4 +1,4 @@
-"""`ckkb audit` speed on the whole default aiter config set (the installed amd-aiter wheel): issue 5.
+"""`ckkb audit` speed on the whole default aiter config set (of the amd-aiter wheel): issue 5.
 
     python3 benchmarks/audit.py [--aiter PATH] [--repeat N]
 
@@ -65,7 +65,8 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         f"default aiter config set: {files} CSV files, {rows} rows; {len(r.findings)} findings "
-        f"({c['error']} errors, {c['warning']} warnings, {c['note']} notes); median of {args.repeat}"
+        f"({c['error']} errors, {c['warning']} warnings, "
+        f"{c['note']} notes); median of {args.repeat}"
     )
     print(f"{'run':<34}{'seconds':>9}{'rows/s':>12}")
     for name, xs in (
@@ -77,7 +78,8 @@ def main() -> None:
         print(f"{name:<34}{m:>9.3f}{rows / m:>12,.0f}")
     w = statistics.median(warms)
     print(
-        f"warm / goal ({GOAL_WARM_S:.0f} s): {w / GOAL_WARM_S:.2f}x  ({'met' if w < GOAL_WARM_S else 'NOT met'}); "
+        f"warm / goal ({GOAL_WARM_S:.0f} s): {w / GOAL_WARM_S:.2f}x "
+        f" ({'met' if w < GOAL_WARM_S else 'NOT met'}); "
         f"cold / warm: {statistics.median(colds) / w:.1f}x"
     )
 
