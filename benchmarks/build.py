@@ -130,7 +130,8 @@ def main() -> int:
             db_mb = db.stat().st_size / 2**20 if db.exists() else 0.0
         if cold_rc or warm_rc:
             print(
-                f"build failed (cold exit {cold_rc}, warm exit {warm_rc}): {cold_line} / {warm_line}"
+                f"build failed (cold exit {cold_rc}, warm "
+                f"exit {warm_rc}): {cold_line} / {warm_line}"
             )
             return 1
         ref_after = reference(tree.root)[0]
@@ -145,17 +146,20 @@ def main() -> int:
         + ", ".join(f"{d} {k}" for d, k in per_dir.items())
     )
     print(
-        f"build: jobs={jobs}{' --no-aiter' if a.no_aiter else ' (CK + aiter trees)'}, cpus={os.cpu_count()}; database {db_mb:.1f} MiB"
+        f"build: jobs={jobs}{' --no-aiter' if a.no_aiter else ' (CK + aiter trees)'}, "
+        f"cpus={os.cpu_count()}; database {db_mb:.1f} MiB"
     )
     print(f"cold: {cold_line}")
     print(f"warm: {warm_line}")
     print()
     print(
-        f"{'round':<6} {'ref before':>11} {'ref after':>10} {'ref mean':>9} {'cold s':>8} {'cold/ref':>9} {'warm s':>8} {'warm/ref':>9}"
+        f"{'round':<6} {'ref before':>11} {'ref after':>10} {'ref mean':>9} "
+        f"{'cold s':>8} {'cold/ref':>9} {'warm s':>8} {'warm/ref':>9}"
     )
     for k, ((r, c, w, _, _), (ra, rb)) in enumerate(zip(rounds, refs, strict=True), start=1):
         print(
-            f"{k:<6} {ra:>11.2f} {rb:>10.2f} {r:>9.2f} {c:>8.2f} {c / r:>8.2f}x {w:>8.2f} {w / r:>8.3f}x"
+            f"{k:<6} {ra:>11.2f} {rb:>10.2f} {r:>9.2f} "
+            f"{c:>8.2f} {c / r:>8.2f}x {w:>8.2f} {w / r:>8.3f}x"
         )
     med = statistics.median
     ref_m, cold_m, warm_m = (
@@ -172,7 +176,8 @@ def main() -> int:
         ("warm rebuild (no source change)", warm_m, f"{warm_ratio:.3f}x", "<= 0.1x", warm_rss),
     ]
     print(
-        f"{'run (median of ' + str(len(rounds)) + ' rounds)':<46} {'seconds':>8} {'ratio':>8} {'goal':>8} {'peak RSS':>10}"
+        f"{'run (median of ' + str(len(rounds)) + ' rounds)':<46} "
+        f"{'seconds':>8} {'ratio':>8} {'goal':>8} {'peak RSS':>10}"
     )
     print("-" * 84)
     for name, sec, r, goal, rss in rows:
@@ -180,8 +185,10 @@ def main() -> int:
     peak = max(cold_rss, warm_rss) / 1024
     print("-" * 84)
     print(
-        f"cold/reference {cold_ratio:.2f}x (goal <= 1.0x: {'met' if cold_ratio <= 1.0 else 'NOT met'}); "
-        f"warm/reference {warm_ratio:.3f}x (goal <= 0.1x: {'met' if warm_ratio <= 0.1 else 'NOT met'}); "
+        f"cold/reference {cold_ratio:.2f}x (goal <= 1.0x: "
+        f"{'met' if cold_ratio <= 1.0 else 'NOT met'}); "
+        f"warm/reference {warm_ratio:.3f}x (goal <= 0.1x: "
+        f"{'met' if warm_ratio <= 0.1 else 'NOT met'}); "
         f"peak {peak:.0f} MiB (goal <= 1024 MiB: {'met' if peak <= 1024 else 'NOT met'})"
     )
     return 0

@@ -52,19 +52,23 @@ def main(path: Path) -> None:
     ok = [r for r in res if r["status"] == "ok"]
     shapes = {(r["M"], r["N"], r["K"], r["dtype"]) for r in res}
     print(
-        f"bundle {path.name}: {host['device']} ({host['arch']}), torch {host['torch']}, {host['runtime']}, "
+        f"bundle {path.name}: {host['device']} ({host['arch']}), "
+        f"torch {host['torch']}, {host['runtime']}, "
         f"last-level cache {host['llc_bytes'] / 2**20:.0f} MiB ({host['llc_source']})"
     )
     print(
-        f"{len(shapes)} shapes ({sum(1 for s in shapes if s[3] == 'bf16')} bf16, {sum(1 for s in shapes if s[3] == 'fp8')} fp8), "
+        f"{len(shapes)} shapes ({sum(1 for s in shapes if s[3] == 'bf16')} "
+        f"bf16, {sum(1 for s in shapes if s[3] == 'fp8')} fp8), "
         f"{len(res)} timings ({len(ok)} ok), passes {sorted({r['pass_no'] for r in res})}; "
-        f"methods: graph {sum(1 for r in ok if r['method'] == 'graph')}, events {sum(1 for r in ok if r['method'] == 'events')}"
+        f"methods: graph {sum(1 for r in ok if r['method'] == 'graph')}, "
+        f"events {sum(1 for r in ok if r['method'] == 'events')}"
     )
     clk = host.get("clocks") or {}
     clk_end = host.get("clocks_end") or {}
     if clk:
         print(
-            f"clocks: SM {clk.get('sm_mhz')} MHz at start, {clk_end.get('sm_mhz')} MHz at end (max {clk.get('sm_max_mhz')}), "
+            f"clocks: SM {clk.get('sm_mhz')} MHz at start, "
+            f"{clk_end.get('sm_mhz')} MHz at end (max {clk.get('sm_max_mhz')}), "
             f"memory {clk.get('mem_mhz')} MHz, power limit {clk.get('power_limit_w')} W"
         )
 
@@ -85,7 +89,8 @@ def main(path: Path) -> None:
             ]
         )
     table(
-        "Ceilings: harness (events, median) vs triton.testing.do_bench over the same settled window",
+        "Ceilings: harness (events, median) vs "
+        "triton.testing.do_bench over the same settled window",
         [
             "op",
             "size",
@@ -184,7 +189,8 @@ def main(path: Path) -> None:
             ]
         )
     table(
-        "Warm-vs-cold ratio cold_us / warm_us (above 1: the warm, tuner-style number is optimistic)",
+        "Warm-vs-cold ratio cold_us / warm_us (above 1: "
+        "the warm, tuner-style number is optimistic)",
         ["dtype", "class", "n", "min", "p10", "median", "p90", "max", ">1.05", ">1.20"],
         rows,
     )
@@ -224,13 +230,15 @@ def main(path: Path) -> None:
             for k, v in sorted(diffs.items())
         ]
         table(
-            "Run-to-run spread: |pass 2 - pass 1| / pass 1, percent, per (shape, candidate, regime)",
+            "Run-to-run spread: |pass 2 - pass 1| / pass "
+            "1, percent, per (shape, candidate, regime)",
             ["regime", "n", "median %", "p90 %", "max %", ">2 %"],
             rows,
         )
     spreads = [r["spread"] for r in ok]
     print(
-        f"\nwithin-slot spread (p75-p25)/median: median {statistics.median(spreads) * 100:.2f} %, p90 {q(spreads, 0.9) * 100:.2f} %, "
+        "\nwithin-slot spread (p75-p25)/median: median "
+        f"{statistics.median(spreads) * 100:.2f} %, p90 {q(spreads, 0.9) * 100:.2f} %, "
         f"max {max(spreads) * 100:.2f} %; verification error max {max(r['err'] for r in ok):.2e}"
     )
 

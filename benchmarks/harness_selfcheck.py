@@ -50,7 +50,8 @@ def main() -> int:
         err = f"{m.err:.3g}" if m.err is not None else "-"
         us = f"{m.us:.2f}" if m.us is not None else "-"
         print(
-            f"{m.shape.label:22} {m.candidate.name:26} {m.regime:5} {m.status:14} err {err:>8} us {us:>8} samples {m.samples} {m.note or ''}"
+            f"{m.shape.label:22} {m.candidate.name:26} {m.regime:5} {m.status:14} "
+            f"err {err:>8} us {us:>8} samples {m.samples} {m.note or ''}"
         )
     want = {
         ("torch.linear", "warm"): "ok",

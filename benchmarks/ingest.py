@@ -1,7 +1,7 @@
 """Ingestion throughput: a synthetic ckProfiler log of N `Perf:` lines built from the real sample
-lines in ../shared/ckprofiler_samples/, ingested end to end (parse, name fields, SQLite) into a fresh
-knowledge base. Each size runs in its own process so peak RSS is per size: flat memory means the
-peak does not grow with the log.
+lines in ../shared/ckprofiler_samples/, ingested end to end (parse, name fields, SQLite) into a
+fresh knowledge base. Each size runs in its own process so peak RSS is per size: flat memory means
+the peak does not grow with the log.
 
     python3 benchmarks/ingest.py                 # 250,000 and 1,000,000 lines
     python3 benchmarks/ingest.py --lines 2000000
@@ -86,19 +86,23 @@ def main() -> None:
         )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     print(
-        f"cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f} (wall-clock rates drop on a busy machine; CPU s is the process's own time)"
+        f"cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f} "
+        "(wall-clock rates drop on a busy machine; CPU s is the process's own time)"
     )
     print(
-        f"{'Perf lines':>12} {'log MB':>8} {'wall s':>8} {'CPU s':>8} {'lines/s':>10} {'peak RSS MB':>12}"
+        f"{'Perf lines':>12} {'log MB':>8} {'wall s':>8} "
+        f"{'CPU s':>8} {'lines/s':>10} {'peak RSS MB':>12}"
     )
     for r in rows:
         print(
-            f"{r['lines']:>12,} {r['mb']:>8.1f} {r['seconds']:>8.2f} {r['cpu']:>8.2f} {r['rate']:>10,.0f} {r['peak_rss_mb']:>12.1f}"
+            f"{r['lines']:>12,} {r['mb']:>8.1f} {r['seconds']:>8.2f} "
+            f"{r['cpu']:>8.2f} {r['rate']:>10,.0f} {r['peak_rss_mb']:>12.1f}"
         )
     if len(rows) > 1:
         a0, b0 = rows[0], rows[-1]
         print(
-            f"ratios (largest/smallest): lines {b0['lines'] / a0['lines']:.1f}x, time {b0['seconds'] / a0['seconds']:.2f}x, "
+            f"ratios (largest/smallest): lines {b0['lines'] / a0['lines']:.1f}x, "
+            f"time {b0['seconds'] / a0['seconds']:.2f}x, "
             f"peak RSS {b0['peak_rss_mb'] / a0['peak_rss_mb']:.2f}x"
         )
     goal = 100_000

@@ -9,7 +9,8 @@ the installed wheel's CK tree when there is none.
 
 Prints: distinct names per second (memo cleared; best of three passes, by wall clock and by this
 process's CPU time, since the machine may be shared), with schemas and grammar only; the grammar's
-own LALR parser (lark) on 2,000 of the names for comparison; and the cost of a repeated (memoised) name.
+own LALR parser (lark) on 2,000 of the names for comparison; and the cost of a repeated (memoised)
+name.
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ def main() -> None:
         s.regex  # noqa: B018  (compile every schema's regex once, outside the timings)
 
     def best_of(fn, reps: int = 3) -> tuple[float, float]:
-        """The best of `reps` passes over all names, memo cleared before each (the machine is shared)."""
+        """The best of `reps` passes over all names, memo
+        cleared before each (the machine is shared)."""
         runs = []
         for _ in range(reps):
             names._parse_cached.cache_clear()
@@ -131,7 +133,8 @@ def main() -> None:
     repeat_ns = (time.perf_counter() - t0) / reps * 1e9
 
     print(
-        f"ckkb.names.parse on {len(items):,} distinct names (mean {avg_len:.0f} chars; {len(printed):,} printed by wheel instances;"
+        f"ckkb.names.parse on {len(items):,} distinct names (mean "
+        f"{avg_len:.0f} chars; {len(printed):,} printed by wheel instances;"
         f" {len(schemas)} schemas {src}; {matched:,} matched a schema)"
     )
     print()
@@ -145,7 +148,8 @@ def main() -> None:
         print(f"  {label:<44} {w:>13,.0f} {c:>12,.0f} {c / 20000:>18.2f}x")
     print()
     print(
-        f"  repeated name (memoised): {repeat_ns:,.0f} ns per call (wall) = {1e9 / repeat_ns:,.0f} names/s, "
+        f"  repeated name (memoised): {repeat_ns:,.0f} ns "
+        f"per call (wall) = {1e9 / repeat_ns:,.0f} names/s, "
         f"{(1e9 / repeat_ns) / with_schemas[0]:.0f}x the distinct-name rate"
     )
     print(f"  fast path vs lark (CPU): {with_schemas[1] / lark_rate[1]:.1f}x")

@@ -1,6 +1,7 @@
-"""Latency of every canned query over HTTP against `ckkb serve` on the default knowledge base: issue 6.
+"""Latency of every canned query over HTTP from `ckkb serve` on the default knowledge base: issue 6.
 
-    python3 benchmarks/serve.py [--db PATH] [--requests N] [--warmup N] [--ingest LOG ... --arch ARCH]
+    python3 benchmarks/serve.py [--db PATH] [--requests N] [--warmup N]
+        [--ingest LOG ... --arch ARCH]
 
 Starts `ckkb serve` as a subprocess on a free 127.0.0.1 port (read-only, as users run it), then
 for each canned query sends N sequential GET requests for its JSON (`?_shape=array`, real
@@ -129,7 +130,8 @@ def main() -> None:
         shutil.copy(db, copy)
         summary = ingest(copy, args.ingest, arch=args.arch)
         print(
-            f"ingested {summary.races_added} races, {summary.results_added} results into a copy of {db}"
+            f"ingested {summary.races_added} races, "
+            f"{summary.results_added} results into a copy of {db}"
         )
         db = copy
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
@@ -181,22 +183,25 @@ def main() -> None:
         proc.wait(timeout=10)
         conn.close()
     print(
-        f"ckkb serve on {db} ({db.stat().st_size / 1e6:.0f} MB), {args.requests} requests per query, one keep-alive connection"
+        f"ckkb serve on {db} ({db.stat().st_size / 1e6:.0f} MB), "
+        f"{args.requests} requests per query, one keep-alive connection"
     )
     print(
-        f"{'query':<20} {'status':>6} {'rows':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'sql ms':>8} {'p95/goal':>9}  params"
+        f"{'query':<20} {'status':>6} {'rows':>6} {'p50 ms':>8} "
+        f"{'p95 ms':>8} {'max ms':>8} {'sql ms':>8} {'p95/goal':>9}  params"
     )
     for name, status, n, p50, p95, mx, sq, params in rows_out:
         shown = ", ".join(f"{k}={v[:24]}" for k, v in params.items())
         print(
-            f"{name:<20} {status:>6} {n:>6} {p50:>8.1f} {p95:>8.1f} {mx:>8.1f} {sq:>8.1f} {p95 / GOAL_P95_MS:>8.2f}x  {shown}"
+            f"{name:<20} {status:>6} {n:>6} {p50:>8.1f} {p95:>8.1f} "
+            f"{mx:>8.1f} {sq:>8.1f} {p95 / GOAL_P95_MS:>8.2f}x  {shown}"
         )
     if tmp is not None:
         tmp.cleanup()
     over = [r[0] for r in rows_out if r[4] > GOAL_P95_MS]
     print(
-        f"goal p95 <= {GOAL_P95_MS:.0f} ms: {len(rows_out) - len(over)} of {len(rows_out)} queries meet it"
-        + (f"; over: {', '.join(over)}" if over else "")
+        f"goal p95 <= {GOAL_P95_MS:.0f} ms: {len(rows_out) - len(over)} "
+        f"of {len(rows_out)} queries meet it" + (f"; over: {', '.join(over)}" if over else "")
     )
 
 

@@ -32,7 +32,8 @@ class Part:
     note: str = ""
 
 
-# Sources: AMD Instinct data sheets and `rocminfo` on each part (CU counts as the runtime sees them).
+# Sources: AMD Instinct data sheets and `rocminfo`
+# on each part (CU counts as the runtime sees them).
 PARTS: tuple[Part, ...] = (
     Part("MI100", "gfx908", 120),
     Part("MI210", "gfx90a", 104),

@@ -1,4 +1,5 @@
-"""Errors a user can cause. The CLI prints them as one line and exits non-zero, never a traceback."""
+"""Errors a user can cause. The CLI prints them as
+one line and exits non-zero, never a traceback."""
 
 from __future__ import annotations
 

@@ -86,6 +86,7 @@ INT_COLUMNS = {
 _LAYOUTS = {"RowMajor": "Row", "ColumnMajor": "Col", "Row": "Row", "Col": "Col"}
 
 
+# memo of a pure function over the few hundred enum spellings CK uses: bounded, safe to keep
 _ENUM_WORDS: dict[str, str | None] = {}
 
 
@@ -94,11 +95,13 @@ def enum_word(value: Any) -> str | None:
     if value is None:
         return None
     if type(value) is str:
-        w = _ENUM_WORDS.get(value, _ENUM_WORDS)
-        if w is _ENUM_WORDS:
-            w = _enum_word(value)
-            if len(_ENUM_WORDS) < 100_000:
-                _ENUM_WORDS[value] = w
+        try:
+            return _ENUM_WORDS[value]
+        except KeyError:
+            pass
+        w = _enum_word(value)
+        if len(_ENUM_WORDS) < 100_000:
+            _ENUM_WORDS[value] = w
         return w
     return _enum_word(str(value))
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: small hand-written trees (tests/fixtures/) and tiny real databases in tmp_path."""
+"""Shared fixtures: small hand-written trees
+(tests/fixtures/) and tiny real databases in tmp_path."""
 
 from __future__ import annotations
 

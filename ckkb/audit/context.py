@@ -1,5 +1,5 @@
-"""What an audit reads: kernel lists, runtime configs and tuner options (as knowledge-base rows, so the
-build and `ckkb audit` run the same rules), the config tables, --arch, --env, and optional
+"""What an audit reads: kernel lists, runtime configs and tuner options (as knowledge-base rows, so
+the build and `ckkb audit` run the same rules), the config tables, --arch, --env, and optional
 knowledge-base indexes (CK availability, measured baselines).
 
 `load_tree` extracts an aiter tree in-process, uncached (about a second: the build's content-hash
@@ -107,11 +107,13 @@ class AuditContext:
         return out or None
 
     def err_ratio_threshold(self, op: str | None = None) -> float:
-        """The --errRatio default of the tuner that writes op's configs (else the base tuner's, else 0.05).
+        """The --errRatio default of the tuner that writes
+        op's configs (else the base tuner's, else 0.05).
 
-        Justification: a tuner rejects candidates whose error ratio is above its own --errRatio, so a shipped
-        row above it was written with a loosened gate or edited by hand; and even the base default (0.05)
-        already passes a kernel that moves ~4% of output elements (seed §3). The fmoe tuners default to 0.5.
+        Justification: a tuner rejects candidates whose error ratio is above its own --errRatio, so
+        a shipped row above it was written with a loosened gate or edited by hand; and even the base
+        default (0.05) already passes a kernel that moves ~4% of output elements (seed §3). The fmoe
+        tuners default to 0.5.
         """
         from ckkb.extract.aiter_tuners import tuner_name
 
@@ -138,7 +140,8 @@ def assign_ops(ctx: AuditContext) -> None:
 
 
 def load_tree(tree: Any) -> AuditContext:
-    """Extract an AiterTree (sources.aiter_tree) in-process: kernel lists, tuners, runtime configs, default CSVs."""
+    """Extract an AiterTree (sources.aiter_tree) in-process:
+    kernel lists, tuners, runtime configs, default CSVs."""
     root = Path(tree.root)
     diags: list[Diagnostic] = []
 

@@ -1,4 +1,5 @@
-"""Run every audit rule family over an AuditContext; the library behind `ckkb audit` and the build."""
+"""Run every audit rule family over an AuditContext;
+the library behind `ckkb audit` and the build."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def audit(
     env_file: str | None = None,
     db_path: str | None = None,
 ) -> AuditResult:
-    """Audit the given CSVs (or the aiter tree's own configs) against that tree's kernel lists and runtime."""
+    """Audit the given CSVs (or the aiter tree's own configs)
+    against that tree's kernel lists and runtime."""
     from ckkb import sources
 
     t0 = time.perf_counter()
@@ -146,7 +148,8 @@ def _attach_kb(ctx: AuditContext, db_path: str | None) -> list[dict[str, Any]]:
         return [
             {
                 "rules": list(KB_RULES),
-                "reason": f"knowledge base not found: {p} (build it with `ckkb build`, or pass --db)",
+                "reason": f"knowledge base not found: {p} (build "
+                "it with `ckkb build`, or pass --db)",
                 "where": str(p),
             }
         ]

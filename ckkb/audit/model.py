@@ -1,4 +1,5 @@
-"""Findings and the rule catalogue of `ckkb audit` (one entry per rule id, with its default severity)."""
+"""Findings and the rule catalogue of `ckkb audit`
+(one entry per rule id, with its default severity)."""
 
 from __future__ import annotations
 
@@ -114,7 +115,8 @@ _RULES = [
         "op-unknown",
         "note",
         "values",
-        "a tuned file whose op the runtime configs do not name: kernel-list and merge rules not applied",
+        "a tuned file whose op the runtime configs do not "
+        "name: kernel-list and merge rules not applied",
     ),
     Rule(
         "key-columns-missing", "error", "values", "a config file without the key columns of its op"
@@ -149,7 +151,8 @@ _RULES = [
         "tile-gated",
         "warning",
         "kb",
-        "the row's kernel matches CK library instances that registration gates remove on the row's arch",
+        "the row's kernel matches CK library instances "
+        "that registration gates remove on the row's arch",
     ),
     Rule("rules-skipped", "note", "kb", "rules that need the knowledge base were not run"),
 ]

@@ -3,8 +3,8 @@
 - baseline-slower / baseline-missing: a tuned row's `us` against the fastest measured baseline for
   the same (arch, M, N, K) in `harness_results` (status ok; candidates that are not aiter's tuned
   pick: torch candidates and the kernelId 0 incumbent; warm regime preferred, since the tuners time
-  warm) and C's ingested ckProfiler races (`races`/`race_results`, fastest timed instance). No baseline is
-  not a pass: such rows are counted per file as a note.
+  warm) and C's ingested ckProfiler races (`races`/`race_results`, fastest timed instance). No
+  baseline is not a pass: such rows are counted per file as a note.
 - tile-gated: an aiter CK kernel whose tile (block size, M/N/K per block, MFMA M/N, pipeline,
   scheduler) matches CK library instances (A1's `instances`) of a compatible dtype, all of whose
   registrations CK's gates remove on the row's arch (A2's `availability`).
@@ -24,7 +24,8 @@ from ckkb.extract.aiter_configs import ConfigTable, arch_of
 
 TILE_COLS = ("block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n")
 
-# op family -> CK A data types (after alias resolution, "ck::" dropped) that family's kernels consume
+# op family -> CK A data types (after alias resolution,
+# "ck::" dropped) that family's kernels consume
 DTYPE_HINTS = {
     "a8w8": ("f8_t", "f8", "int8_t", "i8"),
     "bf16": ("bhalf_t", "bf16"),
@@ -33,7 +34,8 @@ DTYPE_HINTS = {
 
 
 def ck_gemm_xdl(template: str | None) -> bool:
-    """aiter's CK kernels are XDL GEMMs (gfx9): compare only with CK's XDL GEMM device ops, never WMMA or conv."""
+    """aiter's CK kernels are XDL GEMMs (gfx9): compare only
+    with CK's XDL GEMM device ops, never WMMA or conv."""
     t = (template or "").lower()
     return "gemm" in t and "xdl" in t and "conv" not in t and "contraction" not in t
 
@@ -54,8 +56,8 @@ class CkIndex:
         default_factory=dict
     )  # (list_id, arch) -> best evidence
     instances: int = 0
-    # gated()'s candidates per (tile, dtype hints, pipeline, scheduler): many config rows share a kernel.
-    # Filled on first use, so by_tile must be complete by then.
+    # gated()'s candidates per (tile, dtype hints, pipeline, scheduler): many config rows share a
+    # kernel. Filled on first use, so by_tile must be complete by then.
     _matching: dict[tuple, list[dict[str, Any]]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -140,13 +142,15 @@ class CkIndex:
         av = [
             NS(**r)
             for r in db.query(
-                "select registration_id, arch, available, layer, file, line, condition from availability"
+                "select registration_id, arch, available, "
+                "layer, file, line, condition from availability"
             )
         ]
         return cls.from_rows(inst, regs, av)
 
     def gated(self, kernel: Any, op: str | None, arch: str) -> tuple[list[dict], dict | None]:
-        """(matching instances, evidence of the gate) -- evidence None when some match is available on arch."""
+        """(matching instances, evidence of the gate) --
+        evidence None when some match is available on arch."""
         hints = dtype_hints(op)
         if hints is None:  # no dtype to compare: nothing matches
             return [], None
@@ -181,7 +185,8 @@ class CkIndex:
         pipeline: str | None,
         scheduler: str | None,
     ) -> list[dict[str, Any]]:
-        """The CK XDL GEMM instances among `cands` with an A dtype in `hints` and a compatible pipeline/scheduler."""
+        """The CK XDL GEMM instances among `cands` with an A
+        dtype in `hints` and a compatible pipeline/scheduler."""
         out = []
         for c in cands:
             if not ck_gemm_xdl(c["template"]):
@@ -240,8 +245,10 @@ class BaselineIndex:
             cols = {c.name for c in db["harness_results"].columns}
             if {"arch", "M", "N", "K", "us", "candidate"} <= cols:
                 q = (
-                    "select arch, M, N, K, dtype, us, candidate, regime, kernel_id, status from harness_results "
-                    "where us > 0 and (status = 'ok' or status is null) and (candidate not like 'aiter:%' or kernel_id = 0)"
+                    "select arch, M, N, K, dtype, us, candidate, "
+                    "regime, kernel_id, status from harness_results "
+                    "where us > 0 and (status = 'ok' or status is null) "
+                    "and (candidate not like 'aiter:%' or kernel_id = 0)"
                 )
                 for r in db.query(q):
                     idx.add(
@@ -254,9 +261,11 @@ class BaselineIndex:
                         },
                     )
         if "races" in names and "race_results" in names:
-            # C's ingested ckProfiler races: the fastest timed result per race (ms -> us), else its Best line.
+            # C's ingested ckProfiler races: the fastest timed
+            # result per race (ms -> us), else its Best line.
             q = (
-                "select r.arch, r.M, r.N, r.K, r.dtype, coalesce(min(rr.ms), r.best_ms) as ms from races r "
+                "select r.arch, r.M, r.N, r.K, r.dtype, "
+                "coalesce(min(rr.ms), r.best_ms) as ms from races r "
                 "left join race_results rr on rr.race_id = r.id and rr.ms > 0 and rr.supported "
                 "where r.status = 'ok' and r.arch is not null and r.M is not null group by r.id"
             )
@@ -302,8 +311,10 @@ def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                         "baseline-slower",
                         t.rel,
                         ln,
-                        f"tuned us {us:g} is slower than the measured baseline {b['us']:g} us ({b['candidate']}, {b['regime']}, "
-                        f"{b['source']}) for M={v.get('M')} N={v.get('N')} K={v.get('K')} on {arch}: {ratio:.2f}x",
+                        f"tuned us {us:g} is slower than the measured baseline "
+                        f"{b['us']:g} us ({b['candidate']}, {b['regime']}, "
+                        f"{b['source']}) for M={v.get('M')} N={v.get('N')} "
+                        f"K={v.get('K')} on {arch}: {ratio:.2f}x",
                         op=op,
                         us=us,
                         baseline=b,
@@ -316,7 +327,8 @@ def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                     "baseline-missing",
                     t.rel,
                     never[0],
-                    f"{len(never)} of {len(t.rows)} rows were never compared: the knowledge base holds no measured baseline "
+                    f"{len(never)} of {len(t.rows)} rows were never compared: "
+                    "the knowledge base holds no measured baseline "
                     "for their (arch, M, N, K); a missing baseline is not a pass",
                     op=op,
                     count=len(never),
@@ -329,7 +341,8 @@ def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
             for ln, v in t.rows:
                 if not is_ck_row(t, v):
                     continue
-                k = klist.get(v.get("kernelId"))
+                kid = v.get("kernelId")
+                k = klist.get(kid) if kid is not None else None
                 arch = arch_of(v)
                 if k is None or arch is None:
                     continue
@@ -341,8 +354,10 @@ def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                             "tile-gated",
                             t.rel,
                             ln,
-                            f"kernel {v.get('kernelId')} ({k.name}) matches CK instance {inst['list_name']} ({inst['file']}:{inst['line']}), "
-                            f"which CK removes on {arch}: {evid.get('layer')} at {evid.get('file')}:{evid.get('line')} ({evid.get('condition')})",
+                            f"kernel {v.get('kernelId')} ({k.name}) matches CK instance "
+                            f"{inst['list_name']} ({inst['file']}:{inst['line']}), "
+                            f"which CK removes on {arch}: {evid.get('layer')} at "
+                            f"{evid.get('file')}:{evid.get('line')} ({evid.get('condition')})",
                             op=op,
                             kernelId=v.get("kernelId"),
                             arch=arch,

@@ -37,7 +37,7 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
         if not is_ck_row(t, v):
             st["not_ck"] += 1
             continue
-        if klist is None:
+        if klist is None or rc is None:  # (a kernel list is always found through rc)
             st["no_kernel_list"] += 1
             continue
         st["checked"] += 1
@@ -49,7 +49,8 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
                     "kernel-id-unknown",
                     t.rel,
                     ln,
-                    f"kernelId {kid!r} is not in {rc.kernel_list} of {rc.kernel_list_file} (ids {min(klist)}..{max(klist)})",
+                    f"kernelId {kid!r} is not in {rc.kernel_list} of "
+                    f"{rc.kernel_list_file} (ids {min(klist)}..{max(klist)})",
                     op=op,
                     kernelId=kid,
                     kernel_list=rc.kernel_list_file,
@@ -63,7 +64,8 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
                     "kernel-name-stale",
                     t.rel,
                     ln,
-                    f"kernelName {name} is not what kernelId {kid} builds now: {k.name} ({k.file}:{k.line})",
+                    f"kernelName {name} is not what kernelId {kid} "
+                    f"builds now: {k.name} ({k.file}:{k.line})",
                     op=op,
                     kernelId=kid,
                     row_name=name,
@@ -89,7 +91,8 @@ def kernel_list_findings(ctx: AuditContext) -> list[Finding]:
                     "kernel-id-duplicate",
                     kl.file,
                     lines[-1] if lines else kl.line,
-                    f"id {dup!r} is written {len(lines)} times in {kl.name} (lines {', '.join(map(str, lines))}); Python keeps the last one silently",
+                    f"id {dup!r} is written {len(lines)} times in {kl.name} (lines "
+                    f"{', '.join(map(str, lines))}); Python keeps the last one silently",
                     op=kl.op,
                     list=kl.name,
                     id=dup,
@@ -104,7 +107,8 @@ def kernel_list_findings(ctx: AuditContext) -> list[Finding]:
                         "kernel-duplicate",
                         kl.file,
                         e.line,
-                        f"{kl.name}[{e.key}] is identical to {kl.name}[{e.duplicate_of}] (line {first_line.get(e.duplicate_of)}): raced twice",
+                        f"{kl.name}[{e.key}] is identical to {kl.name}[{e.duplicate_of}] "
+                        f"(line {first_line.get(e.duplicate_of)}): raced twice",
                         op=kl.op,
                         list=kl.name,
                         id=e.key,

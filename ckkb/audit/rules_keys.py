@@ -26,7 +26,8 @@ LIST_LIMIT = 20
 
 
 def lookup_key(ctx: AuditContext, t: ConfigTable, op: str | None) -> list[str]:
-    """Columns a row is looked up by: gfx/cu_num plus the op's untuned columns (else the usual key columns)."""
+    """Columns a row is looked up by: gfx/cu_num plus the
+    op's untuned columns (else the usual key columns)."""
     rc = ctx.runtime_for(op)
     base = [c for c in ("gfx", "cu_num") if c in t.columns]
     if rc is not None and rc.merge_key:
@@ -93,7 +94,8 @@ def merge_preview(
     files: list[str] | None = None,
     env_set: bool | None = None,
 ) -> dict[str, Any]:
-    """What the runtime would load for one op: files, merged rows, losers, rows lacking gfx, errors."""
+    """What the runtime would load for one op: files,
+    merged rows, losers, rows lacking gfx, errors."""
     if files is None:
         files, env_set = merged_set(ctx, rc)
     rule = {
@@ -142,7 +144,8 @@ def merge_preview(
                     {
                         "kind": "first-file-missing",
                         "file": f,
-                        "message": f"{f} does not exist: the runtime's pd.read_csv of the first file fails",
+                        "message": f"{f} does not exist: the runtime's "
+                        "pd.read_csv of the first file fails",
                     }
                 )
             else:
@@ -187,7 +190,8 @@ def merge_preview(
                         "first": tables[0][0],
                         "columns": t.columns,
                         "first_columns": cols0,
-                        "message": f"{f} columns differ from {tables[0][0]}: the runtime's column assert fails and aiter does not start",
+                        "message": f"{f} columns differ from {tables[0][0]}: the runtime's "
+                        "column assert fails and aiter does not start",
                     }
                 )
     if any(e["kind"] in ("columns-differ", "first-file-missing") for e in out["errors"]):
@@ -314,7 +318,8 @@ def merge_findings(ctx: AuditContext, preview: dict[str, Any]) -> list[Finding]:
                     "merge-collision",
                     lo["file"],
                     lo["line"],
-                    f"key {lo['key']} (cu_num {lo['cu_num']}) is also in {w['file']}:{w['line']}; under rule {rule['id']} ({cite}) {outcome}",
+                    f"key {lo['key']} (cu_num {lo['cu_num']}) is also in "
+                    f"{w['file']}:{w['line']}; under rule {rule['id']} ({cite}) {outcome}",
                     op=op,
                     severity="error" if strict else None,
                     key=lo["key"],
@@ -334,7 +339,8 @@ def merge_findings(ctx: AuditContext, preview: dict[str, Any]) -> list[Finding]:
                 "merge-drops-rows",
                 f,
                 los[0]["line"],
-                f"{len(los)} rows for cu_num={cu}{_part_name(cu)} are dropped by the merge: its key ({keycols}) omits cu_num, "
+                f"{len(los)} rows for cu_num={cu}{_part_name(cu)} are "
+                f"dropped by the merge: its key ({keycols}) omits cu_num, "
                 f"so a faster row tuned for cu_num {'/'.join(winners)} replaces them ({cite})",
                 op=op,
                 cu_num=cu,
@@ -358,20 +364,20 @@ def key_findings(ctx: AuditContext) -> list[Finding]:
         by_op: dict[str, list[str]] = defaultdict(list)
         for t in ctx.tables:
             op = ctx.ops.get(t.rel)
-            rc = ctx.runtime_for(op)
+            op_rc = ctx.runtime_for(op)
             usable = (
                 t.error is None
                 and t.rows
-                and (rc is None or all(c in t.columns for c in rc.merge_key))
+                and (op_rc is None or all(c in t.columns for c in op_rc.merge_key))
             )
             if op and t.kind == "tuned" and usable:
                 by_op[op].append(
                     t.rel
                 )  # CSVs given together for one op are previewed as one merged set
-        for op, files in by_op.items():
-            rc = ctx.runtime_for(op)
-            if rc is not None and len(files) > 1:
-                out += merge_findings(ctx, merge_preview(ctx, rc, files, True))
+        for op_name, files in by_op.items():
+            op_rc = ctx.runtime_for(op_name)
+            if op_rc is not None and len(files) > 1:
+                out += merge_findings(ctx, merge_preview(ctx, op_rc, files, True))
     return out
 
 

@@ -107,7 +107,8 @@ def part_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 "fp8-dialect",
                 t.rel,
                 lines[0],
-                f"{len(lines)} rows use {d.upper()} fp8 ({', '.join(vals)}) for {arch}, whose fp8 dialect is {want}",
+                f"{len(lines)} rows use {d.upper()} fp8 ({', '.join(vals)}) "
+                f"for {arch}, whose fp8 dialect is {want}",
                 op=op,
                 arch=arch,
                 dialect=d,

@@ -23,13 +23,17 @@ def runtime_findings(ctx: AuditContext) -> list[Finding]:
                     and ctx.pkg is not None
                     and (ctx.pkg / "configs" / f"{rc.tuned_name}.csv").is_file()
                 ):
-                    near = f"; aiter/configs/{rc.tuned_name}.csv exists but is not what the runtime reads"
+                    near = (
+                        f"; aiter/configs/{rc.tuned_name}.csv "
+                        "exists but is not what the runtime reads"
+                    )
                 out.append(
                     finding(
                         "default-config-missing",
                         rc.file,
                         rc.line,
-                        f"{rc.env_var} defaults to {rc.default_path}, which does not exist: op {rc.op} runs untuned, silently{near}",
+                        f"{rc.env_var} defaults to {rc.default_path}, which does "
+                        f"not exist: op {rc.op} runs untuned, silently{near}",
                         op=rc.op,
                         env_var=rc.env_var,
                         default_path=rc.default_path,
@@ -46,7 +50,8 @@ def runtime_findings(ctx: AuditContext) -> list[Finding]:
                         "env-file-var-ignored",
                         ctx.env.path,
                         line,
-                        f"{var} is not an environment variable aiter reads (it is an attribute of aiter.jit.core): "
+                        f"{var} is not an environment variable aiter "
+                        "reads (it is an attribute of aiter.jit.core): "
                         f"this setting is silently ignored{hint}",
                         var=var,
                         reads=real,

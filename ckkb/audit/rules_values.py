@@ -60,7 +60,8 @@ def input_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 "op-unknown",
                 t.rel,
                 0,
-                f"no runtime config of this aiter names this file (known: {ops}): kernel-list and merge rules not applied; "
+                "no runtime config of this aiter names this file (known: "
+                f"{ops}): kernel-list and merge rules not applied; "
                 "name it after its op's tuned file to have them applied",
                 columns=t.columns,
             )
@@ -141,7 +142,8 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                         "err-ratio-high",
                         t.rel,
                         ln,
-                        f"{c} {v.get(c)} is above {threshold:g}, the default --errRatio of the tuner that writes this file",
+                        f"{c} {v.get(c)} is above {threshold:g}, the default "
+                        "--errRatio of the tuner that writes this file",
                         op=op,
                         column=c,
                         value=v.get(c),
@@ -157,7 +159,8 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                         "splitk-never-searched",
                         t.rel,
                         1,
-                        f"{c} is 0 in all {len(vals)} rows: split-K was never searched (the tuner's -k/--splitK is store_true, off by default)",
+                        f"{c} is 0 in all {len(vals)} rows: split-K was never searched "
+                        "(the tuner's -k/--splitK is store_true, off by default)",
                         op=op,
                         column=c,
                         rows=len(vals),
@@ -170,8 +173,8 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
 
 def mx_findings(ctx: AuditContext, t: ConfigTable, op: str) -> list[Finding]:
     """K per split must be whole scale blocks: K % (32 * KBatch) == 0, with KBatch = 2**splitK
-    (csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_tune.cu: `int KBatch = std::pow(2, splitK);`),
-    and the kernel's KPerBLOCK must be a multiple of 32."""
+    (csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_tune.cu:
+    `int KBatch = std::pow(2, splitK);`), and the kernel's KPerBLOCK must be a multiple of 32."""
     out = []
     klist = ctx.kernel_list(op) or {}
     for ln, v in t.rows:
@@ -181,7 +184,8 @@ def mx_findings(ctx: AuditContext, t: ConfigTable, op: str) -> list[Finding]:
             kbatch = 2**sk
             if K % (SCALE_BLOCK * kbatch):
                 problems.append(
-                    f"K={K} split {kbatch} ways (splitK={sk}) gives K/{kbatch}={K / kbatch:g}, not a multiple of {SCALE_BLOCK}"
+                    f"K={K} split {kbatch} ways (splitK={sk}) gives "
+                    f"K/{kbatch}={K / kbatch:g}, not a multiple of {SCALE_BLOCK}"
                 )
         kid = v.get("kernelId")
         name = v.get("kernelName")

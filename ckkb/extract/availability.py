@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from ckkb.archs import ARCHS
-from ckkb.kb.schema.ck_registrations import AvailabilityRow
+from ckkb.kb.schema.ck_registrations import AvailabilityRow, FileBuildRow
+from ckkb.kb.stages import BuildContext
 
 LAYER_ORDER = ("build", "preprocessor", "registration", "capability")
 _LAYER_OF_KIND = {
@@ -77,10 +78,10 @@ def evaluate(
     if op == "macro":
         if t.get("name") not in defines:
             return 0
-        v = defines[t["name"]]
-        iv = _int(v)
-        if iv is None and v in defines and depth < 8:
-            return evaluate({"op": "macro", "name": v}, arch, defines, caps, depth + 1)
+        value = defines[t["name"]]
+        iv = _int(value)
+        if iv is None and value in defines and depth < 8:
+            return evaluate({"op": "macro", "name": value}, arch, defines, caps, depth + 1)
         return iv
     if op == "int":
         return _int(t.get("value"))
@@ -145,7 +146,9 @@ DEFAULT_BUILD_DEFINES = (
 )
 
 
-def defines_by_arch(ctx, ck_defines: dict[str, tuple[str, int]]) -> dict[str, dict[str, str]]:
+def defines_by_arch(
+    ctx: BuildContext, ck_defines: dict[str, tuple[str, int]]
+) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {
         a: {k: v for k, (v, _line) in ck_defines.items()} for a in ARCHS
     }
@@ -157,7 +160,12 @@ def defines_by_arch(ctx, ck_defines: dict[str, tuple[str, int]]) -> dict[str, di
     return out
 
 
-def _build_row(builds: dict, file: str, arch: str, includers: dict[str, list[str]]):
+def _build_row(
+    builds: dict[tuple[str, str], FileBuildRow],
+    file: str,
+    arch: str,
+    includers: dict[str, list[str]],
+) -> FileBuildRow | None:
     """file_builds row deciding whether `file` is compiled for arch. A header (a templated add
     function) is compiled through the sources that include it: it is built when any of them is,
     and otherwise the first includer's rule is the evidence."""
@@ -172,7 +180,7 @@ def _build_row(builds: dict, file: str, arch: str, includers: dict[str, list[str
 
 def compute(
     regs: list[Any],
-    ctx,
+    ctx: BuildContext,
     ck_defines: dict[str, tuple[str, int]],
     caps: dict[str, Any],
     includers: dict[str, list[str]] | None = None,

@@ -1,4 +1,5 @@
-"""C++ and preprocessor conditions as small JSON-able expression trees (shared by the CK extractors).
+"""C++ and preprocessor conditions as small JSON-able
+expression trees (shared by the CK extractors).
 
 `expr_tree` turns a tree-sitter condition node into {"op": ...} dicts that
 ckkb.extract.availability evaluates per arch; `directive_stacks` / `preprocessor_guards` find the
@@ -17,6 +18,11 @@ import tree_sitter as ts
 from ckkb.extract.cpp import language, parse, text, walk
 
 DEVICE_NAME_FN = "get_device_name"
+
+# the #if sections open around one line: (directive line, directive text, section index)
+DirectiveStack = tuple[tuple[int, str, int], ...]
+# (directive_stacks, directive_sections) of one file
+Directives = tuple[list[DirectiveStack], dict[int, list[tuple[int, str]]]]
 _TEMPLATE_ARGS = re.compile(r"<.*")
 
 
@@ -35,6 +41,12 @@ def callee(node: ts.Node, src: bytes) -> str:
     if "<" in t:
         t = _TEMPLATE_ARGS.sub("", t)
     return t.rsplit("::", 1)[-1].strip()
+
+
+def field_text(node: ts.Node, field: str, src: bytes) -> str:
+    """The text of a node's child `field`, '' when it has none."""
+    child = node.child_by_field_name(field)
+    return text(child, src) if child is not None else ""
 
 
 class NodeIndex:
@@ -120,7 +132,7 @@ def expr_tree(node: ts.Node | None, src: bytes, preproc: bool = False) -> dict[s
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
         if ops in ("&&", "||", "and", "or"):
             kind = "and" if ops in ("&&", "and") else "or"
-            args = []
+            args: list[dict[str, Any]] = []
             for side in (left, right):
                 sub = expr_tree(side, src, preproc)
                 args.extend(sub["args"] if sub["op"] == kind else [sub])
@@ -154,9 +166,9 @@ def expr_tree(node: ts.Node | None, src: bytes, preproc: bool = False) -> dict[s
     if t == "call_expression":
         name = callee(node, src)
         if preproc and name == "defined":
-            args = node.child_by_field_name("arguments")
-            inner = text(args, src).strip("() \t") if args is not None else ""
-            return {"op": "defined", "name": inner}
+            arg_list = node.child_by_field_name("arguments")
+            macro = text(arg_list, src).strip("() \t") if arg_list is not None else ""
+            return {"op": "defined", "name": macro}
         return {"op": "cap", "name": name, "text": strip_ws(text(node, src))}
     if t == "preproc_defined":
         ident = next((c for c in node.named_children if c.type == "identifier"), None)
@@ -197,7 +209,7 @@ def device_effect(tree: dict[str, Any]) -> tuple[str | None, str | None]:
     """For a device-name if: (effect of its then-branch, arch). `!=` excludes, `==` is 'only'; each
     enclosing `!` flips it; for an `&&`/`||` of several compares the first compare decides."""
 
-    def find(t: dict[str, Any], neg: bool):
+    def find(t: dict[str, Any], neg: bool) -> tuple[str, str] | None:
         if t["op"] == "dev":
             eq = (t["cmp"] == "==") != neg
             return ("only" if eq else "exclude"), t["arch"]
@@ -218,7 +230,7 @@ _DIRECTIVE = re.compile(rb"^\s*#\s*(if|ifdef|ifndef|elif|elifdef|elifndef|else|e
 _DIRECTIVE_HASH = re.compile(rb"#[^\S\n]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b")
 
 
-def directive_stacks(data: bytes) -> list[tuple[tuple[int, str, int], ...]]:
+def directive_stacks(data: bytes) -> list[DirectiveStack]:
     """Per 1-based line: the open #if sections around it, outermost first, as
     (line of the directive, directive text, section index: 0 = first branch, k = after the k-th
     #elif/#else). Read from the directive lines themselves, so a construct tree-sitter cannot
@@ -276,15 +288,13 @@ def _directive_lines_joined(data: bytes) -> tuple[list[tuple[int, int, str, str]
     return out, len(lines)
 
 
-def directives(
-    data: bytes,
-) -> tuple[list[tuple[tuple[int, str, int], ...]], dict[int, list[tuple[int, str]]]]:
+def directives(data: bytes) -> Directives:
     """(directive_stacks(data), directive_sections(data)) from one scan of the directive lines."""
     found, nlines = _directive_lines(data)
-    stacks: list[tuple[tuple[int, str, int], ...]] = [()]
+    stacks: list[DirectiveStack] = [()]
     sections: dict[int, list[tuple[int, str]]] = {}
     stack: list[list[Any]] = []  # [line, text, section]
-    cur: tuple[tuple[int, str, int], ...] = ()
+    cur: DirectiveStack = ()
     for first, last, kind, txt in found:
         # lines before the directive, and the directive's own lines: the sections open before it
         stacks.extend([cur] * (last + 1 - len(stacks)))
@@ -324,7 +334,7 @@ def directive_expr(directive: str) -> dict[str, Any]:
 
 
 def preprocessor_guards(
-    stack: tuple[tuple[int, str, int], ...], sections: dict[int, list[tuple[int, str]]], rel: str
+    stack: DirectiveStack, sections: dict[int, list[tuple[int, str]]], rel: str
 ) -> list[dict[str, Any]]:
     """Guards for a line inside `stack`: for section k>0, every earlier branch is false and the
     k-th (#elif) is true (#else has no condition of its own)."""

@@ -1,4 +1,5 @@
-"""Stage `ck.factories`: which add functions serve which device-op interface, data types and layouts.
+"""Stage `ck.factories`: which add functions serve
+which device-op interface, data types and layouts.
 
 Reads the factory headers under `library/include/ck/library/tensor_operation_instance/gpu/`
 (`*.hpp` and the `*.inc` declaration files they include, subdirectories too). Two kinds of rows:
@@ -25,7 +26,14 @@ from typing import Any
 import tree_sitter as ts
 
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.conditions import NodeIndex, callee, directives, strip_ws
+from ckkb.extract.conditions import (
+    DirectiveStack,
+    NodeIndex,
+    callee,
+    directives,
+    field_text,
+    strip_ws,
+)
 from ckkb.extract.cpp import error_lines, function_declarator, is_binary, line, parse, text, walk
 from ckkb.extract.files import list_files
 from ckkb.kb.schema.ck_registrations import FactoryRow
@@ -33,7 +41,8 @@ from ckkb.kb.stages import BuildContext, FileResult, StageResult
 from ckkb.sources import CK_FACTORY_DIR
 
 _ADD_FN = re.compile(r"^add_\w*instances?\w*$")
-ADD_CALL = "add_device_operation_instances"  # the registration helper every add function calls: not a factory
+# the registration helper every add function calls: not a factory
+ADD_CALL = "add_device_operation_instances"
 # A name that can be a factory row (a declared or called add function other than the helper). A file
 # without one (an instance header that only calls the helper) has nothing to read: it is not parsed.
 _FACTORY_NAME = re.compile(rb"\badd_(?!device_operation_instances?\b)\w*instance")
@@ -100,10 +109,11 @@ def _is_dtype(v: str, param: str | None = None) -> bool:
 
 def _template_args(node: ts.Node, src: bytes) -> tuple[str, list[str]]:
     """A (possibly qualified) template type -> (name, [argument texts])."""
-    while node.type in ("qualified_identifier", "type_descriptor") and (
-        node.child_by_field_name("name") or node.child_by_field_name("type")
-    ):
-        node = node.child_by_field_name("name") or node.child_by_field_name("type")
+    while node.type in ("qualified_identifier", "type_descriptor"):
+        inner = node.child_by_field_name("name") or node.child_by_field_name("type")
+        if inner is None:
+            break
+        node = inner
     if node.type not in ("template_type", "template_function"):
         return _last(text(node, src)), []
     args = node.child_by_field_name("arguments")
@@ -112,11 +122,13 @@ def _template_args(node: ts.Node, src: bytes) -> tuple[str, list[str]]:
         if args is not None
         else []
     )
-    return text(node.child_by_field_name("name"), src), vals
+    name = node.child_by_field_name("name")
+    return (text(name, src) if name is not None else ""), vals
 
 
 def _same_bindings(cond: ts.Node, src: bytes) -> dict[str, str]:
-    """`is_same_v<ADataType, bhalf_t> && is_same_v<ALayout, Row>` -> {ADataType: bhalf_t, ALayout: Row}."""
+    """`is_same_v<ADataType, bhalf_t> && is_same_v<ALayout, Row>`
+    -> {ADataType: bhalf_t, ALayout: Row}."""
     out: dict[str, str] = {}
     for n in walk(cond, ("template_function", "template_type")):
         name_node = n.child_by_field_name("name")
@@ -137,7 +149,10 @@ def _same_bindings(cond: ts.Node, src: bytes) -> dict[str, str]:
 
 
 def _if_bindings(
-    call: ts.Node, stop: ts.Node, src: bytes, memo: dict | None = None
+    call: ts.Node,
+    stop: ts.Node,
+    src: bytes,
+    memo: dict[tuple[int, int], dict[str, str]] | None = None,
 ) -> dict[str, str]:
     """Bindings of every enclosing `if constexpr` whose then-branch holds `call` (inner wins);
     `memo` keeps each condition's _same_bindings (the calls of one branch share their ifs)."""
@@ -165,7 +180,9 @@ def _if_bindings(
     return out
 
 
-def _guards(stacks, sections, ln: int) -> list[str]:
+def _guards(
+    stacks: list[DirectiveStack], sections: dict[int, list[tuple[int, str]]], ln: int
+) -> list[str]:
     out = []
     for dline, txt, section in stacks[ln] if ln < len(stacks) else ():
         branches = sections.get(dline) or [(dline, txt)]
@@ -203,7 +220,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
     tree = parse(data)
     stacks, sections = directives(data)
     idx = NodeIndex(tree.root_node, _INDEX_TYPES)
-    memo: dict = {}
+    memo: dict[tuple[int, int], dict[str, str]] = {}
     rows: list[FactoryRow] = []
     seen_calls: set[int] = set()
     # calls inside factory specialisations
@@ -212,7 +229,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
         if (
             name is None
             or name.type != "template_type"
-            or "InstanceFactory" not in text(name.child_by_field_name("name"), data)
+            or "InstanceFactory" not in field_text(name, "name", data)
         ):
             continue
         args = name.child_by_field_name("arguments")
@@ -276,7 +293,8 @@ def extract_file(rel: str, data: bytes) -> FileResult:
             Diagnostic(
                 rel,
                 errs[0],
-                f"malformed C++ (parse errors at line(s) {', '.join(map(str, errs[:5]))}); no factory read",
+                "malformed C++ (parse errors at line(s) "
+                f"{', '.join(map(str, errs[:5]))}); no factory read",
                 "warning",
                 "ck.factories",
             )

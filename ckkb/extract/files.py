@@ -7,7 +7,8 @@ from pathlib import Path
 
 
 def list_files(root: Path, subdir: str, suffixes: tuple[str, ...]) -> list[Path]:
-    """Files under root/subdir whose name ends with one of `suffixes`, sorted, symlinked dirs not entered."""
+    """Files under root/subdir whose name ends with one
+    of `suffixes`, sorted, symlinked dirs not entered."""
     base = root / subdir
     if not base.is_dir():
         return []

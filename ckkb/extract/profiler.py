@@ -2,19 +2,20 @@
 
 Read with tree-sitter from CK's `profiler/src/*.cpp`:
 
-- every `REGISTER_PROFILER_OPERATION(name, description, function)`, macros such as
-  `#define OP_NAME "gemm"` resolved;
+- every `REGISTER_PROFILER_OPERATION(name, description, function)`, macros such as `#define OP_NAME
+  "gemm"` resolved;
 - the usage text each op prints when called with the wrong arguments: the string literals of the
-  `printf(...)` calls / `std::cout << ...` chains in the block that prints `arg1...` (or `--options`),
-  concatenated literals and string macros joined, other operands kept as `{expression}`;
+  `printf(...)` calls / `std::cout << ...` chains in the block that prints `arg1...` (or
+  `--options`), concatenated literals and string macros joined, other operands kept as
+  `{expression}`;
 - the legend parsed from that text: `argN: name (code: label; ...)`, `arg8 to 13: M, N, K, ...`
   ranges expanded, continuation lines joined, `optional:` and `(default N)` honoured; enumerators of
   the file's `enum struct ...DataType` / `...Layout` attached to the code tables;
 - the accepted argc values from `if(argc != 14 && argc != 16)`;
 - quirks: an `if (...) {X = argv[a]; ...} else {X = argv[b]; ...}` whose branches read the same
   variables from different argv positions (gemm_universal swaps M/N and StrideA/StrideB when
-  `N % 8 != 0 && M % 8 == 0`), with the condition's `argv[i] % m == v` tests kept so a command builder
-  can tell whether a shape triggers it;
+  `N % 8 != 0 && M % 8 == 0`), with the condition's `argv[i] % m == v` tests kept so a command
+  builder can tell whether a shape triggers it;
 - the device-op interfaces each op races: the `profiler/profile_*_impl.hpp` it includes and the
   `DeviceOperationInstanceFactory<DeviceOp>` there, `using DeviceOp = ...DeviceGemm<...>` resolved.
 """
@@ -24,6 +25,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+
+import tree_sitter as ts
 
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import cpp
@@ -49,7 +52,7 @@ _SRC_TYPES = (
 _IMPL_TYPES = ("alias_declaration", "template_type")
 
 
-def _nodes(root, node_type: str, idx: NodeIndex | None) -> list:
+def _nodes(root: ts.Node, node_type: str, idx: NodeIndex | None) -> list[ts.Node]:
     """Nodes of one type under root, in pre-order: from the index when there is one."""
     return idx[node_type] if idx is not None else list(cpp.walk(root, node_type))
 
@@ -82,7 +85,7 @@ def _unescape(body: str) -> str:
     return _ESCAPE.sub(lambda m: _ESC.get(m[1], m[1]), body)
 
 
-def _literal(node, src: bytes, macros: dict[str, str]) -> str | None:
+def _literal(node: ts.Node, src: bytes, macros: dict[str, str]) -> str | None:
     """The value of a string literal, concatenated string (macros resolved), else None."""
     t = node.type
     if t == "string_literal":
@@ -105,14 +108,19 @@ def _literal(node, src: bytes, macros: dict[str, str]) -> str | None:
         return macros.get(cpp.text(node, src))
     if t == "ERROR" and node.named_child_count:
         # tree-sitter wraps a macro between two literals ("a" OP_NAME "b") in an ERROR node
-        parts = [_literal(ch, src, macros) for ch in node.named_children]
-        return None if any(p is None for p in parts) else "".join(parts)
+        parts = []
+        for ch in node.named_children:
+            v = _literal(ch, src, macros)
+            if v is None:
+                return None
+            parts.append(v)
+        return "".join(parts)
     if t == "parenthesized_expression" and node.named_child_count == 1:
         return _literal(node.named_children[0], src, macros)
     return None
 
 
-def _macros(root, src: bytes, idx: NodeIndex | None = None) -> dict[str, str]:
+def _macros(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> dict[str, str]:
     out: dict[str, str] = {}
     for d in _nodes(root, "preproc_def", idx):
         name = d.child_by_field_name("name")
@@ -132,7 +140,7 @@ def _macros(root, src: bytes, idx: NodeIndex | None = None) -> dict[str, str]:
 # ----------------------------------------------------------------------------- usage text
 
 
-def _print_text(stmt, src: bytes, macros: dict[str, str]) -> str | None:
+def _print_text(stmt: ts.Node, src: bytes, macros: dict[str, str]) -> str | None:
     """Text printed by one statement (`printf("...")` or `std::cout << ... ;`), else None."""
     if stmt.type != "expression_statement" or stmt.named_child_count == 0:
         return None
@@ -149,14 +157,16 @@ def _print_text(stmt, src: bytes, macros: dict[str, str]) -> str | None:
             return None
         return v + ("\n" if cpp.text(fn, src).endswith("puts") else "")
     if e.type == "binary_expression":
-        ops: list[Any] = []
-        n = e
-        while (
-            n.type == "binary_expression"
-            and cpp.text(n.child_by_field_name("operator"), src) == "<<"
-        ):
-            ops.append(n.child_by_field_name("right"))
+        ops: list[ts.Node] = []
+        n: ts.Node | None = e
+        while n is not None and n.type == "binary_expression":
+            op, right = n.child_by_field_name("operator"), n.child_by_field_name("right")
+            if op is None or right is None or cpp.text(op, src) != "<<":
+                break
+            ops.append(right)
             n = n.child_by_field_name("left")
+        if n is None:
+            return None
         if cpp.text(n, src).replace(" ", "") not in ("std::cout", "std::cerr", "cout", "cerr"):
             return None
         parts = []
@@ -175,7 +185,7 @@ _LEGEND_START = re.compile(r"(^|\n)\s*(arg\d+|--\w)")
 
 
 def _usage(
-    root, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None
+    root: ts.Node, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None
 ) -> tuple[str, int | None]:
     """The usage text: every print statement of the block holding the first legend print."""
     for stmt in _nodes(root, "expression_statement", idx):
@@ -183,6 +193,8 @@ def _usage(
         if t is None or not _LEGEND_START.search(t):
             continue
         block = stmt.parent
+        if block is None:
+            continue
         parts = []
         for s in block.named_children:
             pt = _print_text(s, src, macros)
@@ -323,14 +335,14 @@ def _default(text: str) -> str | None:
 # ----------------------------------------------------------------------------- enums, argc, quirks
 
 
-def _enums(root, src: bytes, idx: NodeIndex | None = None) -> dict[str, list[str]]:
+def _enums(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for n in _nodes(root, "enum_specifier", idx):
         name = n.child_by_field_name("name")
         body = n.child_by_field_name("body")
         if name is None or body is None:
             continue
-        vals = []
+        vals: list[str] = []
         nxt = 0
         for en in body.named_children:
             if en.type != "enumerator":
@@ -343,20 +355,21 @@ def _enums(root, src: bytes, idx: NodeIndex | None = None) -> dict[str, list[str
                     pass
             while len(vals) < nxt:
                 vals.append("")
-            vals.append(cpp.text(en.child_by_field_name("name"), src))
+            en_name = en.child_by_field_name("name")
+            vals.append(cpp.text(en_name, src) if en_name is not None else "")
             nxt += 1
         out[cpp.text(name, src)] = vals
     return out
 
 
-def _argc_allowed(root, src: bytes, idx: NodeIndex | None = None) -> list[int]:
+def _argc_allowed(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> list[int]:
     for n in _nodes(root, "if_statement", idx):
         cond = n.child_by_field_name("condition")
         if cond is None:
             continue
         t = re.sub(r"\s+", "", cpp.text(cond, src)).strip("()")
         parts = t.split("&&")
-        vals = []
+        vals: list[int] = []
         for p in parts:
             m = re.fullmatch(r"\(?argc!=(\d+)\)?", p)
             if not m:
@@ -371,7 +384,7 @@ def _argc_allowed(root, src: bytes, idx: NodeIndex | None = None) -> list[int]:
 _ARGV = re.compile(r"argv\s*\[\s*(\d+)\s*\]")
 
 
-def _assignments(node, src: bytes, idx: NodeIndex | None = None) -> dict[str, int]:
+def _assignments(node: ts.Node | None, src: bytes, idx: NodeIndex | None = None) -> dict[str, int]:
     out: dict[str, int] = {}
     if node is None:
         return out
@@ -384,19 +397,22 @@ def _assignments(node, src: bytes, idx: NodeIndex | None = None) -> dict[str, in
         right = a.child_by_field_name("right")
         if left is None or right is None or left.type != "identifier":
             continue
-        idx = _ARGV.findall(cpp.text(right, src))
-        if len(idx) == 1:
-            out[cpp.text(left, src)] = int(idx[0])
+        positions = _ARGV.findall(cpp.text(right, src))
+        if len(positions) == 1:
+            out[cpp.text(left, src)] = int(positions[0])
     return out
 
 
-def _tests(cond, src: bytes) -> list[dict[str, Any]]:
+def _tests(cond: ts.Node, src: bytes) -> list[dict[str, Any]]:
     tests = []
     for b in cpp.walk(cond, "binary_expression"):
-        op = cpp.text(b.child_by_field_name("operator"), src)
+        op_node = b.child_by_field_name("operator")
+        left, right = b.child_by_field_name("left"), b.child_by_field_name("right")
+        if op_node is None or left is None or right is None:
+            continue
+        op = cpp.text(op_node, src)
         if op not in ("==", "!=", "<", ">"):
             continue
-        left, right = b.child_by_field_name("left"), b.child_by_field_name("right")
         try:
             value = int(cpp.text(right, src), 0)
         except ValueError:
@@ -418,7 +434,7 @@ def _tests(cond, src: bytes) -> list[dict[str, Any]]:
 
 
 def _quirks(
-    root, src: bytes, names: dict[int, str], idx: NodeIndex | None = None
+    root: ts.Node, src: bytes, names: dict[int, str], idx: NodeIndex | None = None
 ) -> list[dict[str, Any]]:
     out = []
     for n in _nodes(root, "if_statement", idx):
@@ -444,7 +460,8 @@ def _quirks(
 
         readable = (
             " && ".join(
-                f"{nm(t['position'])}{' % ' + str(t['mod']) if t['mod'] else ''} {t['cmp']} {t['value']}"
+                f"{nm(t['position'])}{' % ' + str(t['mod']) if t['mod'] else ''} "
+                f"{t['cmp']} {t['value']}"
                 for t in tests
             )
             or ctext
@@ -454,7 +471,8 @@ def _quirks(
             {
                 "kind": "swap_args",
                 "condition": ctext,
-                "summary": f"when {readable} the op swaps {swaps} before running, so it races (and reports) the swapped problem",
+                "summary": f"when {readable} the op swaps {swaps} before running, "
+                "so it races (and reports) the swapped problem",
                 "details": {
                     "swaps": [list(p) for p in pairs],
                     "names": [[nm(a), nm(b)] for a, b in pairs],
@@ -471,7 +489,7 @@ def _quirks(
 
 
 def _registrations(
-    root, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None
+    root: ts.Node, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None
 ) -> list[dict[str, Any]]:
     out = []
     for c in _nodes(root, "call_expression", idx):
@@ -496,7 +514,7 @@ def _registrations(
     return out
 
 
-def _includes(root, src: bytes, idx: NodeIndex | None = None) -> list[str]:
+def _includes(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> list[str]:
     out = []
     for inc in _nodes(root, "preproc_include", idx):
         p = inc.child_by_field_name("path")
@@ -508,7 +526,7 @@ def _includes(root, src: bytes, idx: NodeIndex | None = None) -> list[str]:
     return out
 
 
-def _interfaces(root, src: bytes, idx: NodeIndex | None = None) -> list[str]:
+def _interfaces(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> list[str]:
     aliases: dict[str, str] = {}
     for a in _nodes(root, "alias_declaration", idx):
         name = a.child_by_field_name("name")
@@ -588,8 +606,8 @@ class ProfilerStage:
         names = {e["position"]: e["name"] for e in legend if e["position"] is not None}
         quirks = _quirks(root_node, data, names, idx)
         if usage_line is not None:
-            # tree-sitter recovery inside the usage block means the legend may be incomplete (recovery
-            # elsewhere in CK's template-heavy code is common and harmless for this stage)
+            # tree-sitter recovery inside the usage block means the legend may be incomplete
+            # (recovery elsewhere in CK's template-heavy code is common and harmless for this stage)
             span = range(usage_line, usage_line + usage.count("\n") + 3)
             bad = sorted(
                 {
@@ -645,7 +663,8 @@ class ProfilerStage:
                         Diagnostic(
                             rel,
                             reg["line"],
-                            f"op name of {REGISTER}({reg['raw']}) is not a string literal or string macro",
+                            f"op name of {REGISTER}({reg['raw']}) is "
+                            "not a string literal or string macro",
                             "warning",
                             self.name,
                         )
@@ -656,7 +675,8 @@ class ProfilerStage:
                         Diagnostic(
                             rel,
                             reg["line"],
-                            f"op {name!r} registered twice (also in {seen[name]}); the first is kept",
+                            f"op {name!r} registered twice (also "
+                            f"in {seen[name]}); the first is kept",
                             "warning",
                             self.name,
                         )
@@ -735,7 +755,7 @@ class ProfilerStage:
         return StageResult(rows=rows, diagnostics=diags)
 
 
-def _error_nodes(root) -> list:
+def _error_nodes(root: ts.Node) -> list[ts.Node]:
     """ERROR and MISSING nodes under root. Only subtrees whose `has_error` is set are entered (it
     marks every ancestor of an ERROR or MISSING node, and those nodes themselves)."""
     out = []

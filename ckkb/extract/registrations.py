@@ -1,13 +1,13 @@
 """Stage `ck.registrations`: add functions, the lists they register, and the conditions around them.
 
 For every `add_*_instances` function defined under `library/src/tensor_operation_instance/gpu/**`
-(`.cpp`, `.hpp`, CMake `.in` templates), each `add_device_operation_instances(instances, LIST<ARGS>{})`
-call is recorded with the tuple alias it instantiates, the template arguments it passes, those
-arguments bound to the list's own template parameters (`GemmSpec -> Default`, via the file's
-aliases and the instance_lists rows of the instances stage), and the full guard chain from the
-outermost `#if` down to the innermost `if`: each guard with its branch (`then` / `else`), its kind
-(`device_name`, `capability`, `preprocessor`, `other`) and a small expression tree that
-`ckkb.extract.availability` evaluates per arch.
+(`.cpp`, `.hpp`, CMake `.in` templates), each
+`add_device_operation_instances(instances, LIST<ARGS>{})` call is recorded with the tuple alias it
+instantiates, the template arguments it passes, those arguments bound to the list's own template
+parameters (`GemmSpec -> Default`, via the file's aliases and the instance_lists rows of the
+instances stage), and the full guard chain from the outermost `#if` down to the innermost `if`: each
+guard with its branch (`then` / `else`), its kind (`device_name`, `capability`, `preprocessor`,
+`other`) and a small expression tree that `ckkb.extract.availability` evaluates per arch.
 
 Also read: `include/ck/ck.hpp` (its unconditional `#define`s: what `#if CK_EXPERIMENTAL_...` sees)
 and `include/ck/host_utility/device_prop.hpp` (the `is_*_supported()` functions whose body is a
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,15 @@ import tree_sitter as ts
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import availability
 from ckkb.extract.conditions import (
+    Directives,
+    DirectiveStack,
     NodeIndex,
     callee,
     classify,
     device_effect,
     directives,
     expr_tree,
+    field_text,
     preprocessor_guards,
     strip_ws,
 )
@@ -54,8 +58,9 @@ _WRAPPERS = ("filter_tuple",)
 # literal `void` (fast) with the word boundary before it checked by _first_add_def
 _ADD_DEF = re.compile(rb"void\s+add_\w*instance")
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-# one-line alias declarations `^[ \t]*(?:using\s+\w+\s*=|static\s+constexpr\s+auto\s+\w+\s*=)[^;{}]{0,400};`
-# (multiline): each alternative searched from its literal, the line start checked by _alias_decls
+# one-line alias declarations
+# `^[ \t]*(?:using\s+\w+\s*=|static\s+constexpr\s+auto\s+\w+\s*=)[^;{}]{0,400};` (multiline): each
+# alternative searched from its literal, the line start checked by _alias_decls
 _ALIAS_USING = re.compile(rb"using\s+\w+\s*=[^;{}]{0,400};")
 _ALIAS_STATIC = re.compile(rb"static\s+constexpr\s+auto\s+\w+\s*=[^;{}]{0,400};")
 _INDEX_TYPES = (
@@ -92,7 +97,8 @@ def _field_is(parent: ts.Node, child: ts.Node, name: str) -> bool:
 
 
 def guard_chain(call: ts.Node, src: bytes, rel: str) -> list[dict[str, Any]]:
-    """C++ `if` guards around `call`, outermost first (preprocessor guards: see directive_stacks)."""
+    """C++ `if` guards around `call`, outermost first
+    (preprocessor guards: see directive_stacks)."""
     out: list[dict[str, Any]] = []
     child, node = call, call.parent
     while node is not None:
@@ -111,7 +117,7 @@ def guard_chain(call: ts.Node, src: bytes, rel: str) -> list[dict[str, Any]]:
             )
             if not in_cond:
                 tree = expr_tree(cond, src)
-                ctext = strip_ws(text(cond, src))
+                ctext = strip_ws(text(cond, src)) if cond is not None else ""
                 if ctext.startswith("constexpr"):
                     ctext = ctext[len("constexpr") :].strip()
                 if ctext.startswith("(") and ctext.endswith(")"):
@@ -161,6 +167,16 @@ def _interface(fn: ts.Node, src: bytes, idx: NodeIndex | None = None) -> str:
     return ""
 
 
+def _last_name(node: ts.Node) -> ts.Node:
+    """`a::b::C<...>` -> the node of `C<...>`: a qualified identifier's innermost name."""
+    while node.type == "qualified_identifier":
+        name = node.child_by_field_name("name")
+        if name is None:
+            break
+        node = name
+    return node
+
+
 def _list_arg(call: ts.Node, src: bytes) -> tuple[str, list[str]] | None:
     args = call.child_by_field_name("arguments")
     if args is None:
@@ -172,30 +188,19 @@ def _list_arg(call: ts.Node, src: bytes) -> tuple[str, list[str]] | None:
     ty = a.child_by_field_name("type") if a.type == "compound_literal_expression" else a
     if ty is None:
         return None
-    if ty.type == "qualified_identifier":
-        inner = ty
-        while (
-            inner.type == "qualified_identifier" and inner.child_by_field_name("name") is not None
-        ):
-            inner = inner.child_by_field_name("name")
-        ty = inner
+    ty = _last_name(ty)
     if ty.type == "template_type":
-        name = text(ty.child_by_field_name("name"), src)
+        name = field_text(ty, "name", src)
         targs = ty.child_by_field_name("arguments")
         if name.startswith(_WRAPPERS) and targs is not None and targs.named_children:
             # ck::util::filter_tuple_by_modulo_t<LIST<...>, Shards, ShardIndex>: a slice of LIST
             inner = targs.named_children[0]
-            inner = inner.child_by_field_name("type") or inner
-            while (
-                inner.type == "qualified_identifier"
-                and inner.child_by_field_name("name") is not None
-            ):
-                inner = inner.child_by_field_name("name")
+            inner = _last_name(inner.child_by_field_name("type") or inner)
             if inner.type in ("template_type", "type_identifier"):
                 ty = inner
                 if ty.type == "type_identifier":
                     return text(ty, src), []
-                name = text(ty.child_by_field_name("name"), src)
+                name = field_text(ty, "name", src)
                 targs = ty.child_by_field_name("arguments")
         vals = (
             [strip_ws(text(c, src)) for c in targs.named_children if c.type != "comment"]
@@ -245,7 +250,9 @@ def _includes(tree: ts.Tree, src: bytes) -> list[str]:
     return out
 
 
-def _function_units(tree: ts.Tree, src: bytes, idx: NodeIndex):
+def _function_units(
+    tree: ts.Tree, src: bytes, idx: NodeIndex
+) -> Iterator[tuple[str, int, str, ts.Node]]:
     """(name, line, interface, body) of every add function definition.
 
     tree-sitter sometimes reads a long `std::vector<std::unique_ptr<Op<..., ck::Tuple<Row>, ...>>>&`
@@ -296,9 +303,18 @@ def _function_units(tree: ts.Tree, src: bytes, idx: NodeIndex):
         yield name, line(prev), m.group(1) if m else "", blk
 
 
-def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileResult, pp, idx=None):
+def _collect(
+    tree: ts.Tree,
+    data: bytes,
+    rel: str,
+    line_offset: int,
+    res: FileResult,
+    pp: Directives,
+    idx: NodeIndex | None = None,
+) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
     """Add functions in `tree` (parsed from `data`, which starts at file line line_offset + 1);
-    `pp` is the whole file's (directive_stacks, directive_sections); `idx` the tree's NodeIndex of _INDEX_TYPES."""
+    `pp` is the whole file's (directive_stacks, directive_sections); `idx` the tree's NodeIndex of
+    _INDEX_TYPES."""
     stacks, sections = pp
     if idx is None:
         idx = NodeIndex(tree.root_node, _INDEX_TYPES)
@@ -347,7 +363,12 @@ def _collect(tree: ts.Tree, data: bytes, rel: str, line_offset: int, res: FileRe
 
 
 def _guards(
-    call: ts.Node, data: bytes, rel: str, line_offset: int, stacks, sections
+    call: ts.Node,
+    data: bytes,
+    rel: str,
+    line_offset: int,
+    stacks: list[DirectiveStack],
+    sections: dict[int, list[tuple[int, str]]],
 ) -> list[dict[str, Any]]:
     guards = guard_chain(call, data, rel)
     for g in guards:
@@ -410,7 +431,8 @@ def _alias_decls(data: bytes) -> list[bytes]:
 
 
 def _line_aliases(data: bytes) -> dict[str, str]:
-    """`using X = Y;` / `static constexpr auto X = Y;` declarations (no braces), parsed by tree-sitter."""
+    """`using X = Y;` / `static constexpr auto X = Y;`
+    declarations (no braces), parsed by tree-sitter."""
     if b"using" not in data and b"constexpr" not in data:
         return {}
     decls = b"\n".join(_alias_decls(data))
@@ -489,12 +511,12 @@ def extract_file(rel: str, data: bytes) -> FileResult:
             if not owner or la is None or line(c) + base in placed:
                 continue
             _, name, nline = owner[-1]
-            f = next((f for f in funcs if f["name"] == name), None)
-            if f is None:
-                f = {"name": name, "line": nline, "interface": "", "calls": []}
-                funcs.append(f)
-            f["span"] = (1, 1 << 30)  # damaged: every parse error in the file may matter
-            f["calls"].append(
+            fn = next((f for f in funcs if f["name"] == name), None)
+            if fn is None:
+                fn = {"name": name, "line": nline, "interface": "", "calls": []}
+                funcs.append(fn)
+            fn["span"] = (1, 1 << 30)  # damaged: every parse error in the file may matter
+            fn["calls"].append(
                 {
                     "line": line(c) + base,
                     "list": la[0],
@@ -521,7 +543,8 @@ def extract_file(rel: str, data: bytes) -> FileResult:
                 Diagnostic(
                     rel,
                     errs[0],
-                    f"malformed C++ (tree-sitter recovered at line(s) {', '.join(map(str, errs[:5]))}); "
+                    "malformed C++ (tree-sitter recovered at "
+                    f"line(s) {', '.join(map(str, errs[:5]))}); "
                     "registrations near these lines may be incomplete",
                     "warning",
                     "ck.registrations",
@@ -557,7 +580,8 @@ def extract_defines(rel: str, data: bytes) -> FileResult:
 
 
 def extract_capabilities(rel: str, data: bytes) -> FileResult:
-    """device_prop.hpp: `bool is_X() { return <device-name compares / is_Y()>; }` -> expression trees."""
+    """device_prop.hpp: `bool is_X() { return <device-name compares / is_Y()>; }`
+    -> expression trees."""
     tree = parse(data)
     out: dict[str, Any] = {}
     for fn in walk(tree.root_node, "function_definition"):
@@ -648,7 +672,7 @@ class RegistrationsStage:
             al.update(fr.facts.get("aliases", {}))
             return al
 
-        def find_list(name: str, rel: str):
+        def find_list(name: str, rel: str) -> Any:
             cands = lists_by_name.get(name, [])
             if len(cands) <= 1:
                 return cands[0] if cands else None
@@ -698,7 +722,8 @@ class RegistrationsStage:
                             Diagnostic(
                                 rel,
                                 c["line"],
-                                f"instance list {c['list']} not found: registration kept without a list",
+                                f"instance list {c['list']} not found: "
+                                "registration kept without a list",
                                 "warning",
                                 self.name,
                             )
@@ -748,12 +773,9 @@ class RegistrationsStage:
                     )
         rows.extend(regs)
         rows.extend(gates.values())
-        defines = results.get(CK_HPP).facts.get("defines", {}) if results.get(CK_HPP) else {}
-        caps = (
-            results.get(DEVICE_PROP_HPP).facts.get("capabilities", {})
-            if results.get(DEVICE_PROP_HPP)
-            else {}
-        )
+        ck_hpp, device_prop = results.get(CK_HPP), results.get(DEVICE_PROP_HPP)
+        defines = ck_hpp.facts.get("defines", {}) if ck_hpp else {}
+        caps = device_prop.facts.get("capabilities", {}) if device_prop else {}
         # headers holding (templated) add functions -> the sources that include them
         reg_headers = {r.file for r in regs if not r.file.endswith((".cpp", ".in"))}
         includers: dict[str, list[str]] = defaultdict(list)

@@ -14,9 +14,13 @@ definition), the primary definition wins.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import tree_sitter as ts
 
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import cpp
+from ckkb.extract.conditions import field_text
 from ckkb.extract.files import list_files
 from ckkb.kb.schema.ck_instances import DeviceOpRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
@@ -27,25 +31,27 @@ NAME = "ck.templates"
 _NESTED = ("field_declaration_list", "compound_statement")
 
 
-def _outer_param_lists(root) -> list:
+def _outer_param_lists(root: ts.Node) -> list[ts.Node]:
     """Template parameter lists not nested in a class or function body, in pre-order (= source
     order). A cursor walk that does not enter those bodies visits a small part of a device-op
     header, where a query (or a full walk) has to cover all of it."""
     out = []
     cur = root.walk()
-    while True:
-        t = cur.node.type
+    while (node := cur.node) is not None:
+        t = node.type
         if t == "template_parameter_list":
-            out.append(cur.node)
+            out.append(node)
         if t not in _NESTED and cur.goto_first_child():
             continue
         while not cur.goto_next_sibling():
             if not cur.goto_parent():
                 return out
+    return out
 
 
-def _head(plist, src: bytes) -> dict | None:
-    """The class declared right after a template parameter list: name, base, body, specialisation."""
+def _head(plist: ts.Node, src: bytes) -> dict[str, Any] | None:
+    """The class declared right after a template
+    parameter list: name, base, body, specialisation."""
     nxt = plist.next_sibling
     while nxt is not None and nxt.type == "comment":
         nxt = nxt.next_sibling
@@ -59,7 +65,7 @@ def _head(plist, src: bytes) -> dict | None:
         nxt = nxt.named_children[0]  # `struct X : Base {...} MACRO;` recovered as a declaration
     if nxt.type in ("struct_specifier", "class_specifier"):
         name = nxt.child_by_field_name("name")
-        body = nxt.child_by_field_name("body")
+        has_body = nxt.child_by_field_name("body") is not None
         bases = next((c for c in nxt.named_children if c.type == "base_class_clause"), None)
     elif nxt.type in ("struct", "class") or (
         nxt.type == "ERROR" and cpp.text(nxt, src).strip() in ("struct", "class")
@@ -69,15 +75,14 @@ def _head(plist, src: bytes) -> dict | None:
         bases = name.next_named_sibling if name is not None else None
         if bases is not None and bases.type != "base_class_clause":
             bases = None
-        body = (
-            True  # the body follows in the recovered region; this is not a bare forward declaration
-        )
+        # the body follows in the recovered region; this is not a bare forward declaration
+        has_body = True
     else:
         return None
     if name is None or name.type not in ("type_identifier", "template_type"):
         return None
     specialised = name.type == "template_type"
-    cls = cpp.text(name.child_by_field_name("name") if specialised else name, src)
+    cls = field_text(name, "name", src) if specialised else cpp.text(name, src)
     base, base_args = None, []
     if bases is not None:
         first = next(
@@ -85,7 +90,7 @@ def _head(plist, src: bytes) -> dict | None:
         )
         if first is not None:
             if first.type == "template_type":
-                base = cpp.text(first.child_by_field_name("name"), src)
+                base = field_text(first, "name", src)
                 args = first.child_by_field_name("arguments")
                 base_args = (
                     [
@@ -106,7 +111,7 @@ def _head(plist, src: bytes) -> dict | None:
     return {
         "name": cls,
         "specialised": specialised,
-        "has_body": body is not None,
+        "has_body": has_body,
         "base": base,
         "base_args": base_args,
     }
@@ -121,7 +126,7 @@ def _is_ge(toks: list, k: int, src: bytes) -> bool:
     )
 
 
-def _from_tokens(tree, src: bytes, rel: str, diags: list[Diagnostic]) -> list[DeviceOpRow]:
+def _from_tokens(tree: ts.Tree, src: bytes, rel: str, diags: list[Diagnostic]) -> list[DeviceOpRow]:
     """Fallback when no class template could be read from the tree (e.g. CK's
     `typename std::enable_if<N >= 1 && N <= 3, bool>::type = false` parameter, which tree-sitter
     cannot parse): walk the tokens back from `struct Device...` to `template <`, split the
@@ -205,7 +210,8 @@ def _param_from_chunk(chunk: list, src: bytes) -> dict:
         got = cpp.template_params(plist[0], wrapped) if plist else []
         if len(got) == 1:
             return got[0]
-    # unparseable alone too: a SFINAE parameter (`typename std::enable_if<...>::type = false`) is unnamed
+    # unparseable alone too: a SFINAE parameter
+    # (`typename std::enable_if<...>::type = false`) is unnamed
     eq = [
         k
         for k, (n, w) in enumerate(chunk)
@@ -231,9 +237,10 @@ def _param_from_chunk(chunk: list, src: bytes) -> dict:
 
 
 def _found_in_tree(
-    tree, rel: str, data: bytes, diags: list[Diagnostic]
+    tree: ts.Tree, rel: str, data: bytes, diags: list[Diagnostic]
 ) -> dict[str, tuple[int, DeviceOpRow]]:
-    """Device-op class templates declared at namespace level in `tree`: name -> (rank, row); lower rank wins."""
+    """Device-op class templates declared at namespace level
+    in `tree`: name -> (rank, row); lower rank wins."""
     found: dict[str, tuple[int, DeviceOpRow]] = {}
     # (member templates - Argument, Invoker, ... - sit in class bodies: not device ops)
     for plist in _outer_param_lists(tree.root_node):
@@ -282,8 +289,8 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
     if b"template" not in data or b"Device" not in data:
         return res
     # The view typestrings parses too (macro lines and dead #if branches blanked): in a build, one
-    # parse serves both stages. Where that view loses every class (tree-sitter recovers differently),
-    # the header is read as written.
+    # parse serves both stages. Where that view loses every class (tree-sitter recovers
+    # differently), the header is read as written.
     diags: list[Diagnostic] = []
     tree = cpp.parse(cpp.for_parsing(data))
     found = _found_in_tree(tree, rel, data, diags)
@@ -330,7 +337,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
         ranks = fr.facts.get("ranks", {})
         for row in fr.rows:
             by_name.setdefault(row.name, []).append((ranks.get(row.name, 0), row))
-    rows = []
+    rows: list[DeviceOpRow] = []
     for name in sorted(by_name):
         cands = by_name[name]
         best = min(r for r, _ in cands)

@@ -47,7 +47,7 @@ def create_tables(db: sqlite_utils.Database) -> None:
         if t.name in db.table_names():
             continue
         columns = {c.name: {"INTEGER": int, "REAL": float, "TEXT": str}[c.type] for c in t.columns}
-        db[t.name].create(columns, pk=t.pk, not_null=None)
+        db.table(t.name).create(columns, pk=t.pk, not_null=None)
     set_info(db, "schema_version", str(SCHEMA_VERSION))
 
 
@@ -58,7 +58,7 @@ def create_indexes(db: sqlite_utils.Database, tables: Iterable[str] | None = Non
         if wanted is not None and t.name not in wanted:
             continue
         for cols in t.indexes:
-            db[t.name].create_index(list(cols), if_not_exists=True)
+            db.table(t.name).create_index(list(cols), if_not_exists=True)
 
 
 def create_fts(
@@ -71,10 +71,10 @@ def create_fts(
     for t in TABLES.values():
         if not t.fts or t.name in skip or (wanted is not None and t.name not in wanted):
             continue
-        if not db[t.name].detect_fts():
-            db[t.name].enable_fts(list(t.fts), create_triggers=False)
+        if not db.table(t.name).detect_fts():
+            db.table(t.name).enable_fts(list(t.fts), create_triggers=False)
         else:
-            db[t.name].rebuild_fts()
+            db.table(t.name).rebuild_fts()
 
 
 def view_sql() -> list[tuple[str, str]]:
@@ -101,7 +101,7 @@ def finish_schema(db: sqlite_utils.Database, fts_fresh: Iterable[str] = ()) -> N
 
 
 def set_info(db: sqlite_utils.Database, key: str, value: str) -> None:
-    db["build_info"].upsert({"key": key, "value": value}, pk="key")
+    db.table("build_info").upsert({"key": key, "value": value}, pk="key")
 
 
 def get_info(db: sqlite_utils.Database, key: str) -> str | None:
@@ -159,13 +159,13 @@ def _json_encoder() -> Any:
     its C iterator): a build encodes 160,000 mostly small values, where that was 3/4 of the cost."""
     import json.encoder as je
 
-    if je.c_make_encoder is None:  # a Python without the C accelerator: same text, slower
+    # typeshed leaves out the C accelerator's private name
+    make_encoder = getattr(je, "c_make_encoder", None)
+    if make_encoder is None:  # a Python without the C accelerator: same text, slower
         return lambda v: json.dumps(v, default=str)
     # the arguments JSONEncoder(default=str).iterencode passes, without the circular-reference check
     # (rows are built from parsed text: they hold no cycles)
-    it = je.c_make_encoder(
-        None, str, je.encode_basestring_ascii, None, ": ", ", ", False, False, True
-    )
+    it = make_encoder(None, str, je.encode_basestring_ascii, None, ": ", ", ", False, False, True)
     return lambda v: "".join(it(v, 0))
 
 
@@ -192,4 +192,5 @@ def json_value(v: Any) -> Any:
 
 
 def table_for(row: object) -> Table:
-    return TABLES[type(row).__table__]
+    row_class: Any = type(row)  # `__table__` is set by the @table decorator, unseen by mypy
+    return TABLES[row_class.__table__]

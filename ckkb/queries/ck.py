@@ -45,7 +45,8 @@ def parse_tile(tile: str | None) -> tuple[int, int, int] | None:
     m = _TILE.match(tile)
     if not m:
         raise QueryError(
-            f"bad --tile {tile!r}: expected MxNxK, e.g. 256x224x64 (MPerBlock x NPerBlock x KPerBlock)"
+            f"bad --tile {tile!r}: expected MxNxK, e.g. "
+            "256x224x64 (MPerBlock x NPerBlock x KPerBlock)"
         )
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
@@ -84,7 +85,8 @@ def _filters(
         if not _known_field(db, k):
             raise QueryError(
                 f"unknown field {k!r}",
-                hint="use a CK template parameter name (MPerBlock, BlockSize, ...) or a normalised column (tile_m, block_size, ...)",
+                hint="use a CK template parameter name (MPerBlock, BlockSize, "
+                "...) or a normalised column (tile_m, block_size, ...)",
             )
         if k in NORMALISED or k in ("template", "list_name", "status", "dir"):
             expr = f"CAST(i.[{k}] AS TEXT)"
@@ -134,8 +136,10 @@ def _instance_dicts(
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     q = (
-        "SELECT i.id, i.template, i.dir, i.file, i.line, i.list_name, i.list_id, l.comment AS list_comment, i.status, i.reason, i.fields "
-        f"FROM instances i LEFT JOIN instance_lists l ON l.id = i.list_id WHERE {where_sql} ORDER BY i.dir, i.file, i.line"
+        "SELECT i.id, i.template, i.dir, i.file, i.line, i.list_name, "
+        "i.list_id, l.comment AS list_comment, i.status, i.reason, i.fields "
+        "FROM instances i LEFT JOIN instance_lists l ON l.id = "
+        f"i.list_id WHERE {where_sql} ORDER BY i.dir, i.file, i.line"
     )
     if limit:
         q += f" LIMIT {int(limit)}"
@@ -145,8 +149,10 @@ def _instance_dicts(
     for chunk in (list_ids[i : i + 500] for i in range(0, len(list_ids), 500)):
         marks = ",".join("?" * len(chunk))
         q2 = (
-            "SELECT r.id, r.list_id, r.function, r.file, r.line, r.args, a.available, a.layer, a.file AS efile, a.line AS eline, a.condition "
-            f"FROM registrations r LEFT JOIN availability a ON a.registration_id = r.id AND a.arch = ? WHERE r.list_id IN ({marks}) "
+            "SELECT r.id, r.list_id, r.function, r.file, r.line, r.args, "
+            "a.available, a.layer, a.file AS efile, a.line AS eline, a.condition "
+            "FROM registrations r LEFT JOIN availability a ON a.registration_id "
+            f"= r.id AND a.arch = ? WHERE r.list_id IN ({marks}) "
             "ORDER BY r.file, r.line"
         )
         for r in db.query(q2, [arch or "", *chunk]):
@@ -207,8 +213,9 @@ def instances(
     arch: str | None = None,
     limit: int | None = None,
 ) -> dict[str, Any]:
-    """{"arch", "instances": [{"template", "dir", "file", "line", "list", "list_comment", "status", "fields",
-    "registrations": [{"function", "file", "line", "args", "available"}], "available"}]}."""
+    """{"arch", "instances": [{"template", "dir", "file", "line", "list", "list_comment", "status",
+    "fields", "registrations": [{"function", "file", "line", "args", "available"}],
+    "available"}]}."""
     check_arch(arch)
     wsql, params = _filters(db, parse_where(where), dir)
     return {
@@ -266,7 +273,8 @@ def why(
     dir: str | None = None,
 ) -> dict[str, Any]:
     """{"arch", "query", "matches": [{"instance", "available", "reasons": [{"layer", "file", "line",
-    "condition", "list", "list_comment"}]}], "nearest": [...]} (nearest only when nothing matches)."""
+    "condition", "list", "list_comment"}]}], "nearest": [...]} (nearest only when nothing
+    matches)."""
     check_arch(arch, required=True)
     t = parse_tile(tile)
     filters = parse_where(where)
@@ -319,11 +327,12 @@ def nearest(
         db, [f for f in filters if f[0] not in ("MPerBlock", "NPerBlock", "KPerBlock")], dir
     )
     q = (
-        f"SELECT i.id, i.tile_m, i.tile_n, i.tile_k FROM instances i WHERE {wsql} AND i.tile_m > 0 AND i.tile_n > 0 AND i.tile_k > 0 "
+        "SELECT i.id, i.tile_m, i.tile_n, i.tile_k FROM instances i "
+        f"WHERE {wsql} AND i.tile_m > 0 AND i.tile_n > 0 AND i.tile_k > 0 "
         "AND i.status = 'active'"
     )
 
-    def dist(r):
+    def dist(r: dict[str, Any]) -> float:
         return sum(
             abs(math.log2(a / b))
             for a, b in zip((r["tile_m"], r["tile_n"], r["tile_k"]), t, strict=True)
@@ -352,7 +361,8 @@ def nearest(
 def pool_counts(
     db: sqlite_utils.Database, dir: str = "gemm_universal", dtype: str | None = "bf16"
 ) -> dict[str, Any]:
-    """{"dir", "dtype", "layouts", "counts": {arch: {layout: available pairs}}, "instances": {arch: {layout: n}}}."""
+    """{"dir", "dtype", "layouts", "counts": {arch: {layout:
+    available pairs}}, "instances": {arch: {layout: n}}}."""
     ctype = ""
     if dtype:
         ctype = cpp_type(dtype)

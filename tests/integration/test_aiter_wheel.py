@@ -1,4 +1,5 @@
-"""aiter kernel lists, tuned configs and the audit on the installed amd-aiter wheel (numbers pinned)."""
+"""aiter kernel lists, tuned configs and the audit on
+the installed amd-aiter wheel (numbers pinned)."""
 
 from __future__ import annotations
 
@@ -142,7 +143,8 @@ def test_aiter_stages_build(tmp_path, wheel_trees):
 
 
 def test_tile_gate_rule_against_the_wheel_knowledge_base(wheel_db, wheel_trees):
-    """aiter's CK kernels against CK's own XDL GEMM instances: many have a counterpart, none is gated away on both."""
+    """aiter's CK kernels against CK's own XDL GEMM instances:
+    many have a counterpart, none is gated away on both."""
     from ckkb.audit.rules_kb import CkIndex
 
     db = open_db(wheel_db, readonly=True)

@@ -111,9 +111,12 @@ def test_pool_counts_pinned(db):
 def test_pool_difference_is_the_gated_part2_lists(db):
     rows = list(
         db.query(
-            "SELECT v.list_name, count(*) AS n FROM ck_instance_availability v JOIN ck_gemm_layouts g ON g.instance_id = v.instance_id "
-            "JOIN instances i ON i.id = v.instance_id WHERE v.dir = 'gemm_universal' AND i.a_dtype = 'bhalf_t' AND i.c_dtype = 'bhalf_t' "
-            "AND i.b_dtype = 'bhalf_t' AND v.arch = 'gfx950' AND v.available = 0 AND v.layer = 'registration' GROUP BY v.list_name"
+            "SELECT v.list_name, count(*) AS n FROM ck_instance_availability "
+            "v JOIN ck_gemm_layouts g ON g.instance_id = v.instance_id "
+            "JOIN instances i ON i.id = v.instance_id WHERE v.dir = "
+            "'gemm_universal' AND i.a_dtype = 'bhalf_t' AND i.c_dtype = 'bhalf_t' "
+            "AND i.b_dtype = 'bhalf_t' AND v.arch = 'gfx950' AND v.available "
+            "= 0 AND v.layer = 'registration' GROUP BY v.list_name"
         )
     )
     lost = sum(r["n"] for r in rows)
@@ -140,7 +143,8 @@ def test_build_rules_from_ck_cmake(db):
     )
     mx = list(
         db.query(
-            "SELECT arch, built FROM file_builds WHERE file LIKE '%gemm_mx/%' AND file LIKE '%.cpp' GROUP BY arch"
+            "SELECT arch, built FROM file_builds WHERE file LIKE "
+            "'%gemm_mx/%' AND file LIKE '%.cpp' GROUP BY arch"
         )
     )
     assert {r["arch"] for r in mx if r["built"]} == {"gfx950"}

@@ -1,4 +1,5 @@
-"""Instance lists and device ops of the installed wheel's CK tree (figures pinned from a real build)."""
+"""Instance lists and device ops of the installed
+wheel's CK tree (figures pinned from a real build)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def test_device_ops_with_params(wheel_db):
     assert (n, names, with_params) == (131, 128, 131)
     ((params,),) = q(
         wheel_db,
-        "select params from device_ops where name = 'DeviceGemm_Xdl_CShuffleV3' and file like '%device_gemm_xdl_cshuffle_v3.hpp'",
+        "select params from device_ops where name = 'DeviceGemm_Xdl_CShuffleV3' "
+        "and file like '%device_gemm_xdl_cshuffle_v3.hpp'",
     )
     names = [p["name"] for p in json.loads(params)]
     assert names[12:22] == [
@@ -69,13 +71,15 @@ def test_device_ops_with_params(wheel_db):
 def test_part2_tiles_and_comments(wheel_db):
     ((lid, comment, entries, out, line),) = q(
         wheel_db,
-        "select id, comment, entries, commented_out, line from instance_lists where name = ? and file = ?",
+        "select id, comment, entries, commented_out, line "
+        "from instance_lists where name = ? and file = ?",
         [PART2, UNIV_HDR],
     )
     assert (comment, entries, out) == ("instances not working on gfx950", 5, 1)
     rows = q(
         wheel_db,
-        "select status, reason, fields, tile_m, tile_n, tile_k, xdl_m, xdl_n, pipeline, padding from instances "
+        "select status, reason, fields, tile_m, tile_n, tile_k, "
+        "xdl_m, xdl_n, pipeline, padding from instances "
         "where list_id = ? order by ordinal",
         [lid],
     )
@@ -133,7 +137,8 @@ def test_share_of_entries_named(wheel_db):
     # what is not named is reported, one diagnostic per entry, with a line
     ((bad,),) = q(
         wheel_db,
-        "select count(*) from instances where mapping != 'ok' and list_id in (select id from instance_lists where alias_of = '')",
+        "select count(*) from instances where mapping != 'ok' and "
+        "list_id in (select id from instance_lists where alias_of = '')",
     )
     ((diags,),) = q(
         wheel_db,
@@ -146,7 +151,8 @@ def test_share_of_entries_named(wheel_db):
 def test_universal_gemm_normalised(wheel_db):
     rows = q(
         wheel_db,
-        "select count(*), sum(tile_m is null), sum(block_size is null), count(distinct a_dtype) from instances "
+        "select count(*), sum(tile_m is null), sum(block_size "
+        "is null), count(distinct a_dtype) from instances "
         "where dir = 'gemm_universal' and template = 'DeviceGemm_Xdl_CShuffleV3'",
     )
     n, no_tile, no_block, dtypes = rows[0]

@@ -42,11 +42,13 @@ def test_coverage_pinned(db):
         (
             "DeviceGroupedConvBwdWeight_Explicit_Xdl",
             [
-                "delegates to DeviceGemmV3Op{}.GetTypeString(): DeviceGemmV3Op is a template parameter, so the name is that op's"
+                "delegates to DeviceGemmV3Op{}.GetTypeString(): DeviceGemmV3Op "
+                "is a template parameter, so the name is that op's"
             ],
         )
     ]
-    # split-K and stream-K return their gridwise GEMM's GetTypeString(): followed through the aliases
+    # split-K and stream-K return their gridwise GEMM's
+    # GetTypeString(): followed through the aliases
     streamk = next(r for r in cov["partial_schemas"] if r["device_op"] == "DeviceGemmXdlStreamK")
     assert streamk["reasons"][0].startswith(
         "via GridwiseGemm_bk0mk1_bk0nk1_mn_xdlops_streamk::GetTypeString()"
@@ -71,7 +73,8 @@ def test_samples_against_the_wheel(schemas):
         assert names.parse(name, schemas).schema != "error", (f, line, name)
     # 024 (2025): today's DeviceGemm_Xdl_CShuffle form, field by field
     p = names.parse(
-        "DeviceGemm_Xdl_CShuffle<Default, 64, 32, 64, 32, 8, 8, 32, 32, 1, 2, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v2",
+        "DeviceGemm_Xdl_CShuffle<Default, 64, 32, 64, 32, 8, 8, 32, 32, "
+        "1, 2, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v2",
         schemas,
     )
     assert (p.schema, p.device_op) == ("matched", "DeviceGemm_Xdl_CShuffle")
@@ -96,7 +99,8 @@ def test_samples_against_the_wheel(schemas):
     }
     # 011 (2024): split-K names glued into one word, read with the gridwise GEMM's schema
     p = names.parse(
-        "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8 LoopScheduler: Default, PipelineVersion: v2, KBatch 2",
+        "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8 "
+        "LoopScheduler: Default, PipelineVersion: v2, KBatch 2",
         schemas,
     )
     assert (p.schema, p.op, p.device_op) == (
@@ -123,7 +127,8 @@ def test_samples_against_the_wheel(schemas):
     assert p.props["KBatch"] == "2" and p.normalised["tile_k"] == 64
     # 002 (2022): an older DeviceGemmMultipleD_Xdl_CShuffle form; the leading arguments still map
     p = names.parse(
-        "DeviceGemmMultipleD_Xdl_CShuffle<256, 128, 128, 32, 8, 8, Default> LoopScheduler: Interwave, PipelineVersion: v1",
+        "DeviceGemmMultipleD_Xdl_CShuffle<256, 128, 128, 32, 8, 8, "
+        "Default> LoopScheduler: Interwave, PipelineVersion: v1",
         schemas,
     )
     assert p.schema == "generic"
@@ -140,7 +145,8 @@ def test_samples_against_the_wheel(schemas):
 
 
 def printed_universal(fields: dict, spec: str) -> str:
-    """A name the way DeviceGemmXdlUniversal's GetTypeString() prints it (run-time values arbitrary)."""
+    """A name the way DeviceGemmXdlUniversal's
+    GetTypeString() prints it (run-time values arbitrary)."""
     f = fields
     lay = "".join(
         {"Row": "R", "Col": "C"}[enum_word(f[k])] for k in ("ALayout", "BLayout", "CLayout")
@@ -148,24 +154,29 @@ def printed_universal(fields: dict, spec: str) -> str:
     sched = enum_word(f.get("BlkGemmPipeSched") or "Intrawave")
     ver = enum_word(f.get("BlkGemmPipelineVer") or "v1")
     return (
-        f"DeviceGemmXdlUniversal<{spec}, {lay}> BlkSize: {f['BlockSize']}, BlkTile: {f['MPerBlock']}x{f['NPerBlock']}x{f['KPerBlock']}, "
+        f"DeviceGemmXdlUniversal<{spec}, {lay}> BlkSize: {f['BlockSize']}, "
+        f"BlkTile: {f['MPerBlock']}x{f['NPerBlock']}x{f['KPerBlock']}, "
         f"WaveTile: {f['MPerXDL']}x{f['NPerXDL']}, WaveMap: {f['MXdlPerWave']}x{f['NXdlPerWave']}, "
-        f"VmemReadVec: {f['ABlockTransferSrcScalarPerVector']}x{f['BBlockTransferSrcScalarPerVector']}, "
-        f"BlkGemmPipelineScheduler: {sched}, BlkGemmPipelineVersion: {ver}, BlkGemmPipelinePrefetchStages: 2, Kpack: 8"
+        "VmemReadVec: "
+        f"{f['ABlockTransferSrcScalarPerVector']}x{f['BBlockTransferSrcScalarPerVector']}, "
+        f"BlkGemmPipelineScheduler: {sched}, BlkGemmPipelineVersion: "
+        f"{ver}, BlkGemmPipelinePrefetchStages: 2, Kpack: 8"
     )
 
 
 def test_part2_instances_locate_back_to_their_lines(db, schemas):
     lst = next(
         db.query(
-            "select id, name, line from instance_lists where file = ? and name like '%\\_part2' escape '\\' order by line limit 1",
+            "select id, name, line from instance_lists where file = ? "
+            "and name like '%\\_part2' escape '\\' order by line limit 1",
             [HEADER],
         )
     )
     assert lst["name"] == "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances_part2"
     insts = list(
         db.query(
-            "select id, line, status, reason, fields from instances where list_id = ? order by ordinal",
+            "select id, line, status, reason, fields from "
+            "instances where list_id = ? order by ordinal",
             [lst["id"]],
         )
     )
@@ -198,7 +209,8 @@ def test_ambiguity_is_visible(db, schemas):
     assert n > 1000
     row = next(
         db.query(
-            "select key, entries from names_ambiguous where op = 'DeviceGemmXdlUniversal' order by key limit 1"
+            "select key, entries from names_ambiguous where op "
+            "= 'DeviceGemmXdlUniversal' order by key limit 1"
         )
     )
     name = row["key"].replace(
@@ -214,7 +226,8 @@ def test_ambiguity_is_visible(db, schemas):
 def test_instance_keys_carry_normalised_columns(db):
     r = next(
         db.query(
-            "select count(*) as n, sum(tile_m is not null) as tiles, sum(padding is not null) as pads, sum(pipeline is not null) as pipes "
+            "select count(*) as n, sum(tile_m is not null) as tiles, sum(padding "
+            "is not null) as pads, sum(pipeline is not null) as pipes "
             "from instance_keys where op = 'DeviceGemmXdlUniversal' and registration_id is not null"
         )
     )
@@ -222,7 +235,10 @@ def test_instance_keys_carry_normalised_columns(db):
 
 
 def test_a_2024_split_k_log_line_locates(db, schemas):
-    name = "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8 LoopScheduler: Default, PipelineVersion: v2, KBatch 2"
+    name = (
+        "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8 "
+        "LoopScheduler: Default, PipelineVersion: v2, KBatch 2"
+    )
     got = names.locate(db, name, schemas)
     assert got["device_op"] == "DeviceGemmXdlSplitKCShuffle" and not got["ambiguous"]
     [e] = got["entries"]
@@ -235,8 +251,10 @@ def test_a_2024_split_k_log_line_locates(db, schemas):
 
 def test_one_format_several_device_ops(schemas):
     p = names.parse(
-        "DeviceGemmXdlUniversal<MNKPadding, RCR> BlkSize: 256, BlkTile: 256x256x64, WaveTile: 32x32, WaveMap: 4x4, "
-        "VmemReadVec: 8x8, BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v3, BlkGemmPipelinePrefetchStages: 2, Kpack: 8",
+        "DeviceGemmXdlUniversal<MNKPadding, RCR> BlkSize: 256, "
+        "BlkTile: 256x256x64, WaveTile: 32x32, WaveMap: 4x4, "
+        "VmemReadVec: 8x8, BlkGemmPipelineScheduler: Intrawave, "
+        "BlkGemmPipelineVersion: v3, BlkGemmPipelinePrefetchStages: 2, Kpack: 8",
         schemas,
     )
     assert p.schema == "matched" and p.device_op == "DeviceGemm_Xdl_CShuffleV3"
@@ -251,8 +269,10 @@ def test_one_format_several_device_ops(schemas):
 
 def test_dtype_settles_a_cross_type_ambiguity(db, schemas):
     name = (
-        "DeviceGemmXdlUniversal<Default, RCR> BlkSize: 256, BlkTile: 224x256x64, WaveTile: 16x16, WaveMap: 7x8, VmemReadVec: 8x8, "
-        "BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v3, BlkGemmPipelinePrefetchStages: 2, Kpack: 8"
+        "DeviceGemmXdlUniversal<Default, RCR> BlkSize: 256, BlkTile: "
+        "224x256x64, WaveTile: 16x16, WaveMap: 7x8, VmemReadVec: 8x8, "
+        "BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: "
+        "v3, BlkGemmPipelinePrefetchStages: 2, Kpack: 8"
     )
     both = names.locate(db, name, schemas)
     assert both["ambiguous"]

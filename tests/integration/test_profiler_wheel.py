@@ -19,7 +19,8 @@ def _args(db, op):
     return {
         r[0]: (r[1], json.loads(r[2]), r[3], r[4])
         for r in sqlite3.connect(db).execute(
-            "select position, name, codes, optional, [default] from profiler_args where op = ? and position is not null",
+            "select position, name, codes, optional, [default] from "
+            "profiler_args where op = ? and position is not null",
             [op],
         )
     }
@@ -176,7 +177,8 @@ def test_samples_read_through_the_wheel_legends(wheel_db, tmp_path):
     rows = (
         sqlite3.connect(db)
         .execute(
-            "select op, dtype, layout, M, N, K, verification, init, warmup, iterations from races order by id"
+            "select op, dtype, layout, M, N, K, verification, "
+            "init, warmup, iterations from races order by id"
         )
         .fetchall()
     )
@@ -189,12 +191,15 @@ def test_samples_read_through_the_wheel_legends(wheel_db, tmp_path):
 
 
 def test_registered_pool_per_arch(wheel_db, tmp_path):
-    """'126 timed' on gfx950 (the seed's MI355X race of gemm bf16 mk_nk 4096^3) vs the pool registered there."""
+    """'126 timed' on gfx950 (the seed's MI355X race of gemm
+    bf16 mk_nk 4096^3) vs the pool registered there."""
     db = tmp_path / "kb.db"
     db.write_bytes(wheel_db.read_bytes())
     best = (
-        "Best Perf for datatype = bf16 ALayout =  RowMajor BLayout =  ColumnMajor M = 4096 N = 4096 K = 4096 StrideA = 4096 "
-        "StrideB = 4096 StrideC = 4096 : 0.251566 ms, 546.334 TFlops, 400.147 GB/s, DeviceGemm_Xdl_CShuffleV2<Default, 256, 256, 256, "
+        "Best Perf for datatype = bf16 ALayout =  RowMajor BLayout "
+        "=  ColumnMajor M = 4096 N = 4096 K = 4096 StrideA = 4096 "
+        "StrideB = 4096 StrideC = 4096 : 0.251566 ms, 546.334 TFlops, "
+        "400.147 GB/s, DeviceGemm_Xdl_CShuffleV2<Default, 256, 256, 256, "
         "32, 8, 8, 32, 32, 4, 4, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v1\n"
     )
     for arch, winner in (

@@ -395,7 +395,10 @@ def test_arbitrary_sql_read_only_and_time_limited(get):
         _shape="array",
     )
     assert r.status_code == 200 and r.json()[0]["n"] > 500
-    slow = "with recursive c(x) as (select 1 union all select x + 1 from c where x < 1000000000) select count(*) from c"
+    slow = (
+        "with recursive c(x) as (select 1 union all select x + "
+        "1 from c where x < 1000000000) select count(*) from c"
+    )
     r = get("/ckkb.json", sql=slow)
     assert r.status_code == 400
     assert "SQL query took too long" in r.json()["error"]

@@ -1,4 +1,5 @@
-"""Config CSV ingestion, tuner facts, runtime configs and the merge preview, on the hand-written aiter_mini tree."""
+"""Config CSV ingestion, tuner facts, runtime configs and
+the merge preview, on the hand-written aiter_mini tree."""
 
 from __future__ import annotations
 
@@ -36,7 +37,10 @@ def _ctx(root=MINI, env=None):
 
 
 def test_rows_keep_file_line_key_columns_and_the_rest_as_json():
-    data = b"M,N,K,q_dtype_w,cu_num,kernelId,splitK,us,kernelName,errRatio\n\n 1, 2 ,3,torch.float8_e4m3fn,256,5,0,8.25,k5,nan\n"
+    data = (
+        b"M,N,K,q_dtype_w,cu_num,kernelId,splitK,us,kernelName,errRatio\n\n "
+        b"1, 2 ,3,torch.float8_e4m3fn,256,5,0,8.25,k5,nan\n"
+    )
     t = read_csv("aiter/configs/x_tuned_gemm.csv", data)
     assert t.error is None and t.kind == "tuned"
     assert t.rows == [
@@ -181,7 +185,8 @@ def test_newer_merge_rule_is_recognised_and_unknown_is_said(tmp_path):
     text = core.read_text()
     core.write_text(
         text.replace(
-            '        merge_df = merge_df.sort_values("us").drop_duplicates(subset=keys, keep="first")\n',
+            '        merge_df = merge_df.sort_values("us")'
+            '.drop_duplicates(subset=keys, keep="first")\n',
             '        merge_df = merge_df.sort_values("us")\n'
             "        if merge_df.duplicated(subset=keys).any():\n"
             '            raise ValueError("duplicate shapes in tuned configs")\n',
@@ -335,7 +340,8 @@ def test_build_of_the_fixture_tree_fills_tables_views_and_the_canned_query(tmp_p
     db = open_db(db_path, readonly=True)
     rows = list(
         db.query(
-            "select file, line, M, kernelId, arch from aiter_config_rows where file = 'aiter/configs/a8w8_tuned_gemm.csv' order by line"
+            "select file, line, M, kernelId, arch from aiter_config_rows "
+            "where file = 'aiter/configs/a8w8_tuned_gemm.csv' order by line"
         )
     )
     assert [(r["line"], r["M"], r["kernelId"], r["arch"]) for r in rows] == [
@@ -370,7 +376,8 @@ def test_build_of_the_fixture_tree_fills_tables_views_and_the_canned_query(tmp_p
     usage = {
         (r["kernel_id"], r["tuned_rows"])
         for r in db.query(
-            "select kernel_id, tuned_rows from aiter_kernel_usage where op = 'gemm_a8w8' and list_name = 'kernels_list'"
+            "select kernel_id, tuned_rows from aiter_kernel_usage "
+            "where op = 'gemm_a8w8' and list_name = 'kernels_list'"
         )
     }
     assert usage == {(0, 2), (1, 2), (2, 1), (3, 0), (4, 0)}
@@ -382,7 +389,7 @@ def test_build_of_the_fixture_tree_fills_tables_views_and_the_canned_query(tmp_p
     db.close()
 
 
-# ---------------------------------------------------------------- property: what is written is what is read
+# ---------------------------------------------------- property: what is written is what is read
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -399,7 +406,8 @@ _cell = st.one_of(
 
 
 def _numeric(s: str) -> bool:
-    """Text that Python (and pandas) reads as a number, e.g. 'nan', 'inf': read as float on purpose."""
+    """Text that Python (and pandas) reads as a number,
+    e.g. 'nan', 'inf': read as float on purpose."""
     try:
         float(s)
         return True

@@ -1,4 +1,5 @@
-"""Every audit rule tripped once by a hand-written file under tests/fixtures/aiter_mini, and a clean file that trips none."""
+"""Every audit rule tripped once by a hand-written file under
+tests/fixtures/aiter_mini, and a clean file that trips none."""
 
 from __future__ import annotations
 
@@ -156,7 +157,7 @@ def test_env_merging_a_missing_file(tmp_path):
     assert "merge-collision" not in rules_of(r)
 
 
-# ---------------------------------------------------------------- rules that need the knowledge base
+# ------------------------------------------------------------- rules that need the knowledge base
 
 
 @pytest.fixture

@@ -165,7 +165,8 @@ def test_a_stage_extracted_with_another_shares_its_file_tasks(tree, tmp_db):
         ("test.joining", "/r", "b"),
         ("test.joining", "/r", "c"),
     ]
-    # b is read once for both stages, in the counting stage's place; c (only the joining stage's) keeps its own
+    # b is read once for both stages, in the counting stage's
+    # place; c (only the joining stage's) keeps its own
     assert _file_tasks(misses) == [
         ("/r", "a", ("test.counting",)),
         ("/r", "b", ("test.counting", "test.joining")),

@@ -318,8 +318,10 @@ def test_damaged_tree_still_extracts_the_rest(copy_tree, tmp_path):
     d = root / GPU / "gemm_universal" / "device_gemm_xdl_universal_bf16_bf16_bf16"
     # unbalanced braces
     (d / f"{P}_broken_instance.cpp").write_text(
-        "void add_device_broken_instances(std::vector<std::unique_ptr<DeviceGemmV2<Row>>>& instances)\n{\n"
-        '    add_device_operation_instances(instances, x_instances{});\n    if(ck::get_device_name() == "gfx950" {\n'
+        "void add_device_broken_instances(std::vector<std::unique_ptr<DeviceGemmV2<Row>>>& "
+        "instances)\n{\n"
+        "    add_device_operation_instances(instances, "
+        'x_instances{});\n    if(ck::get_device_name() == "gfx950" {\n'
     )
     (d / f"{P}_junk_instance.cpp").write_bytes(b"\x7fELF\x00\x00" + os.urandom(2000))
     os.symlink("..", root / GPU / "gemm_universal" / "loop")  # a symlink loop inside gpu/

@@ -10,13 +10,15 @@ from ckkb.extract import cpp
 
 _FRAGMENTS = [
     "using L = std::tuple<Op<Row, Col, S<8, 32, 1>, 256>, Op<Row, Row, S<4, 64, 1>, 128>>;",
-    "template <typename T, index_t N = 4> struct DeviceX : public Base<T> { int f() { return N; } };",
+    "template <typename T, index_t N = 4> struct DeviceX "
+    ": public Base<T> { int f() { return N; } };",
     "namespace ck { namespace device {",
     "}  // namespace",
     "#ifdef CK_ENABLE_FP8",
     "#endif",
     "#if 0\nbroken ( tokens\n#endif",
-    "void add_x_instances(std::vector<std::unique_ptr<Iface<A, B>>>& v) { add_device_operation_instances(v, L{}); }",
+    "void add_x_instances(std::vector<std::unique_ptr<Iface<A, "
+    "B>>>& v) { add_device_operation_instances(v, L{}); }",
     "static constexpr auto Spec = GemmSpecialization::Default;",
     'if(ck::get_device_name() != "gfx950") { f(); } else { g(); }',
     "struct { int a; } s;",
@@ -95,7 +97,10 @@ def test_equal_bytes_share_the_last_parse():
 
 
 def test_for_parsing_keeps_offsets_and_blanks_dead_code():
-    src = b"struct DeviceX {\n  MACRO_LINE\n#if 0\n  junk ( \n#endif\n  bool f() { return a >= b; }\n};\n"
+    src = (
+        b"struct DeviceX {\n  MACRO_LINE\n#if 0\n  junk "
+        b"( \n#endif\n  bool f() { return a >= b; }\n};\n"
+    )
     out = cpp.for_parsing(src)
     assert len(out) == len(src) and out.count(b"\n") == src.count(b"\n")
     assert b"MACRO_LINE" not in out and b"junk" not in out and b">=" not in out

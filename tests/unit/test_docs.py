@@ -51,7 +51,8 @@ def _readme_commands() -> list[list[str]]:
 
 
 def test_readme_commands_exist():
-    """Each README command names a real command, and every option it passes is one that command takes."""
+    """Each README command names a real command, and
+    every option it passes is one that command takes."""
     cmds = _readme_commands()
     assert len(cmds) >= 10
     for words in cmds:

@@ -151,7 +151,8 @@ EXPECTED = {
         0,
         0.0634091,
         3.70421,
-        "DeviceGemm_Xdl_CShuffle<Default, 64, 32, 64, 32, 8, 8, 32, 32, 1, 2, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v2",
+        "DeviceGemm_Xdl_CShuffle<Default, 64, 32, 64, 32, 8, 8, 32, 32, "
+        "1, 2, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v2",
         32,
         512,
         7168,
@@ -316,9 +317,13 @@ def test_truncated_log_keeps_what_was_printed(tmp_path, tmp_db):
 
 def test_wrapped_best_line_from_the_seed(tmp_path):
     text = (
-        "Perf: 0.381103 ms, 360.634 TFlops, 1.0 GB/s, DeviceGemm_Xdl_CShuffle<MNKPadding, 256, 128, 128, 32, 8, 8, 32, 32, 2, 2, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v2\n"
+        "Perf: 0.381103 ms, 360.634 TFlops, 1.0 GB/s, "
+        "DeviceGemm_Xdl_CShuffle<MNKPadding, 256, 128, 128, 32, 8, 8, 32, "
+        "32, 2, 2, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v2\n"
         "\n"
-        "Best Perf for datatype = bf16 ALayout =  RowMajor BLayout =  ColumnMajor M = 4096 N = 4096 K = 4096 StrideA = 4096 StrideB = 4096 StrideC = 4096 : 0.251566 ms, 546.334 TFlops, 400.147 GB/s,\n"
+        "Best Perf for datatype = bf16 ALayout =  RowMajor BLayout =  "
+        "ColumnMajor M = 4096 N = 4096 K = 4096 StrideA = 4096 StrideB = "
+        "4096 StrideC = 4096 : 0.251566 ms, 546.334 TFlops, 400.147 GB/s,\n"
         "  DeviceGemm_Xdl_CShuffleV2<Default, 256, 256, 256, 32, 8, 8, 32, 32, 4, 4, 8, 8, 1, 1>\n"
         "  LoopScheduler: Default, PipelineVersion: v1\n"
     )
@@ -326,7 +331,8 @@ def test_wrapped_best_line_from_the_seed(tmp_path):
     assert loose == [] and len(races) == 1 and races[0].errors == []
     assert (
         races[0].info.best["name"]
-        == "DeviceGemm_Xdl_CShuffleV2<Default, 256, 256, 256, 32, 8, 8, 32, 32, 4, 4, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v1"
+        == "DeviceGemm_Xdl_CShuffleV2<Default, 256, 256, 256, 32, 8, 8, 32, "
+        "32, 4, 4, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v1"
     )
     assert races[0].info.header["M"] == 4096
 
@@ -416,7 +422,8 @@ def test_cli_json_contract(tmp_db):
     )
     assert first["worst"] == worst and first["spread"] == round(127.579 / worst, 4)
     assert first["winner"].startswith("DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2>")
-    # a knowledge base made before the race views existed: read-only, answered through temporary views
+    # a knowledge base made before the race views existed:
+    # read-only, answered through temporary views
     con = sqlite3.connect(tmp_db)
     con.executescript(
         "drop view races_summary; drop view races_registered; drop view races_winner_moves;"
@@ -564,7 +571,8 @@ def test_parser_never_raises(lines):
 
 
 def test_result_names_are_parsed_once_and_joined_back(tmp_path):
-    """Each distinct instance name is parsed once into race_names; race_results_named joins it to every result."""
+    """Each distinct instance name is parsed once into
+    race_names; race_results_named joins it to every result."""
     from ckkb.kb import db as kbdb
     from ckkb.kb.ingest import ingest
 
@@ -576,7 +584,8 @@ def test_result_names_are_parsed_once_and_joined_back(tmp_path):
     assert n_names == n_distinct > 50
     rows = db.execute(
         "select op_template, name_schema, fields from race_results_named "
-        "where name = 'DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2> NumPrefetch: 1, LoopScheduler: Interwave, PipelineVersion: v1'"
+        "where name = 'DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2> "
+        "NumPrefetch: 1, LoopScheduler: Interwave, PipelineVersion: v1'"
     ).fetchall()
     assert rows, "001.txt's winner is one of its results"
     op, schema, fields = rows[0][0], rows[0][1], json.loads(rows[0][2])

@@ -56,7 +56,8 @@ def test_names_and_codes(kb):
     c = _cmd(kb, layout="1", verify=True, warmup=5, iters=20)
     assert c.argv == SEED.split()
     assert c.warnings == [
-        "layout given as code 1: for gemm it means 'A[m, k] * B[n, k] = C[m, n]' (mk_nk); check it matches what your workload issues"
+        "layout given as code 1: for gemm it means 'A[m, k] * B[n, k] "
+        "= C[m, n]' (mk_nk); check it matches what your workload issues"
     ]
     c = _cmd(
         kb,
@@ -105,7 +106,8 @@ def test_time_off_and_strides(kb):
     )
     assert c.argv[7] == "0" and c.argv[11:14] == ["1000", "4096", "8192"]
     assert c.warnings == [
-        "StrideA=1000 is inconsistent with layout mk_nk: A needs a leading dimension of at least 4096",
+        "StrideA=1000 is inconsistent with layout mk_nk: "
+        "A needs a leading dimension of at least 4096",
         "time kernel is off: ckProfiler will print no timings",
     ]
 
@@ -135,7 +137,8 @@ def test_universal_quirk_and_argc_padding(kb):
     ]
     (w,) = c.warnings
     assert w.startswith(
-        "quirk of gemm_universal (profiler/src/profile_gemm_universal.cpp:47): when N % 8 != 0 && M % 8 == 0 the op swaps M<->N"
+        "quirk of gemm_universal (profiler/src/profile_gemm_universal.cpp:47): "
+        "when N % 8 != 0 && M % 8 == 0 the op swaps M<->N"
     )
     assert (
         _cmd(kb, op="gemm_universal", M=4100, N=4096, verify=True, warmup=5, iters=20).warnings
@@ -150,8 +153,8 @@ def test_universal_quirk_and_argc_padding(kb):
 def test_verification_warning_only_for_new_shapes(kb, tmp_path):
     log = tmp_path / "seed.log"
     log.write_text(
-        SEED.join(["# command: ", "\n"])
-        + "Perf: 0.25 ms, 546.3 TFlops, 400.1 GB/s, DeviceGemm_Xdl_CShuffleV2<Default, 256, 256, 256>\n"
+        SEED.join(["# command: ", "\n"]) + "Perf: 0.25 ms, 546.3 TFlops, 400.1 GB/s, "
+        "DeviceGemm_Xdl_CShuffleV2<Default, 256, 256, 256>\n"
     )
     ingest(kb, [log])
     assert _cmd(kb, warmup=5, iters=20).warnings == []

@@ -27,7 +27,8 @@ def test_ops_registered(copy_tree, tmp_db):
     assert s.diagnostics == []
     rows = _q(
         tmp_db,
-        "select name, description, file, line, function, gemm_family, legend_kind, argc_allowed, interfaces from profiler_ops order by name",
+        "select name, description, file, line, function, gemm_family, "
+        "legend_kind, argc_allowed, interfaces from profiler_ops order by name",
     )
     assert rows == [
         (
@@ -72,7 +73,8 @@ def test_gemm_legend(copy_tree, tmp_db):
         r[0]: r[1:]
         for r in _q(
             tmp_db,
-            "select position, name, codes, enum, optional, [default] from profiler_args where op = 'gemm'",
+            "select position, name, codes, enum, optional, "
+            "[default] from profiler_args where op = 'gemm'",
         )
     }
     assert sorted(args) == list(range(1, 16))
@@ -95,7 +97,8 @@ def test_universal_legend_and_quirk(copy_tree, tmp_db):
         r[0]: r[1:]
         for r in _q(
             tmp_db,
-            "select position, name, codes, optional, [default] from profiler_args where op = 'gemm_universal'",
+            "select position, name, codes, optional, [default] "
+            "from profiler_args where op = 'gemm_universal'",
         )
     }
     assert json.loads(args[2][1]) == {
@@ -108,7 +111,8 @@ def test_universal_legend_and_quirk(copy_tree, tmp_db):
     assert args[17] == ("memory for rotating buffer", "{}", 1, "0")
     (q,) = _q(
         tmp_db,
-        "select kind, condition, summary, details, line from profiler_quirks where op = 'gemm_universal'",
+        "select kind, condition, summary, details, line "
+        "from profiler_quirks where op = 'gemm_universal'",
     )
     assert q[0] == "swap_args" and q[4] == 47
     assert q[1] == "std::stoi(argv[9]) % 8 != 0 && std::stoi(argv[8]) % 8 == 0"
@@ -141,7 +145,8 @@ def test_options_legend(copy_tree, tmp_db):
     _build(copy_tree("ck_mini"), tmp_db)
     rows = _q(
         tmp_db,
-        "select position, name, kind from profiler_args where op = 'softmax' order by position is null, position, name",
+        "select position, name, kind from profiler_args where op "
+        "= 'softmax' order by position is null, position, name",
     )
     assert rows == [
         (1, "tensor operation", "positional"),

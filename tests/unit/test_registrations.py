@@ -29,7 +29,8 @@ def calls(src: str, rel: str = f"{GPU}/d/x.cpp"):
 
 def fn(body: str, pre: str = "", post: str = "") -> str:
     return f"""{pre}
-void add_device_x_instances(std::vector<std::unique_ptr<DeviceGemmV2<Row, Col, Row, BF16>>>& instances)
+void add_device_x_instances(\
+std::vector<std::unique_ptr<DeviceGemmV2<Row, Col, Row, BF16>>>& instances)
 {{
 {body}
 }}
@@ -43,7 +44,8 @@ def test_nested_if_else_chain_and_kinds():
     cs, _ = calls(
         fn("""
     add_device_operation_instances(instances, plain_instances<GemmDefault>{});
-    if(ck::get_device_name() == "gfx950") { add_device_operation_instances(instances, a_instances{}); }
+    if(ck::get_device_name() == "gfx950") { add_device_operation_instances(\
+instances, a_instances{}); }
     else if(!ck::is_xdl_supported() || x > 1) {
         add_device_operation_instances(instances, b_instances<2, NHWGC>{});
     }
@@ -136,7 +138,8 @@ using l_instances = std::tuple<
 #endif
     >;
 
-void add_device_y_instances(std::vector<std::unique_ptr<DeviceGemm<Row, Row, Row, F16, F16, F16>>>& instances)
+void add_device_y_instances(\
+std::vector<std::unique_ptr<DeviceGemm<Row, Row, Row, F16, F16, F16>>>& instances)
 {
     add_device_operation_instances(instances, l_instances{});
     if(ck::get_device_name() == "gfx950")
@@ -195,10 +198,12 @@ def test_misread_parameter_list_and_filter_tuple_wrapper():
     src = """
 void add_device_z_instances(
     std::vector<std::unique_ptr<DeviceGroupedGemmTileLoop<Row, Row, ck::Tuple<Row>, Row, BF16, I8,
-                                                          ck::Tuple<BF16>, BF16, PassThrough>>>& instances)
+                                                          ck::Tuple<BF16>, BF16, PassThrough>>>& \
+instances)
 {
     add_device_operation_instances(
-        instances, ck::util::filter_tuple_by_modulo_t<lst_instances<2, NHWGC, ConvFwdDefault>, Shards, Index>{});
+        instances, ck::util::filter_tuple_by_modulo_t<\
+lst_instances<2, NHWGC, ConvFwdDefault>, Shards, Index>{});
 }
 """
     cs, res = calls(src)
@@ -356,7 +361,8 @@ def test_fixture_gates(mini_db):
     db = open_db(mini_db[0], readonly=True)
     g = list(
         db.query(
-            "SELECT kind, effect, arch, dir, line, has_else, condition FROM gates ORDER BY dir, file, line"
+            "SELECT kind, effect, arch, dir, line, has_else, "
+            "condition FROM gates ORDER BY dir, file, line"
         )
     )
     dn = [
@@ -442,12 +448,16 @@ def test_add_function_in_a_header_is_built_through_its_includers(copy_tree, tmp_
     root = copy_tree("ck_mini")
     d = root / GPU / "gemm_universal" / "device_gemm_xdl_universal_bf16_bf16_bf16"
     (d / "device_gemm_xdl_universal_bf16_bf16_bf16_templated.hpp").write_text(
-        "template <typename T>\nvoid add_device_templated_instances(std::vector<std::unique_ptr<DeviceGemmV2<T>>>& instances)\n"
-        "{\n    add_device_operation_instances(instances, device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances<GemmDefault>{});\n}\n"
+        "template <typename T>\nvoid "
+        "add_device_templated_instances(std::vector<std::unique_ptr<DeviceGemmV2<T>>>& instances)\n"
+        "{\n    add_device_operation_instances(instances, "
+        "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_comp_instances<GemmDefault>{});\n}\n"
     )
     (d / "device_gemm_xdl_universal_bf16_bf16_bf16_templated_instance.cpp").write_text(
         '#include "device_gemm_xdl_universal_bf16_bf16_bf16_templated.hpp"\n'
-        "void add_device_templated_bf16_instances(std::vector<std::unique_ptr<DeviceGemmV2<BF16>>>& instances)\n"
+        "void "
+        "add_device_templated_bf16_instances(std::vector<std::unique_ptr<DeviceGemmV2<BF16>>>& "
+        "instances)\n"
         "{\n    add_device_templated_instances<BF16>(instances);\n}\n"
     )
     path = tmp_path / "kb.db"

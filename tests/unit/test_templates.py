@@ -1,4 +1,5 @@
-"""ck.templates: device-op class templates and their parameters, on ck_mini and on inline sources."""
+"""ck.templates: device-op class templates and their
+parameters, on ck_mini and on inline sources."""
 
 from __future__ import annotations
 
@@ -102,7 +103,8 @@ def test_forward_declaration_alone_is_kept_and_specialisation_loses():
 def test_member_templates_and_non_device_classes_are_not_ops():
     fr = one(
         "template <typename A> struct Helper { template <typename B> struct DeviceInner {}; };\n"
-        "template <typename A, index_t... Is> struct DeviceOk : public BaseOperator { struct Argument {}; };\n"
+        "template <typename A, index_t... Is> struct DeviceOk "
+        ": public BaseOperator { struct Argument {}; };\n"
     )
     assert [r.name for r in fr.rows] == ["DeviceOk"]
     assert fr.rows[0].params[1] == {
@@ -117,8 +119,10 @@ def test_recovers_from_macros_ck_headers_use():
     # A macro statement in the class body and __launch_bounds__ under #if make tree-sitter recover;
     # the parameter list is still read.
     src = (
-        "template <typename GridwiseGemm, index_t MinimumOccupancy = 1>\n__global__ void\n#if CK_USE_LAUNCH_BOUNDS\n"
-        "__launch_bounds__(256, MinimumOccupancy)\n#endif\n kernel_x(typename GridwiseGemm::Argument karg) { }\n"
+        "template <typename GridwiseGemm, index_t MinimumOccupancy "
+        "= 1>\n__global__ void\n#if CK_USE_LAUNCH_BOUNDS\n"
+        "__launch_bounds__(256, MinimumOccupancy)\n#endif\n "
+        "kernel_x(typename GridwiseGemm::Argument karg) { }\n"
         "template <typename ALayout, index_t BlockSize, index_t MPerBlock>\n"
         "struct DeviceMacroOp : public DeviceGemm<ALayout>\n{\n    GET_NXDL_PER_WAVE_IMPL\n"
         "    static constexpr auto NXdlPerWave64 = GetNXdlPerWave<true>();\n};\n"
@@ -135,12 +139,15 @@ def test_recovers_from_macros_ck_headers_use():
 
 
 def test_token_fallback_for_what_tree_sitter_cannot_parse():
-    """`enable_if<N >= 1 ...>` in a parameter default defeats tree-sitter; the token fallback reads the list."""
+    """`enable_if<N >= 1 ...>` in a parameter default defeats
+    tree-sitter; the token fallback reads the list."""
     fr = one(
         "template <index_t NDimSpatial, typename Layout, index_t BlockSize,\n"
-        "          typename std::enable_if<NDimSpatial >= 1 && NDimSpatial <= 3, bool>::type = false>\n"
+        "          typename std::enable_if<NDimSpatial "
+        ">= 1 && NDimSpatial <= 3, bool>::type = false>\n"
         "struct DeviceRearrange\n    : public DeviceConvTensorRearrange<NDimSpatial, Layout>\n{\n"
-        "    static constexpr bool x = std::is_same_v<Layout, int> || std::is_same_v<Layout, long>;\n};\n"
+        "    static constexpr bool x = std::is_same_v<Layout, "
+        "int> || std::is_same_v<Layout, long>;\n};\n"
     )
     (row,) = fr.rows
     assert (row.name, row.line, row.base) == ("DeviceRearrange", 1, "DeviceConvTensorRearrange")
@@ -157,7 +164,8 @@ def test_binary_and_broken_headers_are_diagnosed(copy_tree):
     root = copy_tree("ck_mini")
     (root / IMPL / "device_junk.hpp").write_bytes(b"\x7fELF\x00\x00\x01" * 50)
     (root / IMPL / "device_broken.hpp").write_text(
-        "template <typename A, index_t B\nstruct DeviceBroken : public DeviceGemm<A {\n  int x = ;\n"
+        "template <typename A, index_t B\nstruct "
+        "DeviceBroken : public DeviceGemm<A {\n  int x = ;\n"
     )
     ops, diags = read_ops(root)
     assert "DeviceGemm_Xdl_CShuffleV3" in ops and "DeviceGemmXdl" in ops  # the rest still read

@@ -14,7 +14,8 @@ from ckkb.kb.schema.base import col, table
 
 @table(
     "aiter_kernel_lists",
-    "Every dict of kernel instances in aiter's CK kernel-list files (csrc/ck_*/*_common.py, *_instance.py), read "
+    "Every dict of kernel instances in aiter's CK kernel-list "
+    "files (csrc/ck_*/*_common.py, *_instance.py), read "
     "statically with libcst: `kernels_list`, `default_kernels_dict`, per-arch lists.",
     pk="id",
     indexes=(("op",), ("file",)),
@@ -37,7 +38,8 @@ class AiterKernelListRow:
 
 @table(
     "aiter_kernels",
-    "One row per entry of an aiter kernel list: its id, field values and the kernelName its `name` property "
+    "One row per entry of an aiter kernel list: its id, "
+    "field values and the kernelName its `name` property "
     "composes (evaluated statically), plus normalised CK columns for joining with CK instances.",
     indexes=(("op", "kernel_id"), ("list_id",), ("name",)),
 )
@@ -72,7 +74,8 @@ class AiterKernelRow:
 
 @table(
     "aiter_tuner_options",
-    "Command-line options of aiter's tuners (aiter/utility/base_tuner.py and the per-op *_tune.py): flags, "
+    "Command-line options of aiter's tuners "
+    "(aiter/utility/base_tuner.py and the per-op *_tune.py): flags, "
     "action, default, read statically.",
     indexes=(("tuner",), ("option",)),
 )
@@ -87,7 +90,8 @@ class AiterTunerOptionRow:
     dest: str | None = col("argparse dest", None)
     action: str | None = col("argparse action, e.g. store_true", None)
     default: str | None = col(
-        "default as JSON: a literal, the ARG_DEFAULTS entry it resolves to, or the expression text as a string",
+        "default as JSON: a literal, the ARG_DEFAULTS entry "
+        "it resolves to, or the expression text as a string",
         None,
         json=True,
     )
@@ -97,7 +101,8 @@ class AiterTunerOptionRow:
 
 @table(
     "aiter_runtime_configs",
-    "Each tuned config the aiter runtime loads (aiter/jit/core.py): the environment variable it reads, its default "
+    "Each tuned config the aiter runtime loads (aiter/jit/core.py): "
+    "the environment variable it reads, its default "
     "path, the model_configs files merged in by default, and the merge rule of that aiter version.",
     pk="op",
 )
@@ -108,7 +113,8 @@ class AiterRuntimeConfigRow:
         "variable the runtime reads, e.g. AITER_CONFIG_GEMM_A8W8 (never the _FILE name)"
     )
     attribute: str | None = col(
-        "the resolved-path attribute of aiter.jit.core, e.g. AITER_CONFIG_GEMM_A8W8_FILE (not an env var)",
+        "the resolved-path attribute of aiter.jit.core, "
+        "e.g. AITER_CONFIG_GEMM_A8W8_FILE (not an env var)",
         None,
     )
     tuned_name: str | None = col("merge name passed to get_config_file, e.g. a8w8_tuned_gemm", None)
@@ -140,7 +146,8 @@ class AiterRuntimeConfigRow:
 
 @table(
     "aiter_config_files",
-    "Every tuned / untuned config CSV read (aiter/configs, aiter/configs/model_configs), with its columns and op.",
+    "Every tuned / untuned config CSV read (aiter/configs, "
+    "aiter/configs/model_configs), with its columns and op.",
     pk="id",
 )
 @dataclass(kw_only=True, slots=True)
@@ -189,7 +196,8 @@ class AiterConfigRowRow:
 
 @table(
     "aiter_audit_findings",
-    "Findings of `ckkb audit` over the default aiter configs and kernel lists, computed at build time "
+    "Findings of `ckkb audit` over the default aiter "
+    "configs and kernel lists, computed at build time "
     "(rules that need ingested measurements run in `ckkb audit --db`).",
     indexes=(("rule",), ("severity",), ("file",)),
 )

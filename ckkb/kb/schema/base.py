@@ -10,11 +10,17 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 BUILT = "built"  # derived from source trees; rebuilt from scratch by `ckkb build`
 INGESTED = "ingested"  # user data (logs, bundles); carried over by every rebuild
+
+R = TypeVar("R", bound="DataclassInstance")
 
 
 @dataclass(frozen=True)
@@ -83,13 +89,13 @@ def table(
     fts: tuple[str, ...] = (),
     group: str = "",
     provenance: bool | None = None,
-):
+) -> Callable[[type[R]], type[R]]:
     """Class decorator: register a dataclass as the row type of table `name`.
 
     Built tables get a `source_id` provenance column automatically (filled by the build).
     """
 
-    def wrap(cls: type) -> type:
+    def wrap(cls: type[R]) -> type[R]:
         hints = typing.get_type_hints(cls)
         cols: list[Column] = []
         for f in dataclasses.fields(cls):
@@ -112,7 +118,8 @@ def table(
             fts,
             group or cls.__module__.rsplit(".", 1)[-1],
         )
-        cls.__table__ = name
+        registered: Any = cls  # mypy cannot see an attribute a decorator adds
+        registered.__table__ = name
         return cls
 
     return wrap

@@ -13,9 +13,12 @@ from ckkb.kb.schema.base import col, table
 
 @table(
     "device_ops",
-    "Device-op class templates declared in include/ck/tensor_operation/gpu/device/impl/*.hpp, with their "
-    "template parameter names in order: the names instance fields use. A name may occur twice when two "
-    "headers define the same class template (CK's b_scale header redefines DeviceGemm_Xdl_CShuffleV3); "
+    "Device-op class templates declared in "
+    "include/ck/tensor_operation/gpu/device/impl/*.hpp, with their "
+    "template parameter names in order: the names "
+    "instance fields use. A name may occur twice when two "
+    "headers define the same class template (CK's b_scale "
+    "header redefines DeviceGemm_Xdl_CShuffleV3); "
     "instances.template_file says which one an instance uses.",
     pk="id",
     indexes=(("name",),),
@@ -27,7 +30,8 @@ class DeviceOpRow:
     file: str = col("header, relative to the CK root")
     line: int = col("line of the template declaration")
     params: list[Any] = col(
-        'template parameters in order: [{"name", "kind": "type"|"value"|"pack", "type", "default"}]',
+        'template parameters in order: [{"name", "kind": '
+        '"type"|"value"|"pack", "type", "default"}]',
         json=True,
     )
     base: str | None = col("first base class (the device-op interface), e.g. DeviceGemmV2", None)
@@ -38,7 +42,8 @@ class DeviceOpRow:
 
 @table(
     "instance_lists",
-    "Every `using NAME = std::tuple<...>` instance list under library/src/tensor_operation_instance/gpu/ "
+    "Every `using NAME = std::tuple<...>` instance list "
+    "under library/src/tensor_operation_instance/gpu/ "
     "(sources, headers and CMake .in templates).",
     pk="id",
     indexes=(("name",), ("dir",)),
@@ -65,8 +70,10 @@ class InstanceListRow:
         "preprocessor conditions around the declaration, joined with && ('' when none)", ""
     )
     alias_of: str = col(
-        "for `using NAME = other_list<args>;`: that instantiation as written (the entries are other_list's, with its "
-        "template parameters bound to args; their file/line point into other_list); '' for a std::tuple list",
+        "for `using NAME = other_list<args>;`: that instantiation "
+        "as written (the entries are other_list's, with its "
+        "template parameters bound to args; their file/line "
+        "point into other_list); '' for a std::tuple list",
         "",
     )
     cmake_vars: list[Any] = col(
@@ -76,7 +83,8 @@ class InstanceListRow:
 
 @table(
     "instances",
-    "One row per tuple entry of an instance list: its device-op template, raw and alias-resolved arguments, "
+    "One row per tuple entry of an instance list: its "
+    "device-op template, raw and alias-resolved arguments, "
     "fields named by the device op's own template parameters, and normalised cross-op columns.",
     pk="id",
     indexes=(("list_id",), ("template",), ("dir",), ("tile_m", "tile_n", "tile_k")),
@@ -112,7 +120,8 @@ class InstanceRow:
         default=[],
     )
     fields: dict[str, Any] = col(
-        "CK template parameter name -> resolved value (parameters the entry leaves out get the op's default)",
+        "CK template parameter name -> resolved value "
+        "(parameters the entry leaves out get the op's default)",
         json=True,
         default={},
     )
@@ -122,7 +131,8 @@ class InstanceRow:
         default=[],
     )
     mapping: str = col(
-        "how fields were named: ok | arity_mismatch (argument count outside the op's range) | unknown_template "
+        "how fields were named: ok | arity_mismatch (argument "
+        "count outside the op's range) | unknown_template "
         "(no device_ops row) | nested_list (entry is another list) | not_template",
         "ok",
     )

@@ -33,7 +33,8 @@ class AddFunctionRow:
 
 @table(
     "registrations",
-    "Every add_device_operation_instances(...) call: which list it instantiates with which template arguments, "
+    "Every add_device_operation_instances(...) call: which "
+    "list it instantiates with which template arguments, "
     "inside which add function, under which condition chain.",
     pk="id",
     indexes=(("function",), ("list_name",), ("list_id",), ("dir",)),
@@ -60,7 +61,8 @@ class RegistrationRow:
         "the whole guarding condition chain as readable text ('' when unconditional)", ""
     )
     conditions: list[Any] = col(
-        'guards, outermost first: [{"kind": "device_name"|"capability"|"preprocessor"|"other", "text", '
+        'guards, outermost first: [{"kind": '
+        '"device_name"|"capability"|"preprocessor"|"other", "text", '
         '"branch": "then"|"else", "file", "line", "arch", "op"}]',
         json=True,
         default=[],
@@ -69,8 +71,10 @@ class RegistrationRow:
 
 @table(
     "gates",
-    "One row per `if`/`#if` that guards registrations: device-name compares, capability calls, preprocessor "
-    "guards. For device-name gates `effect` is exclude (adds skipped on `arch`) or only (adds happen only on `arch`).",
+    "One row per `if`/`#if` that guards registrations: "
+    "device-name compares, capability calls, preprocessor "
+    "guards. For device-name gates `effect` is exclude (adds "
+    "skipped on `arch`) or only (adds happen only on `arch`).",
     pk="id",
     indexes=(("kind",), ("dir",), ("arch",)),
 )
@@ -90,7 +94,8 @@ class GateRow:
 
 @table(
     "availability",
-    "Per (registration, arch): whether the registration adds its list on that arch, and if not the first layer "
+    "Per (registration, arch): whether the registration "
+    "adds its list on that arch, and if not the first layer "
     "that removes it (build, preprocessor, registration, capability) with file and line.",
     indexes=(("registration_id", "arch"), ("arch",)),
 )
@@ -109,7 +114,8 @@ class AvailabilityRow:
 
 @table(
     "factories",
-    "Factory headers under library/include/ck/library/tensor_operation_instance/gpu/: which add functions serve which "
+    "Factory headers under library/include/ck/library/tensor_operation_instance/gpu/: "
+    "which add functions serve which "
     "device-op interface, data types and layouts, under which preprocessor guards.",
     indexes=(("function",), ("file",), ("interface",)),
 )
@@ -156,7 +162,8 @@ class BuildRuleRow:
 
 @table(
     "file_builds",
-    "Per (instance source file, arch): whether CMake compiles it for that arch, and the rule that decides.",
+    "Per (instance source file, arch): whether CMake "
+    "compiles it for that arch, and the rule that decides.",
     indexes=(("file",), ("arch",)),
 )
 @dataclass(kw_only=True, slots=True)
@@ -171,7 +178,8 @@ class FileBuildRow:
 
 @table(
     "build_defines",
-    "Preprocessor macros a default build defines, per arch: CMake add_definitions(-D...) of the top-level "
+    "Preprocessor macros a default build defines, per "
+    "arch: CMake add_definitions(-D...) of the top-level "
     "CMakeLists.txt (evaluated per arch) and the unconditional #defines of include/ck/ck.hpp.",
     indexes=(("arch",), ("name",)),
 )

@@ -37,7 +37,8 @@ class HarnessResultRow:
     dtype: str = col("operand dtype: bf16 | fp16 | fp8")
     out_dtype: str = col("output dtype: bf16 | fp16 | fp32")
     layout: str = col(
-        "operand layout the candidate was called with: `tn` (B stored N x K, F.linear) or `nn` (B stored K x N)"
+        "operand layout the candidate was called with: `tn` "
+        "(B stored N x K, F.linear) or `nn` (B stored K x N)"
     )
     regime: str = col(
         "warm (one operand set) | cold (operand sets rotated past the last-level cache)"
@@ -53,7 +54,8 @@ class HarnessResultRow:
     spread: float | None = col("relative spread of the samples: (p75 - p25) / median", None)
     samples: int | None = col("number of timed samples behind the median", None)
     method: str | None = col(
-        "graph (CUDA/HIP graph of many back-to-back calls) | events (device events around each call)",
+        "graph (CUDA/HIP graph of many back-to-back "
+        "calls) | events (device events around each call)",
         None,
     )
     tflops: float | None = col("achieved TFLOP/s: 2*M*N*K / us", None)
@@ -75,7 +77,8 @@ class HarnessResultRow:
     )
     config_row: int | None = col("1-based data row in that config file", None)
     extra: dict[str, Any] = col(
-        "the rest of the methodology: torch version, clocks, buffer count and bytes, warm-up, repetitions, ceilings used",
+        "the rest of the methodology: torch version, clocks, buffer "
+        "count and bytes, warm-up, repetitions, ceilings used",
         {},
         json=True,
     )
@@ -83,7 +86,8 @@ class HarnessResultRow:
 
 @table(
     "harness_ceilings",
-    "Ceilings measured by `ckkb harness` on the host (a large device copy, a read-only stream, a large GEMM) and the "
+    "Ceilings measured by `ckkb harness` on the host (a large "
+    "device copy, a read-only stream, a large GEMM) and the "
     "same operations timed by `triton.testing.do_bench` in the same run, as a cross-check.",
     kind=INGESTED,
 )
@@ -93,7 +97,8 @@ class HarnessCeilingRow:
     device: str = col("device name")
     arch: str = col("gfx arch or sm_XY compute capability")
     what: str = col(
-        "copy (device-to-device copy) | read (read-only stream: a sum) | gemm_bf16 | gemm_fp8 (8192^3 by default)"
+        "copy (device-to-device copy) | read (read-only stream: "
+        "a sum) | gemm_bf16 | gemm_fp8 (8192^3 by default)"
     )
     size: str = col("operation size: bytes copied, or MxNxK")
     us: float = col("harness median time, microseconds (device events)")

@@ -14,8 +14,10 @@ from ckkb.kb.schema.base import col, table
 
 @table(
     "name_schemas",
-    "One row per GetTypeString() implementation under include/ck/tensor_operation/gpu/device/impl/: the "
-    "sequence of literals and template parameters it streams, read with tree-sitter. `ckkb parse` maps a "
+    "One row per GetTypeString() implementation under "
+    "include/ck/tensor_operation/gpu/device/impl/: the "
+    "sequence of literals and template parameters it "
+    "streams, read with tree-sitter. `ckkb parse` maps a "
     "printed name to CK parameter names with it.",
     pk="id",
     indexes=(("device_op",), ("status",)),
@@ -36,8 +38,10 @@ class NameSchemaRow:
     file: str = col("header, relative to the CK root")
     line: int = col("line of GetTypeString()")
     tokens: list[Any] = col(
-        'the streamed sequence: [{"lit": text} | {"ref": param, "conv": value|spec|layout_initial|layout_name|enum|at, '
-        '"kind": int|bool|type|enum, "map", "index", "default"} | {"derived": name, "expr"} | {"alt": [[...], [...]], "cond"}]',
+        'the streamed sequence: [{"lit": text} | {"ref": param, '
+        '"conv": value|spec|layout_initial|layout_name|enum|at, '
+        '"kind": int|bool|type|enum, "map", "index", "default"} | '
+        '{"derived": name, "expr"} | {"alt": [[...], [...]], "cond"}]',
         json=True,
         default=[],
     )
@@ -47,7 +51,8 @@ class NameSchemaRow:
         default=[],
     )
     status: str = col(
-        "matched (literals and template parameters only) | partial (has derived or conditional parts) | unsupported"
+        "matched (literals and template parameters only) | "
+        "partial (has derived or conditional parts) | unsupported"
     )
     reasons: list[Any] = col(
         "why partial or unsupported, e.g. 'derived: PrefetchStages (computed at run time)'",
@@ -59,8 +64,10 @@ class NameSchemaRow:
 
 @table(
     "instance_keys",
-    "Per (instance, registration binding): the key its printed name carries (op, padding, layouts, block size, "
-    "tile, MFMA shape, waves, vector widths, scheduler, pipeline) and the printed name itself where the schema "
+    "Per (instance, registration binding): the key its "
+    "printed name carries (op, padding, layouts, block size, "
+    "tile, MFMA shape, waves, vector widths, scheduler, "
+    "pipeline) and the printed name itself where the schema "
     "has no run-time values. `ckkb locate` looks names up here.",
     pk="id",
     indexes=(("key",), ("instance_id",), ("registration_id",), ("op",)),

@@ -15,8 +15,10 @@ from ckkb.kb.schema.base import INGESTED, col, table
 
 @table(
     "profiler_ops",
-    "Every REGISTER_PROFILER_OPERATION in CK's profiler/src/: the ckProfiler op name, its description, where it "
-    "is registered, the usage text it prints, and the device-op interfaces its profile_*_impl.hpp instantiates.",
+    "Every REGISTER_PROFILER_OPERATION in CK's profiler/src/: "
+    "the ckProfiler op name, its description, where it "
+    "is registered, the usage text it prints, and the "
+    "device-op interfaces its profile_*_impl.hpp instantiates.",
     pk="name",
     fts=("name", "description"),
 )
@@ -28,7 +30,8 @@ class ProfilerOpRow:
     line: int = col("line of the REGISTER_PROFILER_OPERATION")
     function: str = col("the registered C++ function, e.g. profile_gemm_universal")
     gemm_family: bool = col(
-        "GEMM-family op: its name contains 'gemm' (gemm, batched_gemm, grouped_gemm, fused GEMMs ...)"
+        "GEMM-family op: its name contains 'gemm' (gemm, "
+        "batched_gemm, grouped_gemm, fused GEMMs ...)"
     )
     usage: str = col(
         "the usage text the op prints when called with wrong arguments, literals concatenated", ""
@@ -47,7 +50,8 @@ class ProfilerOpRow:
         "profiler/include/profiler/*_impl.hpp headers the source includes", json=True, default=[]
     )
     interfaces: list[Any] = col(
-        "device-op interfaces the impl header asks DeviceOperationInstanceFactory for, e.g. ['DeviceGemm'], "
+        "device-op interfaces the impl header asks "
+        "DeviceOperationInstanceFactory for, e.g. ['DeviceGemm'], "
         "resolved through `using DeviceOp = ...`",
         json=True,
         default=[],
@@ -56,7 +60,8 @@ class ProfilerOpRow:
 
 @table(
     "profiler_args",
-    "Each ckProfiler op's legend as its usage text prints it: one row per position (arg8 to 13 expanded), "
+    "Each ckProfiler op's legend as its usage text prints "
+    "it: one row per position (arg8 to 13 expanded), "
     "with the code table inside the text, plus --options of ops that take flags.",
     indexes=(("op", "position"),),
 )
@@ -88,7 +93,8 @@ class ProfilerArgRow:
 
 @table(
     "profiler_quirks",
-    "Behaviour of a ckProfiler op read from its source that changes what a result means, e.g. gemm_universal "
+    "Behaviour of a ckProfiler op read from its source "
+    "that changes what a result means, e.g. gemm_universal "
     "swapping M and N (with their strides) when N % 8 != 0 and M % 8 == 0.",
     indexes=(("op",),),
 )
@@ -100,10 +106,12 @@ class ProfilerQuirkRow:
         "the C++ condition as written, argv indexes replaced by legend names in `summary`"
     )
     summary: str = col(
-        "one sentence for people, e.g. 'when N % 8 != 0 && M % 8 == 0 the op swaps M<->N, StrideA<->StrideB'"
+        "one sentence for people, e.g. 'when N % 8 != 0 && "
+        "M % 8 == 0 the op swaps M<->N, StrideA<->StrideB'"
     )
     details: dict[str, Any] = col(
-        '{"swaps": [[8, 9], [11, 12]], "names": [["M", "N"], ...], "test": {"position", "mod", "op", "value"} list}',
+        '{"swaps": [[8, 9], [11, 12]], "names": [["M", "N"], '
+        '...], "test": {"position", "mod", "op", "value"} list}',
         json=True,
         default={},
     )
@@ -113,8 +121,10 @@ class ProfilerQuirkRow:
 
 @table(
     "races",
-    "One ckProfiler run of one op on one shape, with the context it ran in (ingested from logs and bundles). "
-    "Shape and arguments come from the command (via the op's legend) when known, else from the log's own lines.",
+    "One ckProfiler run of one op on one shape, with the "
+    "context it ran in (ingested from logs and bundles). "
+    "Shape and arguments come from the command (via the op's "
+    "legend) when known, else from the log's own lines.",
     pk="id",
     indexes=(("op", "dtype", "layout", "M", "N", "K"), ("arch",), ("sha256",)),
     kind=INGESTED,
@@ -124,12 +134,14 @@ class RaceRow:
     id: int = col("race id")
     op: str | None = col("ckProfiler op, e.g. gemm (from the command or the log)", None)
     dtype: str | None = col(
-        "data type label: fp16, bf16, fp32, int8, fp8 ... (legend code label or the Best line's datatype)",
+        "data type label: fp16, bf16, fp32, int8, fp8 ... "
+        "(legend code label or the Best line's datatype)",
         None,
     )
     dtype_code: int | None = col("arg2 data-type code as passed, when the command is known", None)
     layout: str | None = col(
-        "layout name, e.g. mk_nk (A[m,k] * B[n,k]); from the legend code label or the Best line's A/B layouts",
+        "layout name, e.g. mk_nk (A[m,k] * B[n,k]); from the "
+        "legend code label or the Best line's A/B layouts",
         None,
     )
     layout_code: int | None = col("layout code as passed, when the command is known", None)
@@ -183,7 +195,8 @@ class RaceRow:
 
 @table(
     "race_results",
-    "One row per instance line of a race: timed (Perf:), unsupported ('does not support this problem') or failed verification.",
+    "One row per instance line of a race: timed (Perf:), unsupported "
+    "('does not support this problem') or failed verification.",
     pk="id",
     # no index on name: results are looked up by race; names join race_names through its primary key
     # (an index on 1M long names costs ~1.4 s of a bulk ingest)
@@ -206,14 +219,16 @@ class RaceResultRow:
     kbatch: int | None = col("', KBatch N' suffix", None)
     name: str = col("instance string as printed (wrapped lines joined, KBatch suffix removed)")
     raw: str | None = col(
-        "the text after 'GB/s,' as printed, when it differs from `name` (wrapped lines, KBatch suffix); NULL when identical",
+        "the text after 'GB/s,' as printed, when it differs from "
+        "`name` (wrapped lines, KBatch suffix); NULL when identical",
         None,
     )
 
 
 @table(
     "race_names",
-    "Every distinct instance name seen in ingested races, parsed once (ckkb.names.parse with the knowledge base's "
+    "Every distinct instance name seen in ingested races, "
+    "parsed once (ckkb.names.parse with the knowledge base's "
     "name schemas at ingest time). The view race_results_named joins it to every result.",
     pk="name",
     kind=INGESTED,
@@ -234,7 +249,8 @@ class RaceNameRow:
 
 @table(
     "ingest_errors",
-    "Lines of ingested files that looked like ckProfiler output but could not be read, and bundle records that could "
+    "Lines of ingested files that looked like ckProfiler output "
+    "but could not be read, and bundle records that could "
     "not be stored: file, line, message. The rest of the file is stored.",
     pk="id",
     indexes=(("sha256",),),
