@@ -32,6 +32,13 @@ from ckkb.diagnostics import Diagnostic
 from ckkb.extract import cpp
 from ckkb.extract.conditions import NodeIndex
 from ckkb.extract.files import list_files
+from ckkb.extract.profiler_usage import (
+    literal,
+    nodes,
+    parse_legend,
+    string_macros,
+    usage_text,
+)
 from ckkb.kb.schema.profiler import ProfilerArgRow, ProfilerOpRow, ProfilerQuirkRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
 
@@ -52,292 +59,12 @@ _SRC_TYPES = (
 _IMPL_TYPES = ("alias_declaration", "template_type")
 
 
-def _nodes(root: ts.Node, node_type: str, idx: NodeIndex | None) -> list[ts.Node]:
-    """Nodes of one type under root, in pre-order: from the index when there is one."""
-    return idx[node_type] if idx is not None else list(cpp.walk(root, node_type))
-
-
-# ----------------------------------------------------------------------------- literals
-
-
-_ESC = {
-    "n": "\n",
-    "t": "\t",
-    "r": "\r",
-    "\\": "\\",
-    '"': '"',
-    "'": "'",
-    "0": "\0",
-    "a": "\a",
-    "b": "\b",
-    "f": "\f",
-    "v": "\v",
-    "?": "?",
-}
-
-
-_ESCAPE = re.compile(r"\\(.)", re.S)
-
-
-def _unescape(body: str) -> str:
-    if "\\" not in body:
-        return body
-    return _ESCAPE.sub(lambda m: _ESC.get(m[1], m[1]), body)
-
-
-def _literal(node: ts.Node, src: bytes, macros: dict[str, str]) -> str | None:
-    """The value of a string literal, concatenated string (macros resolved), else None."""
-    t = node.type
-    if t == "string_literal":
-        raw = cpp.text(node, src)
-        q = raw.find('"')
-        return _unescape(raw[q + 1 : -1]) if q >= 0 and raw.endswith('"') else None
-    if t == "raw_string_literal":
-        raw = cpp.text(node, src)
-        m = re.match(r'^\w*R"([^(]*)\((.*)\)\1"$', raw, re.S)
-        return m.group(2) if m else None
-    if t == "concatenated_string":
-        parts = []
-        for ch in node.named_children:
-            v = _literal(ch, src, macros)
-            if v is None:
-                return None
-            parts.append(v)
-        return "".join(parts)
-    if t == "identifier":
-        return macros.get(cpp.text(node, src))
-    if t == "ERROR" and node.named_child_count:
-        # tree-sitter wraps a macro between two literals ("a" OP_NAME "b") in an ERROR node
-        parts = []
-        for ch in node.named_children:
-            v = _literal(ch, src, macros)
-            if v is None:
-                return None
-            parts.append(v)
-        return "".join(parts)
-    if t == "parenthesized_expression" and node.named_child_count == 1:
-        return _literal(node.named_children[0], src, macros)
-    return None
-
-
-def _macros(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for d in _nodes(root, "preproc_def", idx):
-        name = d.child_by_field_name("name")
-        value = d.child_by_field_name("value")
-        if name is None or value is None:
-            continue
-        v = cpp.text(value, src).strip()
-        sub = cpp.parse(("const char* x = " + v + ";").encode())
-        for n in cpp.walk(sub.root_node, ("string_literal", "concatenated_string")):
-            lit = _literal(n, ("const char* x = " + v + ";").encode(), out)
-            if lit is not None:
-                out[cpp.text(name, src)] = lit
-            break
-    return out
-
-
-# ----------------------------------------------------------------------------- usage text
-
-
-def _print_text(stmt: ts.Node, src: bytes, macros: dict[str, str]) -> str | None:
-    """Text printed by one statement (`printf("...")` or `std::cout << ... ;`), else None."""
-    if stmt.type != "expression_statement" or stmt.named_child_count == 0:
-        return None
-    e = stmt.named_children[0]
-    if e.type == "call_expression":
-        fn = e.child_by_field_name("function")
-        if fn is None or cpp.text(fn, src) not in ("printf", "std::printf", "puts", "std::puts"):
-            return None
-        args = e.child_by_field_name("arguments")
-        if args is None or args.named_child_count == 0:
-            return None
-        v = _literal(args.named_children[0], src, macros)
-        if v is None:
-            return None
-        return v + ("\n" if cpp.text(fn, src).endswith("puts") else "")
-    if e.type == "binary_expression":
-        ops: list[ts.Node] = []
-        n: ts.Node | None = e
-        while n is not None and n.type == "binary_expression":
-            op, right = n.child_by_field_name("operator"), n.child_by_field_name("right")
-            if op is None or right is None or cpp.text(op, src) != "<<":
-                break
-            ops.append(right)
-            n = n.child_by_field_name("left")
-        if n is None:
-            return None
-        if cpp.text(n, src).replace(" ", "") not in ("std::cout", "std::cerr", "cout", "cerr"):
-            return None
-        parts = []
-        for o in reversed(ops):
-            t = cpp.text(o, src).strip()
-            if t in ("std::endl", "endl"):
-                parts.append("\n")
-                continue
-            v = _literal(o, src, macros)
-            parts.append(v if v is not None else "\n{" + t + "}\n")
-        return "".join(parts)
-    return None
-
-
-_LEGEND_START = re.compile(r"(^|\n)\s*(arg\d+|--\w)")
-
-
-def _usage(
-    root: ts.Node, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None
-) -> tuple[str, int | None]:
-    """The usage text: every print statement of the block holding the first legend print."""
-    for stmt in _nodes(root, "expression_statement", idx):
-        t = _print_text(stmt, src, macros)
-        if t is None or not _LEGEND_START.search(t):
-            continue
-        block = stmt.parent
-        if block is None:
-            continue
-        parts = []
-        for s in block.named_children:
-            pt = _print_text(s, src, macros)
-            if pt is not None:
-                parts.append(pt)
-        return "".join(parts), cpp.line(stmt)
-    return "", None
-
-
-# ----------------------------------------------------------------------------- legend
-
-
-_ENTRY = re.compile(
-    r"^\s*arg(?P<a>\d+)(?:/\d+)?(?:\s*(?:to|-)\s*(?:arg)?(?P<b>\d+)(?:/\d+)?)?\s*:\s*(?P<rest>.*)$"
-)
-_OPTION = re.compile(r"^\s*(?P<flag>--[\w-]+)(?:\s+or\s+(?P<short>-\w))?\s*[:,]?\s*(?P<rest>.*)$")
-_CODE = re.compile(r"(?:(?<=[(;,])|(?<=^)|(?<=\s))(\d+)\s*[:=]\s*")
-_DEFAULT = re.compile(r"default\s*[:=]?\s*(-?[\w.]+)", re.I)
-
-
-def parse_codes(text: str) -> dict[str, str]:
-    """'data type (0: fp32; 1: fp16; 2: bf16)' -> {'0': 'fp32', '1': 'fp16', '2': 'bf16'}."""
-    p = text.find("(")
-    if p < 0:
-        return {}
-    body = text[p + 1 :]
-    hits = list(_CODE.finditer(body))
-    out: dict[str, str] = {}
-    for i, m in enumerate(hits):
-        end = hits[i + 1].start() if i + 1 < len(hits) else len(body)
-        label = body[m.end() : end].strip()
-        if i + 1 == len(hits) and label.endswith(")") and label.count(")") > label.count("("):
-            label = label[: label.rfind(")")]
-        label = re.sub(r"\s+", " ", label).strip().rstrip(";,").strip()
-        if m.group(1) in out:
-            continue
-        out[m.group(1)] = label
-    return out
-
-
-def _entry_name(rest: str) -> str:
-    name = rest.split("(", 1)[0].strip()
-    return re.sub(r"\s+", " ", name).rstrip(":").strip() or rest.strip()
-
-
-def parse_legend(usage: str, first_line: int = 0) -> list[dict[str, Any]]:
-    """Usage text -> legend entries: {position, name, text, codes, optional, default, kind}."""
-    entries: list[dict[str, Any]] = []
-    optional = False
-    cur: dict[str, Any] | None = None
-    for raw in usage.split("\n"):
-        s = raw.strip()
-        if not s:
-            cur = None
-            continue
-        if s.lower().rstrip(":") in ("optional", "optional arguments"):
-            optional = True
-            cur = None
-            continue
-        m = _ENTRY.match(raw)
-        if m:
-            cur = {
-                "a": int(m.group("a")),
-                "b": int(m.group("b")) if m.group("b") else None,
-                "text": s,
-                "optional": optional,
-                "kind": "positional",
-            }
-            entries.append(cur)
-            continue
-        m = _OPTION.match(raw)
-        if m:
-            cur = {"flag": m.group("flag"), "text": s, "optional": True, "kind": "option"}
-            entries.append(cur)
-            continue
-        if s.startswith("{"):
-            cur = (
-                None  # a non-literal operand (e.g. a helper message function): not part of an entry
-            )
-            continue
-        if cur is not None:
-            cur["text"] += "\n" + s
-    out = []
-    for e in entries:
-        text = e["text"]
-        flat = re.sub(r"\s*\n\s*", " ", text)
-        if e["kind"] == "option":
-            out.append(
-                {
-                    "position": None,
-                    "name": e["flag"],
-                    "text": text,
-                    "codes": {},
-                    "optional": True,
-                    "default": _default(flat),
-                    "kind": "option",
-                }
-            )
-            continue
-        rest = flat.split(":", 1)[1].strip()
-        opt = e["optional"] or "(optional)" in rest.lower()
-        if e["b"] is not None and e["b"] >= e["a"]:
-            names = [n.strip() for n in rest.split(",")]
-            count = e["b"] - e["a"] + 1
-            if len(names) == count and all(names):
-                for i, n in enumerate(names):
-                    out.append(
-                        {
-                            "position": e["a"] + i,
-                            "name": n,
-                            "text": text,
-                            "codes": {},
-                            "optional": opt,
-                            "default": None,
-                            "kind": "positional",
-                        }
-                    )
-                continue
-        out.append(
-            {
-                "position": e["a"],
-                "name": _entry_name(rest),
-                "text": text,
-                "codes": parse_codes(flat),
-                "optional": opt,
-                "default": _default(flat),
-                "kind": "positional",
-            }
-        )
-    return out
-
-
-def _default(text: str) -> str | None:
-    m = _DEFAULT.search(text)
-    return m.group(1).rstrip(",)") if m else None
-
-
 # ----------------------------------------------------------------------------- enums, argc, quirks
 
 
 def _enums(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for n in _nodes(root, "enum_specifier", idx):
+    for n in nodes(root, "enum_specifier", idx):
         name = n.child_by_field_name("name")
         body = n.child_by_field_name("body")
         if name is None or body is None:
@@ -363,7 +90,7 @@ def _enums(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> dict[str,
 
 
 def _argc_allowed(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> list[int]:
-    for n in _nodes(root, "if_statement", idx):
+    for n in nodes(root, "if_statement", idx):
         cond = n.child_by_field_name("condition")
         if cond is None:
             continue
@@ -437,7 +164,7 @@ def _quirks(
     root: ts.Node, src: bytes, names: dict[int, str], idx: NodeIndex | None = None
 ) -> list[dict[str, Any]]:
     out = []
-    for n in _nodes(root, "if_statement", idx):
+    for n in nodes(root, "if_statement", idx):
         alt = n.child_by_field_name("alternative")
         cons = n.child_by_field_name("consequence")
         cond = n.child_by_field_name("condition")
@@ -492,7 +219,7 @@ def _registrations(
     root: ts.Node, src: bytes, macros: dict[str, str], idx: NodeIndex | None = None
 ) -> list[dict[str, Any]]:
     out = []
-    for c in _nodes(root, "call_expression", idx):
+    for c in nodes(root, "call_expression", idx):
         fn = c.child_by_field_name("function")
         if fn is None or cpp.text(fn, src) != REGISTER:
             continue
@@ -500,8 +227,8 @@ def _registrations(
         if args is None or args.named_child_count < 3:
             continue
         a = args.named_children
-        name = _literal(a[0], src, macros)
-        desc = _literal(a[1], src, macros)
+        name = literal(a[0], src, macros)
+        desc = literal(a[1], src, macros)
         out.append(
             {
                 "name": name,
@@ -516,7 +243,7 @@ def _registrations(
 
 def _includes(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> list[str]:
     out = []
-    for inc in _nodes(root, "preproc_include", idx):
+    for inc in nodes(root, "preproc_include", idx):
         p = inc.child_by_field_name("path")
         if p is None:
             continue
@@ -528,13 +255,13 @@ def _includes(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> list[s
 
 def _interfaces(root: ts.Node, src: bytes, idx: NodeIndex | None = None) -> list[str]:
     aliases: dict[str, str] = {}
-    for a in _nodes(root, "alias_declaration", idx):
+    for a in nodes(root, "alias_declaration", idx):
         name = a.child_by_field_name("name")
         typ = a.child_by_field_name("type")
         if name is not None and typ is not None:
             aliases.setdefault(cpp.text(name, src), cpp.text(typ, src))
     out: list[str] = []
-    for t in _nodes(root, "template_type", idx):
+    for t in nodes(root, "template_type", idx):
         name = t.child_by_field_name("name")
         if name is None or cpp.text(name, src).split("::")[-1] != FACTORY:
             continue
@@ -585,7 +312,7 @@ class ProfilerStage:
         root_node = tree.root_node
         idx = NodeIndex(root_node, _SRC_TYPES)
         diags = []
-        macros = _macros(root_node, data, idx)
+        macros = string_macros(root_node, data, idx)
         regs = _registrations(root_node, data, macros, idx)
         if not regs:
             if re.search(rb"^\s*" + REGISTER.encode() + rb"\s*\(", data, re.M):
@@ -599,7 +326,7 @@ class ProfilerStage:
                     )
                 )
             return FileResult(diagnostics=diags)
-        usage, usage_line = _usage(root_node, data, macros, idx)
+        usage, usage_line = usage_text(root_node, data, macros, idx)
         legend = parse_legend(usage)
         enums = _enums(root_node, data, idx)
         argc = _argc_allowed(root_node, data, idx)

@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ckkb import sources
-from ckkb.extract import profiler as pe
-from ckkb.extract.profiler import STAGE, parse_codes, parse_legend
+from ckkb.extract import profiler_usage as pe
+from ckkb.extract.profiler import STAGE
+from ckkb.extract.profiler_usage import parse_codes, parse_legend
 from ckkb.kb.build import build
 
 
