@@ -115,7 +115,7 @@ def _sql_params(sql: str) -> list[str]:
 
 def canned_queries() -> dict[str, CannedQuery]:
     """Every canned query file under ckkb/queries/canned, by name."""
-    out = {}
+    out: dict[str, CannedQuery] = {}
     folder = resources.files("ckkb.queries").joinpath("canned")
     if not folder.is_dir():
         return out

@@ -15,7 +15,8 @@ from ckkb.kb.build.writer import insert_rows
 from ckkb.kb.schema import TABLES
 from ckkb.kb.schema.ck_instances import InstanceListRow, InstanceRow
 from ckkb.kb.schema.ck_registrations import AvailabilityRow, GateRow, RegistrationRow
-from ckkb.web import app, charts, explain, metadata, validate
+from ckkb.queries import explain
+from ckkb.web import app, charts, metadata, validate
 
 CPP = "library/src/tensor_operation_instance/gpu/gemm_universal/x/x_comp_default_instance.cpp"
 HPP = "library/src/tensor_operation_instance/gpu/gemm_universal/x/x.hpp"
@@ -308,8 +309,13 @@ def test_charts_svg():
     )
     assert svg.count("<rect") == 2
     assert "a&lt;b&gt;" in svg and "/x?a=1&amp;b=2" in svg
-    widths = [float(w) for w in re.findall(r'<rect x="\d+" y="[\d.]+" width="([\d.]+)"', svg)]
+    widths = [
+        float(w) for w in re.findall(r'<rect class="ckkb-bar[^"]*" .*? width="([\d.]+)"', svg)
+    ]
     assert widths[0] == pytest.approx(2 * widths[1])
+    assert svg.count('class="ckkb-bar ckkb-winner"') == 1  # the highlighted bar
+    assert charts.nice_ticks(436.3) == [0, 100, 200, 300, 400, 500]  # round steps past the top
+    assert charts.nice_ticks(0.98) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     svg = charts.stacked_svg(
         [("gemm_universal", {"exclude": 45, "only": 6}), ("batched_gemm", {"only": 4})],
         ["exclude", "only"],
