@@ -93,10 +93,12 @@ def hbar_svg(
         y = head + i * row
         w = max(1.0, plot * (b.value / top)) if b.value > 0 else 0
         color = PALETTE[1] if b.highlight else PALETTE[0]
-        label = b.label if len(b.label) <= 58 else b.label[:56] + "…"
+        cap = label_width // 7  # characters that fit at 12 px
+        label = b.label if len(b.label) <= cap else b.label[: cap - 1] + "…"
         tip = f"{escape(b.title or b.label)}: {_fmt(b.value)} {escape(unit)}"
         text = (
-            f'<text x="{label_width - 6}" y="{y + row * 0.7:.1f}" text-anchor="end" '
+            f'<text class="ckkb-label" data-name="{escape(b.title or b.label)}" '
+            f'x="{label_width - 6}" y="{y + row * 0.7:.1f}" text-anchor="end" '
             f'font-size="12"><title>{tip}</title>{escape(label)}</text>'
         )
         if b.href:

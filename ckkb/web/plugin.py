@@ -35,6 +35,7 @@ from ckkb.queries import explain
 from ckkb.web import (
     cells,
     choices,
+    facets,
     gate_chart,
     landing,
     metadata,
@@ -261,6 +262,11 @@ def menu_links(datasette, actor, request):
 
 
 @hookimpl
+def register_facet_classes():
+    return [facets.VocabFacet]
+
+
+@hookimpl
 def render_cell(row, value, column, table, database, datasette):
     """See ckkb.web.cells: links, yes/no, numbers with units, the vocabulary, whole text."""
     return cells.render(row, value, column, table, database, datasette)
@@ -284,6 +290,7 @@ def asgi_wrapper(datasette):
                 ).asgi_send(send)
                 return
             if scope.get("type") == "http" and scope.get("method") in ("GET", "HEAD"):
+                scope = _default_columns(datasette, scope)
                 response = await _check_canned(datasette, scope)
                 if response is not None:
                     await response.asgi_send(send)
@@ -293,6 +300,24 @@ def asgi_wrapper(datasette):
         return checked_app
 
     return wrap
+
+
+def _default_columns(datasette, scope):
+    """A table page whose URL picks no columns shows metadata.yaml's `default_columns` (the
+    request is rewritten, not redirected: Datasette's own links then carry the `_col`s)."""
+    defaults = metadata.static_metadata().get("default_columns") or {}
+    parts = scope.get("path", "").strip("/").split("/")
+    if len(parts) != 2 or parts[1] not in defaults:
+        return scope
+    qs = scope.get("query_string", b"").decode("latin-1")
+    args = parse_qsl(qs, keep_blank_values=True)
+    if any(k in ("_col", "_nocol") for k, _ in args):
+        return scope
+    db = next((d for d in datasette.databases.values() if d.route == parts[0]), None)
+    if db is None or db is not pages.kb_database(datasette):
+        return scope
+    extra = urlencode([("_col", c) for c in defaults[parts[1]]])
+    return {**scope, "query_string": (qs + "&" + extra if qs else extra).encode("latin-1")}
 
 
 async def _dirs(db) -> set[str]:

@@ -27,33 +27,43 @@ from ckkb.harness import roofline
 from ckkb.queries import explain
 from ckkb.web import charts, pages
 
-_TOKEN = re.compile(r"[^<>,\s_]+")
+_PROP = re.compile(r"(\w+)\s*:\s*([^,\s]+)")
+
+
+def _parts(name: str) -> tuple[str, list[str], list[tuple[str, str]]]:
+    """(device op, its template arguments or name fields, its `Key: value` properties)."""
+    body, _, rest = name.partition(">") if "<" in name else ("", "", name)
+    if body:
+        head, _, args = body.partition("<")
+        fields = [a.strip() for a in args.split(",")]
+    else:
+        first, _, rest = rest.partition(" ")
+        head, *fields = first.split("_")
+    return head.strip(), fields, _PROP.findall(rest)
 
 
 def diff_labels(names: list[str]) -> list[str]:
-    """Per name, the tokens where it differs from the others (a `Key:` before a differing value
-    is kept as its label). Names of different token counts fall back to the tokens between the
-    prefix and suffix all of them share."""
-    toks = [_TOKEN.findall(n) for n in names]
-    if len(names) < 2:
-        return [" ".join(t[:6]) for t in toks]
-    if len({len(t) for t in toks}) == 1:
-        differ = [k for k in range(len(toks[0])) if len({t[k] for t in toks}) > 1]
-        out = []
-        for t in toks:
-            bits = []
-            for k in differ:
-                key = t[k - 1] if k > 0 and t[k - 1].endswith(":") else ""
-                bits.append(f"{key} {t[k]}".strip())
-            out.append(" · ".join(bits) or " ".join(t[:4]))
-        return out
-    lo = 0
-    while all(len(t) > lo for t in toks) and len({t[lo] for t in toks}) == 1:
-        lo += 1
-    hi = 0
-    while all(len(t) > lo + hi for t in toks) and len({t[-1 - hi] for t in toks}) == 1:
-        hi += 1
-    return [" ".join(t[lo : len(t) - hi] or t[:4]) for t in toks]
+    """Per name, what differs from the other names: the device op (when there are several),
+    its template arguments (all of them, compact, when only numbers differ; else the differing
+    ones) and the `Key: value` properties that differ between names of the same device op (the
+    value; a number keeps its key)."""
+    parts = [_parts(n) for n in names]
+    heads = {p[0] for p in parts}
+    out = []
+    for head, fields, props in parts:
+        peers = [q for q in parts if q[0] == head and len(q[1]) == len(fields)]
+        differ = [k for k in range(len(fields)) if len({q[1][k] for q in peers}) > 1]
+        bits = [head] if len(heads) > 1 or not (differ or props) else []
+        if differ and all(fields[k].isdigit() for k in differ):
+            bits.append("<" + ",".join(fields) + ">")
+        else:
+            bits += [fields[k] for k in differ]
+        values = {k: {dict(q[2]).get(k) for q in parts if q[0] == head} for k, _ in props}
+        for k, v in props:
+            if len(values[k]) > 1:
+                bits.append(f"{k} {v}" if v.isdigit() else v)
+        out.append(" ".join(bits) or head)
+    return out
 
 
 def race_label(s: dict[str, Any]) -> str:
@@ -185,7 +195,8 @@ async def race_chart_view(datasette: Any, request: Request) -> Response:
         svg = charts.hbar_svg(
             bars,
             unit=unit,
-            label_width=420,
+            width=1100,
+            label_width=520,
             caption=f"race {race}: {unit} per instance",
             lines=lines,
         )

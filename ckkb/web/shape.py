@@ -35,7 +35,8 @@ class Spec:
     decisive: tuple[str, ...] = ()  # full text, wrapped at word and path boundaries
     hide: tuple[str, ...] = ()  # left out of the page (still in JSON and CSV)
     group_by: str | None = None  # one page row per value of this column
-    fold: Callable[[list[Row], list[list[Any]]], markupsafe.Markup] | None = None
+    # the folded cell of a group: (its rows, their rendered cells, the column names)
+    fold: Callable[[list[Row], list[list[Any]], list[str]], markupsafe.Markup] | None = None
     fold_name: str = "registrations"
     pick: Callable[[list[Row]], int] | None = None  # which row of a group speaks for it
     derived: Mapping[str, Callable[[Row], Any]] = field(default_factory=dict)
@@ -151,7 +152,7 @@ def _grouped(
         d, cells = dict(members[k][0]), list(members[k][1])
         d["_group"] = rows
         if spec.fold is not None:
-            cells.append(spec.fold(rows, [m[1] for m in members]))
+            cells.append(spec.fold(rows, [m[1] for m in members], cols))
         out.append((d, cells))
     return out
 

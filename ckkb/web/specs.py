@@ -39,7 +39,7 @@ def _why_pick(rows: list[Row]) -> int:
     return next((k for k, r in enumerate(rows) if r.get("available")), 0)
 
 
-def _why_fold(rows: list[Row], cells: list[list[Any]]) -> markupsafe.Markup:
+def _why_fold(rows: list[Row], cells: list[list[Any]], cols: list[str]) -> markupsafe.Markup:
     regs = [r for r in rows if r.get("registration_id") is not None]
     if not regs:
         return markupsafe.Markup('<span class="ckkb-note">no registering call</span>')
@@ -117,18 +117,35 @@ def _diff_summary(rows: list[Row], args: dict[str, str]) -> str:
     a, b = args.get("arch_a", ""), args.get("arch_b", "")
     lists = len({r.get("list_name") for r in rows})
     return (
-        f"{_plural(len(rows), 'instance')} in {_plural(lists, 'list')} differ: "
+        f"{_plural(len(rows), 'instance')} in {_plural(lists, 'list')} (one row each) differ: "
         f"<b>{on.get(a, 0)} only on {escape(a)}</b>, <b>{on.get(b, 0)} only on {escape(b)}</b>; "
         "evidence is the first layer that removes each on the other arch."
     )
 
 
+def _diff_fold(rows: list[Row], cells: list[list[Any]], cols: list[str]) -> markupsafe.Markup:
+    """A list's instances in one cell: how many, their tiles, each linked to its explain page."""
+    tiles = list(dict.fromkeys(tile_of(r) or "?" for r in rows))
+    shown = ", ".join(tiles[:4]) + (", …" if len(tiles) > 4 else "")
+    k = cols.index("instance_id")  # its cell links to the explain page (ckkb.web.cells)
+    items = "".join(
+        f"<li>{c[k]} {escape(tile_of(r) or '')}</li>" for r, c in zip(rows, cells, strict=True)
+    )
+    return markupsafe.Markup(
+        f"<details><summary>{_plural(len(rows), 'instance')}: {escape(shown)}</summary>"
+        f"<ul>{items}</ul></details>"
+    )
+
+
 ARCH_DIFF = Spec(
-    lead=("present_on", "absent_on", "evidence", "instance_id", "tile", "list_name"),
+    lead=("present_on", "absent_on", "evidence", "instances", "list_name", "dir", "template"),
     answer="present_on",
     decisive=("absent_on", "evidence"),
-    hide=_TILE_PARTS,
+    hide=(*_TILE_PARTS, "instance_id", "tile", "file", "line"),
     derived=_TILE,
+    group_by="list_name",
+    fold=_diff_fold,
+    fold_name="instances",
     summary=_diff_summary,
     empty="The two archs register the same instances.",
 )
@@ -162,11 +179,10 @@ def _pool_summary(rows: list[Row], args: dict[str, str]) -> str:
 
 
 POOL = Spec(
-    lead=("instance_id", "tile", *ARCHS),
+    lead=("instance_id", "tile", *ARCHS, "layout", "pipeline", "scheduler", "block_size"),
     answer="@arch",
     answer_at=2,
-    decisive=tuple(ARCHS),
-    hide=_TILE_PARTS,
+    hide=(*_TILE_PARTS, "file", "line"),
     derived=_TILE,
     summary=_pool_summary,
     columns=_pool_archs,

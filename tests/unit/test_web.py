@@ -214,7 +214,13 @@ def test_metadata_describes_every_table_from_the_schema():
         for c in t.columns:
             if c.doc:
                 assert tables[t.name]["columns"][c.name].startswith(c.doc)
-    assert tables["instances"]["facets"] == ["dir", "template", "status", "pipeline"]
+    assert tables["instances"]["facets"] == [
+        "dir",
+        "template",
+        "status",
+        {"vocab": "pipeline"},
+        {"vocab": "scheduler"},
+    ]
     assert tables["gates"]["facets"][:2] == ["kind", "arch"]
     assert tables["instances"]["label_column"] == "list_name"
     assert meta["title"].startswith("ckkb")
@@ -426,3 +432,87 @@ def test_plugin_alone_under_plain_datasette(tiny_kb, with_test_query):
         assert r.status_code == 405
 
     run(ds, go)
+
+
+def test_vocab_facet_groups_spellings():
+    from ckkb.web import facets
+
+    # hand-written counts: two spellings of the Default scheduler, two template parameters
+    rows = [
+        ("make_default_loop_scheduler()", 50),
+        ("Default", 7),
+        ("Intrawave", 20),
+        ("BlkGemmPipeSched", 3),
+        ("LoopSche", 2),
+    ]
+    got = facets.grouped("scheduler", rows)
+    assert list(got) == ["Default", "Intrawave", facets.PARAMETER]
+    assert sum(c for _, c in got["Default"]) == 57
+    assert [v for v, _ in got[facets.PARAMETER]] == ["BlkGemmPipeSched", "LoopSche"]
+    assert list(facets.grouped("pipeline", [("v3", 4), ("PipVer", 9), ("v1", 1)])) == [
+        facets.PARAMETER,
+        "v3",
+        "v1",
+    ]
+
+
+def test_race_labels_show_what_differs():
+    from ckkb.web.race_chart import diff_labels
+
+    # three names of sample 001's form: two differ only in the scheduler, one in the tile
+    names = [
+        "DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2> NumPrefetch: 1, LoopScheduler: "
+        "Interwave, PipelineVersion: v1",
+        "DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2> NumPrefetch: 1, LoopScheduler: "
+        "Default, PipelineVersion: v1",
+        "DeviceGemmXdl<256, 128, 256, 4, 8, 32, 32, 2, 4> NumPrefetch: 1, LoopScheduler: "
+        "Default, PipelineVersion: v1",
+    ]
+    assert diff_labels(names) == [
+        "<256,128,128,4,8,32,32,2,2> Interwave",
+        "<256,128,128,4,8,32,32,2,2> Default",
+        "<256,128,256,4,8,32,32,2,4> Default",
+    ]
+    split_k = [
+        "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_128x16x8x8 LoopScheduler: Default",
+        "GemmXdlSplitKCShuffle_Default_RRR_B256_Vec8x2x8_256x128x4x8 LoopScheduler: Default",
+    ]
+    assert diff_labels(split_k) == [
+        "MNKPadding B128 Vec8x1x4 128x16x8x8",
+        "Default B256 Vec8x2x8 256x128x4x8",
+    ]
+
+
+def test_shape_folds_rows_per_instance():
+    from ckkb.web import shape, specs
+
+    cols = [
+        "instance_id",
+        "tile_m",
+        "tile_n",
+        "tile_k",
+        "available",
+        "layer",
+        "evidence",
+        "registration_id",
+        "function",
+        "registration_file",
+        "registration_line",
+    ]
+    rows = [  # instance 1: one call adds it, one does not; instance 2: no call adds it
+        (1, 256, 224, 64, 0, "registration", "gate", 10, "f_a", "a.cpp", 3),
+        (1, 256, 224, 64, 1, None, None, 11, "f_b", "b.cpp", 4),
+        (2, 256, 224, 64, 0, "build", "cmake", 12, "f_c", "c.cpp", 5),
+    ]
+    display = [[str(v) for v in r] for r in rows]
+    s = shape.shape(
+        specs.SPECS["why_missing"], cols, rows, display, {"tile": "256x224x64", "arch": "gfx950"}
+    )
+    assert len(s.rows) == 2  # one row per instance
+    names = [c.name for c in s.columns]
+    assert names[:3] == ["available", "instance_id", "tile"] and s.answer == "available"
+    first = dict(zip(names, s.rows[0][1]))
+    assert first["available"] == "1" and first["tile"] == "256x224x64"  # the call that adds it
+    assert "1 of 2 calls add it" in first["registrations"]
+    assert "1 missing" in s.summary and "1 available on gfx950" in s.summary
+    assert "registration_file" not in names and "tile_m" not in names
