@@ -511,7 +511,7 @@ def test_shape_folds_rows_per_instance():
     assert len(s.rows) == 2  # one row per instance
     names = [c.name for c in s.columns]
     assert names[:3] == ["available", "instance_id", "tile"] and s.answer == "available"
-    first = dict(zip(names, s.rows[0][1]))
+    first = dict(zip(names, s.rows[0][1], strict=True))
     assert first["available"] == "1" and first["tile"] == "256x224x64"  # the call that adds it
     assert "1 of 2 calls add it" in first["registrations"]
     assert "1 missing" in s.summary and "1 available on gfx950" in s.summary
