@@ -12,7 +12,7 @@ import sqlite3
 from collections import OrderedDict
 from typing import Any
 
-from ckkb import queries, settings
+from ckkb import queries, settings, vocabulary
 from ckkb.archs import ARCHS
 
 INSTANCE_COLUMNS_SHOWN = (
@@ -200,9 +200,9 @@ def race_links(conn: sqlite3.Connection) -> dict[int, list[int]]:
     found: dict[tuple[str, str | None], list[int]] = {}
     out: dict[int, list[int]] = {}
     for r in _rows(conn, "race_result_names"):
-        dtype = (r["dtype"] or "").lower() or None
-        if dtype is not None and dtype not in names.DTYPES:
-            dtype = None  # a word the log parser misread: locate without a data type
+        dtype = r["dtype"] or None
+        if vocabulary.dtype(dtype) is None:
+            dtype = None  # no data type, or a word the log parser misread: locate without one
         key = (r["name"], dtype)
         if key not in found:
             try:

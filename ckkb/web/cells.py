@@ -19,10 +19,9 @@ from typing import Any
 
 import markupsafe
 
+from ckkb import vocabulary
 from ckkb.archs import ARCHS
 from ckkb.fields import pipeline_word, scheduler_word
-from ckkb.names import DTYPES
-from ckkb.queries import ck
 from ckkb.queries.explain import source_url
 from ckkb.web import metadata, pages
 
@@ -152,8 +151,10 @@ def _vocabulary(value: Any, column: str) -> markupsafe.Markup | None:
         if word != value:
             return markupsafe.Markup(f'<span title="{escape(value)}">{escape(word)}</span>')
         return None
-    known = DTYPES if column == "dtype" else ck.LAYOUTS
-    if column in ("dtype", "layout") and isinstance(value, str) and value.lower() not in known:
+    known = (
+        vocabulary.dtype(value) is not None if column == "dtype" else value in vocabulary.LAYOUTS
+    )
+    if column in ("dtype", "layout") and isinstance(value, str) and not known:
         return markupsafe.Markup(
             f'<span class="ckkb-unknown" title="not a {column} ckkb knows: the log line read '
             f"'{escape(value)}'\">?</span>"
