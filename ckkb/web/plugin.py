@@ -261,6 +261,32 @@ def menu_links(datasette, actor, request):
     ]
 
 
+SEARCH_HINT = """
+document.querySelectorAll('form.filters').forEach(function (f) {
+  var p = document.createElement('p');
+  p.className = 'ckkb-note';
+  p.innerHTML = 'This box searches %s. Tiles (256x224x64), printed names and instances together: '
+    + '<a href="%s">ckkb search</a>.';
+  f.insertAdjacentElement('afterend', p);
+});
+"""
+SEARCHED = {
+    "instances": "the template, list name and file of each instance",
+    "instance_keys": "the names instances print and their lists",
+}
+
+
+@hookimpl
+def extra_body_script(template, database, table, columns, view_name, request, datasette):
+    """On the tables with full-text search, say what their search box looks in and point to the
+    search that looks everywhere."""
+    if view_name != "table" or table not in SEARCHED or request is None:
+        return None
+    q = request.args.get("_search") or ""
+    href = datasette.urls.path(f"{pages.PREFIX}/search") + "?" + urlencode({"q": q})
+    return SEARCH_HINT % (SEARCHED[table], href.replace("'", "%27"))
+
+
 @hookimpl
 def register_facet_classes():
     return [facets.VocabFacet]

@@ -242,9 +242,8 @@ def _races_summary(rows: list[Row], args: dict[str, str]) -> str:
 
 
 def _race_order(r: Row) -> Any:
-    """Repeats of one shape next to each other."""
-    shape = (r.get("op"), r.get("dtype"), r.get("layout"), r.get("M"), r.get("N"), r.get("K"))
-    return (*(str(x or "") for x in shape), r.get("arch") or "", r["id"])
+    """Repeats of one shape next to each other, where the first of them is."""
+    return (r.get("first_repeat") or r["id"], r["id"])
 
 
 def _race_class(r: Row, shown: list[str]) -> str:
@@ -314,6 +313,7 @@ SPECS: dict[str, Spec] = {
         answer="winner",
         answer_at=1,
         decisive=("winner",),
+        hide=("first_repeat",),
         summary=_races_summary,
         order=_race_order,
         row_class=_race_class,
