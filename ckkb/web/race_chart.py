@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from typing import Any
@@ -72,15 +73,24 @@ def race_label(s: dict[str, Any]) -> str:
     return " ".join(str(b) for b in bits if b)
 
 
-_LINKS: dict[str, dict[int, list[int]]] = {}
+# Kept for the server's life on purpose: race_links parses every result's name (a second on a big
+# knowledge base), and the key includes the file's size and mtime, so a rebuilt or newly ingested
+# file gets its own entry (the old one is dropped).
+_LINKS: dict[str, tuple[tuple[int, int], dict[int, list[int]]]] = {}
 
 
 def links(conn: sqlite3.Connection) -> dict[int, list[int]]:
-    """explain.race_links, computed once per database file (served immutable, so never stale)."""
+    """explain.race_links, computed once per version of the database file."""
     path = conn.execute("pragma database_list").fetchone()[2]
-    if path not in _LINKS:  # one entry per served file: a server serves a handful at most
-        _LINKS[path] = explain.race_links(conn)
-    return _LINKS[path]
+    try:
+        st = os.stat(path)
+        version = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        version = (0, 0)
+    cached = _LINKS.get(path)
+    if cached is None or cached[0] != version:
+        _LINKS[path] = (version, explain.race_links(conn))
+    return _LINKS[path][1]
 
 
 def race_data(conn: sqlite3.Connection, race: str | None) -> dict[str, Any]:
