@@ -8,6 +8,7 @@
 - pipeline and scheduler through the one vocabulary (ckkb.fields): `v3`, `Default`; a template
   parameter's name is shown as such;
 - a race's dtype / layout that is not a word of the vocabulary is marked as not read from the log;
+- an audit finding's severity in its colour;
 - in query results, text is never cut (decisive columns wrap instead: see ckkb.css).
 """
 
@@ -180,6 +181,8 @@ def render(row: Any, value: Any, column: str, table: str | None, database: str, 
         if unit.startswith("@"):
             unit = str(_get(row, unit[1:]) or "")
         return number(value, unit)
+    if column == "severity" and value in ("error", "warning", "note"):
+        return markupsafe.Markup(f'<span class="ckkb-sev ckkb-sev-{value}">{value}</span>')
     if table in ("races", None) or column in ("pipeline", "scheduler"):
         vocab = _vocabulary(value, column)
         if vocab is not None:

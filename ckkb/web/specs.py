@@ -20,7 +20,11 @@ _TILE_PARTS = ("tile_m", "tile_n", "tile_k")
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
+    if n == 1:
+        return f"{n:,} {word}"
+    if word.endswith("y") and word[-2:-1] not in "aeiou":
+        return f"{n:,} {word[:-1]}ies"
+    return f"{n:,} {word}s"
 
 
 def _bits(d: dict[Any, int]) -> str:
@@ -279,6 +283,24 @@ def _locate_summary(rows: list[Row], args: dict[str, str]) -> str:
     )
 
 
+def _locate_fold(rows: list[Row], cells: list[list[Any]], cols: list[str]) -> markupsafe.Markup:
+    """An entry's registering calls in one cell: each linked, with its function and condition."""
+    k = cols.index("registration_id")
+    regs = [(r, c) for r, c in zip(rows, cells, strict=True) if r.get("registration_id")]
+    if not regs:
+        return markupsafe.Markup('<span class="ckkb-note">no registering call</span>')
+    items = "".join(
+        f"<li>{c[k]} <code>{escape(r.get('function') or '')}</code>"
+        + (f" if <code>{escape(r['condition'])}</code>" if r.get("condition") else "")
+        + "</li>"
+        for r, c in regs
+    )
+    return markupsafe.Markup(
+        f"<details><summary>{_plural(len(regs), 'registering call')}</summary>"
+        f"<ul>{items}</ul></details>"
+    )
+
+
 def _availability_summary(rows: list[Row], args: dict[str, str]) -> str:
     on = [r["arch"] for r in rows if r.get("available")]
     off = [r["arch"] for r in rows if not r.get("available")]
@@ -357,8 +379,24 @@ SPECS: dict[str, Spec] = {
         summary=_coverage_summary,
     ),
     "names_locate": Spec(
-        lead=("instance_id", "status", "list_name", "file", "line", "registration_id"),
+        lead=("instance_id", "status", "a_dtype", "list_name", "file", "line", "registrations"),
         answer="instance_id",
+        hide=(
+            "key",
+            "printed_name",
+            "op",
+            "device_op",
+            "list_id",
+            "ordinal",
+            "registration_id",
+            "function",
+            "condition",
+            "bindings",
+            "registration_file",
+            "registration_line",
+        ),
+        group_by="instance_id",
+        fold=_locate_fold,
         summary=_locate_summary,
         empty=(
             "No source entry prints this key: <code>ckkb locate NAME</code> computes the key of "
