@@ -115,6 +115,8 @@ def shape(
     if answer in shown:
         lead.insert(spec.answer_at, answer)
     order = list(dict.fromkeys(lead + [c for c in shown if c not in spec.hide]))
+    if answer not in order:  # a query without a spec: its first column answers it
+        answer = order[0] if order else ""
     index = {c: k for k, c in enumerate(cols)}
     page_rows = []
     for d, cells in pairs:
@@ -129,7 +131,7 @@ def shape(
         rows=page_rows,
         summary=markupsafe.Markup(summary),
         empty=markupsafe.Markup(_empty(spec, args, extras or {})),
-        answer=answer or (order[0] if order else ""),
+        answer=answer,
     )
     if spec.chart is not None and datasette is not None and dicts:
         svg, href, label = spec.chart(datasette, database, dicts, args)

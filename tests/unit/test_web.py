@@ -516,3 +516,17 @@ def test_shape_folds_rows_per_instance():
     assert "1 of 2 calls add it" in first["registrations"]
     assert "1 missing" in s.summary and "1 available on gfx950" in s.summary
     assert "registration_file" not in names and "tile_m" not in names
+
+
+def test_a_query_without_a_spec_gets_the_default_page():
+    from ckkb.web import shape, specs
+
+    s = shape.shape(
+        specs.spec_for("no_such_query"),
+        ["a", "b"],
+        [(1, "x"), (2, "y")],
+        [["1", "x"], ["2", "y"]],
+        {},
+    )
+    assert [c.name for c in s.columns] == ["a", "b"] and s.columns[0].answer
+    assert s.summary == "2 rows." and len(s.rows) == 2
