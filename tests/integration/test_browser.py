@@ -112,7 +112,8 @@ def server(browser_kb, tmp_path_factory):
 def page():
     if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
         pytest.fail(
-            f"Chromium not found at {CHROMIUM}: install it with `apt-get install -y chromium` (.ci/run does)"
+            f"Chromium not found at {CHROMIUM}: install it with `apt-get install -y chromium` "
+            "(.ci/run does)"
         )
     try:
         from playwright.sync_api import sync_playwright
@@ -135,7 +136,8 @@ def _screenshot_rows(page, must_contain: list[str], path: Path) -> None:
     page.set_viewport_size({"width": min(width + 60, 5000), "height": before["height"]})
     hidden = table.evaluate(
         """(t, needles) => { let n = 0; t.querySelectorAll('tbody tr').forEach(tr => {
-               if (!needles.every(s => tr.innerText.includes(s))) { tr.style.display = 'none'; n++; } }); return n; }""",
+               if (!needles.every(s => tr.innerText.includes(s))) {
+                 tr.style.display = 'none'; n++; } }); return n; }""",
         must_contain,
     )
     assert hidden < table.locator("tbody tr").count()

@@ -1,4 +1,5 @@
-"""The web layer on a tiny hand-built knowledge base: metadata, parameter checks, explain page, charts."""
+"""The web layer on a tiny hand-built knowledge base: metadata, parameter checks, explain page,
+charts, page shaping, facets."""
 
 from __future__ import annotations
 
@@ -124,9 +125,11 @@ def tiny_kb(tmp_path):
 
 TEST_QUERY = metadata.parse_canned(
     "tile_probe",
-    "-- title: Tile probe\n-- description: instances with this tile\n-- and a second description line\n-- params: tile, arch, dir?\n"
+    "-- title: Tile probe\n-- description: instances with this tile\n"
+    "-- and a second description line\n-- params: tile, arch, dir?\n"
     "select i.id as instance_id, i.list_name, :arch as arch from instances i "
-    "where i.tile_m || 'x' || i.tile_n || 'x' || i.tile_k = :tile and (:dir = '' or i.dir = :dir)\n",
+    "where i.tile_m || 'x' || i.tile_n || 'x' || i.tile_k = :tile "
+    "and (:dir = '' or i.dir = :dir)\n",
 )
 
 
@@ -169,7 +172,8 @@ def test_description_html_marks_params():
 def test_optional_from_sql():
     q = metadata.parse_canned(
         "q",
-        "-- params: a, b, c, d\nselect 1 where (:a = '' or x = :a) and (:b is null or y = :b) and ('' = :c or 1) and z = :d -- :d = ''",
+        "-- params: a, b, c, d\nselect 1 where (:a = '' or x = :a) and (:b is null or y = :b) "
+        "and ('' = :c or 1) and z = :d -- :d = ''",
     )
     assert q.required == ("d",)
 
@@ -177,7 +181,8 @@ def test_optional_from_sql():
 def test_parse_canned_adds_sql_params_missing_from_header():
     q = metadata.parse_canned(
         "q",
-        "-- title: T\nselect * from t where a = :alpha and b = ':notaparam' -- :comment\n and c = :beta",
+        "-- title: T\nselect * from t where a = :alpha and b = ':notaparam' -- :comment\n"
+        " and c = :beta",
     )
     assert q.params == ("alpha", "beta")
     assert q.title == "T" and q.description == ""
@@ -331,7 +336,7 @@ def test_charts_svg():
     assert "nothing to chart" in charts.hbar_svg([])
 
 
-# ---------------------------------------------------------------- over HTTP (Datasette's own client)
+# ---------------------------------------------------------------- over HTTP (Datasette's client)
 
 
 def test_explain_page_and_links(tiny_kb, monkeypatch):
@@ -404,7 +409,8 @@ def test_canned_query_params_checked(tiny_kb, with_test_query):
         r = await client.get("/tiny/tile_probe.json?tile=1x2&arch=")
         assert r.status_code == 400
         assert r.json()["errors"] == [
-            "malformed tile '1x2': expected MxNxK (MPerBlock x NPerBlock x KPerBlock), three positive integers, e.g. 256x224x64",
+            "malformed tile '1x2': expected MxNxK (MPerBlock x NPerBlock x KPerBlock), "
+            "three positive integers, e.g. 256x224x64",
             "missing parameter 'arch': give an architecture, one of " + ", ".join(ARCHS),
         ]
         r = await client.get("/tiny/tile_probe")  # a bare visit shows Datasette's form
