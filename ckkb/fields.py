@@ -185,3 +185,29 @@ def normalise(fields: dict[str, Any]) -> dict[str, Any]:
             tile // (mfma * xdl) if tile and mfma and xdl and tile % (mfma * xdl) == 0 else None
         )
     return out
+
+
+# The words a normalised `pipeline` / `scheduler` takes (CK's BlockGemmPipelineVersion and
+# BlockGemmPipelineScheduler / LoopScheduler enumerators). Any other value is a template
+# parameter's name (PipVer, BlkGemmPipeVer, ...): the registering call binds it.
+PIPELINES = ("v1", "v2", "v3", "v4", "v5")
+SCHEDULERS = {
+    "Intrawave": "Intrawave",
+    "Interwave": "Interwave",
+    "Default": "Default",
+    # CK's make_default_loop_scheduler() returns LoopScheduler::Default (Interwave only when CK is
+    # built with CK_EXPERIMENTAL_DEFAULT_TO_INTER_WAVE_SCHEDULING)
+    "make_default_loop_scheduler()": "Default",
+}
+
+
+def pipeline_word(value: Any) -> str | None:
+    """`v3` for a pipeline version, None for a template parameter's name (or nothing)."""
+    w = enum_word(value)
+    return w if w in PIPELINES else None
+
+
+def scheduler_word(value: Any) -> str | None:
+    """`Intrawave` / `Interwave` / `Default` by name, None for a template parameter's name."""
+    w = enum_word(value)
+    return SCHEDULERS.get(w) if w else None

@@ -26,8 +26,11 @@ SETTINGS: dict[str, Any] = {
     "default_page_size": 100,
     "max_returned_rows": 5000,
     "facet_time_limit_ms": 300,
-    "suggest_facets": False,  # suggestions try every column: 1.5 s per instances page; the defaults are set per table
-    "truncate_cells_html": 160,  # JSON columns (args, fields) stay one line in tables; full values on the row page
+    # suggestions try every column: 1.5 s per instances page; the defaults are set per table
+    "suggest_facets": False,
+    # table pages: JSON columns (args, fields) stay short, full values on the row page; canned
+    # query results are never cut (ckkb.web.cells renders their text whole)
+    "truncate_cells_html": 160,
     "allow_download": False,  # the file itself is not for download; queries and exports are
     "num_sql_threads": 3,
 }

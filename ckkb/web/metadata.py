@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from html import escape
 from importlib import resources
 from typing import Any
@@ -115,7 +116,7 @@ def _sql_params(sql: str) -> list[str]:
 
 def canned_queries() -> dict[str, CannedQuery]:
     """Every canned query file under ckkb/queries/canned, by name."""
-    out = {}
+    out: dict[str, CannedQuery] = {}
     folder = resources.files("ckkb.queries").joinpath("canned")
     if not folder.is_dir():
         return out
@@ -142,7 +143,9 @@ def description_html(q: CannedQuery) -> str:
     return text
 
 
+@cache
 def static_metadata() -> dict[str, Any]:
+    """metadata.yaml (package data: read once per process)."""
     text = resources.files("ckkb.web").joinpath("metadata.yaml").read_text()
     return yaml.safe_load(text) or {}
 
@@ -163,8 +166,12 @@ def table_metadata(static: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if facets:
             meta["facets"] = facets
         extra = dict(extras.get(t.name, {}) or {})
-        if "facets" in extra:
-            extra["facets"] = [c for c in extra["facets"] if c in names]
+        if "facets" in extra:  # a column name, or {facet type: column name}
+            extra["facets"] = [
+                c
+                for c in extra["facets"]
+                if (next(iter(c.values())) if isinstance(c, dict) else c) in names
+            ]
         if extra.get("label_column") and extra["label_column"] not in names:
             extra.pop("label_column")
         if extra.get("sort") and extra["sort"] not in names:

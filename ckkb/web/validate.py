@@ -76,7 +76,8 @@ def check(
             dims = parse_tile(value)
             if dims is None:
                 out.errors.append(
-                    f"malformed tile '{value}': expected MxNxK (MPerBlock x NPerBlock x KPerBlock), "
+                    f"malformed tile '{value}': expected MxNxK "
+                    "(MPerBlock x NPerBlock x KPerBlock), "
                     "three positive integers, e.g. 256x224x64"
                 )
                 continue
@@ -85,7 +86,8 @@ def check(
             value = value.lower()
             if value not in ARCHS:
                 out.errors.append(
-                    f"unknown arch '{value}' for '{p}'{_close(value, ARCHS)}: known archs are {', '.join(ARCHS)}"
+                    f"unknown arch '{value}' for '{p}'{_close(value, ARCHS)}: "
+                    f"known archs are {', '.join(ARCHS)}"
                 )
                 continue
         elif p == "id" or p.endswith("_id"):

@@ -4,6 +4,7 @@ installed wheel (plus ingested races and one harness bundle). Uses Datasette's o
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import os
 import re
@@ -12,7 +13,9 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+import sqlite_utils
 
+from ckkb import names
 from ckkb.kb.ingest import ingest
 from ckkb.web import app
 from ckkb.web.metadata import canned_queries
@@ -464,7 +467,7 @@ def test_explain_links_to_repository_when_configured(web_db, monkeypatch):
     asyncio.run(go())
 
 
-def test_race_spread_chart(get):
+def test_race_spread_chart(get, web_db):
     race = _race_id(get, "BlkTile: 256x224x64")
     r = get("/-/ckkb/chart/race-spread", race=str(race))
     assert r.status_code == 200
@@ -472,6 +475,17 @@ def test_race_spread_chart(get):
     assert "436.3 TFLOPS" in r.text.replace(",", "") or ">436<" in r.text
     assert "2.86× spread" in r.text
     assert re.search(r'href="/-/ckkb/instance/\d+"', r.text)  # bars link to explain pages
+    # gfx942 is an MI300X: its data sheet's dense fp16/bf16 peak (ckkb.harness.roofline.PEAKS)
+    assert "MI300X peak 1,307" in r.text and 'class="ckkb-refline"' in r.text
+    # each bar's link is an instance `ckkb locate --dtype bf16 NAME` finds (names.locate itself)
+    db = sqlite_utils.Database(web_db)
+    bars = re.findall(
+        r'<a href="/-/ckkb/instance/(\d+)"><text class="ckkb-label" data-name="([^"]+)"', r.text
+    )
+    assert bars
+    for iid, name in bars:
+        located = names.locate(db, html.unescape(name), dtype="bf16")
+        assert int(iid) in {e["instance_id"] for e in located["entries"]}
     r = get("/-/ckkb/chart/race-spread")
     assert r.status_code == 200 and f'value="{race}"' in r.text
 

@@ -1,4 +1,5 @@
-"""The web layer on a tiny hand-built knowledge base: metadata, parameter checks, explain page, charts."""
+"""The web layer on a tiny hand-built knowledge base: metadata, parameter checks, explain page,
+charts, page shaping, facets."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from ckkb.kb.build.writer import insert_rows
 from ckkb.kb.schema import TABLES
 from ckkb.kb.schema.ck_instances import InstanceListRow, InstanceRow
 from ckkb.kb.schema.ck_registrations import AvailabilityRow, GateRow, RegistrationRow
-from ckkb.web import app, charts, explain, metadata, validate
+from ckkb.queries import explain
+from ckkb.web import app, charts, metadata, validate
 
 CPP = "library/src/tensor_operation_instance/gpu/gemm_universal/x/x_comp_default_instance.cpp"
 HPP = "library/src/tensor_operation_instance/gpu/gemm_universal/x/x.hpp"
@@ -123,9 +125,11 @@ def tiny_kb(tmp_path):
 
 TEST_QUERY = metadata.parse_canned(
     "tile_probe",
-    "-- title: Tile probe\n-- description: instances with this tile\n-- and a second description line\n-- params: tile, arch, dir?\n"
+    "-- title: Tile probe\n-- description: instances with this tile\n"
+    "-- and a second description line\n-- params: tile, arch, dir?\n"
     "select i.id as instance_id, i.list_name, :arch as arch from instances i "
-    "where i.tile_m || 'x' || i.tile_n || 'x' || i.tile_k = :tile and (:dir = '' or i.dir = :dir)\n",
+    "where i.tile_m || 'x' || i.tile_n || 'x' || i.tile_k = :tile "
+    "and (:dir = '' or i.dir = :dir)\n",
 )
 
 
@@ -168,7 +172,8 @@ def test_description_html_marks_params():
 def test_optional_from_sql():
     q = metadata.parse_canned(
         "q",
-        "-- params: a, b, c, d\nselect 1 where (:a = '' or x = :a) and (:b is null or y = :b) and ('' = :c or 1) and z = :d -- :d = ''",
+        "-- params: a, b, c, d\nselect 1 where (:a = '' or x = :a) and (:b is null or y = :b) "
+        "and ('' = :c or 1) and z = :d -- :d = ''",
     )
     assert q.required == ("d",)
 
@@ -176,7 +181,8 @@ def test_optional_from_sql():
 def test_parse_canned_adds_sql_params_missing_from_header():
     q = metadata.parse_canned(
         "q",
-        "-- title: T\nselect * from t where a = :alpha and b = ':notaparam' -- :comment\n and c = :beta",
+        "-- title: T\nselect * from t where a = :alpha and b = ':notaparam' -- :comment\n"
+        " and c = :beta",
     )
     assert q.params == ("alpha", "beta")
     assert q.title == "T" and q.description == ""
@@ -213,7 +219,13 @@ def test_metadata_describes_every_table_from_the_schema():
         for c in t.columns:
             if c.doc:
                 assert tables[t.name]["columns"][c.name].startswith(c.doc)
-    assert tables["instances"]["facets"] == ["dir", "template", "status", "pipeline"]
+    assert tables["instances"]["facets"] == [
+        "dir",
+        "template",
+        "status",
+        {"vocab": "pipeline"},
+        {"vocab": "scheduler"},
+    ]
     assert tables["gates"]["facets"][:2] == ["kind", "arch"]
     assert tables["instances"]["label_column"] == "list_name"
     assert meta["title"].startswith("ckkb")
@@ -308,8 +320,13 @@ def test_charts_svg():
     )
     assert svg.count("<rect") == 2
     assert "a&lt;b&gt;" in svg and "/x?a=1&amp;b=2" in svg
-    widths = [float(w) for w in re.findall(r'<rect x="\d+" y="[\d.]+" width="([\d.]+)"', svg)]
+    widths = [
+        float(w) for w in re.findall(r'<rect class="ckkb-bar[^"]*" .*? width="([\d.]+)"', svg)
+    ]
     assert widths[0] == pytest.approx(2 * widths[1])
+    assert svg.count('class="ckkb-bar ckkb-winner"') == 1  # the highlighted bar
+    assert charts.nice_ticks(436.3) == [0, 100, 200, 300, 400, 500]  # round steps past the top
+    assert charts.nice_ticks(0.98) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     svg = charts.stacked_svg(
         [("gemm_universal", {"exclude": 45, "only": 6}), ("batched_gemm", {"only": 4})],
         ["exclude", "only"],
@@ -319,7 +336,7 @@ def test_charts_svg():
     assert "nothing to chart" in charts.hbar_svg([])
 
 
-# ---------------------------------------------------------------- over HTTP (Datasette's own client)
+# ---------------------------------------------------------------- over HTTP (Datasette's client)
 
 
 def test_explain_page_and_links(tiny_kb, monkeypatch):
@@ -392,7 +409,8 @@ def test_canned_query_params_checked(tiny_kb, with_test_query):
         r = await client.get("/tiny/tile_probe.json?tile=1x2&arch=")
         assert r.status_code == 400
         assert r.json()["errors"] == [
-            "malformed tile '1x2': expected MxNxK (MPerBlock x NPerBlock x KPerBlock), three positive integers, e.g. 256x224x64",
+            "malformed tile '1x2': expected MxNxK (MPerBlock x NPerBlock x KPerBlock), "
+            "three positive integers, e.g. 256x224x64",
             "missing parameter 'arch': give an architecture, one of " + ", ".join(ARCHS),
         ]
         r = await client.get("/tiny/tile_probe")  # a bare visit shows Datasette's form
@@ -420,3 +438,101 @@ def test_plugin_alone_under_plain_datasette(tiny_kb, with_test_query):
         assert r.status_code == 405
 
     run(ds, go)
+
+
+def test_vocab_facet_groups_spellings():
+    from ckkb.web import facets
+
+    # hand-written counts: two spellings of the Default scheduler, two template parameters
+    rows = [
+        ("make_default_loop_scheduler()", 50),
+        ("Default", 7),
+        ("Intrawave", 20),
+        ("BlkGemmPipeSched", 3),
+        ("LoopSche", 2),
+    ]
+    got = facets.grouped("scheduler", rows)
+    assert list(got) == ["Default", "Intrawave", facets.PARAMETER]
+    assert sum(c for _, c in got["Default"]) == 57
+    assert [v for v, _ in got[facets.PARAMETER]] == ["BlkGemmPipeSched", "LoopSche"]
+    assert list(facets.grouped("pipeline", [("v3", 4), ("PipVer", 9), ("v1", 1)])) == [
+        facets.PARAMETER,
+        "v3",
+        "v1",
+    ]
+
+
+def test_race_labels_show_what_differs():
+    from ckkb.web.race_chart import diff_labels
+
+    # three names of sample 001's form: two differ only in the scheduler, one in the tile
+    names = [
+        "DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2> NumPrefetch: 1, LoopScheduler: "
+        "Interwave, PipelineVersion: v1",
+        "DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2> NumPrefetch: 1, LoopScheduler: "
+        "Default, PipelineVersion: v1",
+        "DeviceGemmXdl<256, 128, 256, 4, 8, 32, 32, 2, 4> NumPrefetch: 1, LoopScheduler: "
+        "Default, PipelineVersion: v1",
+    ]
+    assert diff_labels(names) == [
+        "<256,128,128,4,8,32,32,2,2> Interwave",
+        "<256,128,128,4,8,32,32,2,2> Default",
+        "<256,128,256,4,8,32,32,2,4> Default",
+    ]
+    split_k = [
+        "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_128x16x8x8 LoopScheduler: Default",
+        "GemmXdlSplitKCShuffle_Default_RRR_B256_Vec8x2x8_256x128x4x8 LoopScheduler: Default",
+    ]
+    assert diff_labels(split_k) == [
+        "MNKPadding B128 Vec8x1x4 128x16x8x8",
+        "Default B256 Vec8x2x8 256x128x4x8",
+    ]
+
+
+def test_shape_folds_rows_per_instance():
+    from ckkb.web import shape, specs
+
+    cols = [
+        "instance_id",
+        "tile_m",
+        "tile_n",
+        "tile_k",
+        "available",
+        "layer",
+        "evidence",
+        "registration_id",
+        "function",
+        "registration_file",
+        "registration_line",
+    ]
+    rows = [  # instance 1: one call adds it, one does not; instance 2: no call adds it
+        (1, 256, 224, 64, 0, "registration", "gate", 10, "f_a", "a.cpp", 3),
+        (1, 256, 224, 64, 1, None, None, 11, "f_b", "b.cpp", 4),
+        (2, 256, 224, 64, 0, "build", "cmake", 12, "f_c", "c.cpp", 5),
+    ]
+    display = [[str(v) for v in r] for r in rows]
+    s = shape.shape(
+        specs.SPECS["why_missing"], cols, rows, display, {"tile": "256x224x64", "arch": "gfx950"}
+    )
+    assert len(s.rows) == 2  # one row per instance
+    names = [c.name for c in s.columns]
+    assert names[:3] == ["available", "instance_id", "tile"] and s.answer == "available"
+    first = dict(zip(names, s.rows[0][1], strict=True))
+    assert first["available"] == "1" and first["tile"] == "256x224x64"  # the call that adds it
+    assert "1 of 2 calls add it" in first["registrations"]
+    assert "1 missing" in s.summary and "1 available on gfx950" in s.summary
+    assert "registration_file" not in names and "tile_m" not in names
+
+
+def test_a_query_without_a_spec_gets_the_default_page():
+    from ckkb.web import shape, specs
+
+    s = shape.shape(
+        specs.spec_for("no_such_query"),
+        ["a", "b"],
+        [(1, "x"), (2, "y")],
+        [["1", "x"], ["2", "y"]],
+        {},
+    )
+    assert [c.name for c in s.columns] == ["a", "b"] and s.columns[0].answer
+    assert s.summary == "2 rows." and len(s.rows) == 2

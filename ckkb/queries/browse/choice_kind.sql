@@ -1,0 +1,2 @@
+-- Gate kinds (gate_census' kind dropdown).
+SELECT DISTINCT kind AS value FROM gates ORDER BY kind

@@ -1,0 +1,2 @@
+-- One instance row (the explain page's heading and fields).
+SELECT * FROM instances WHERE id = :id
