@@ -13,6 +13,7 @@ from ckkb.cli.options import db_option, json_option
 from ckkb.cli.output import console, emit_json, print_table, warn
 from ckkb.errors import CkkbError, DatabaseError
 from ckkb.kb import db as kbdb
+from ckkb.queries import names as name_queries
 
 STDIN_LIMIT = 64 * 1024 * 1024  # read at most this much from standard input
 
@@ -124,7 +125,7 @@ def locate_cmd(name, dtype, db_path, as_json):
     path = settings.db_path(db_path)
     db = kbdb.open_db(path, readonly=True)
     try:
-        out = names.locate(db, name, dtype=dtype)
+        out = name_queries.locate(db, name, dtype=dtype)
     finally:
         db.close()
     if as_json:
@@ -214,7 +215,7 @@ def coverage_cmd(db_path, as_json):
     """How many GetTypeString() implementations have a name schema; those that do not, and why."""
     db = kbdb.open_db(Path(settings.db_path(db_path)), readonly=True)
     try:
-        out = names.coverage(db)
+        out = name_queries.coverage(db)
     finally:
         db.close()
     if as_json:

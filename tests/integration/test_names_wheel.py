@@ -9,6 +9,7 @@ import pytest
 from ckkb import names
 from ckkb.fields import enum_word
 from ckkb.kb import db as kbdb
+from ckkb.queries import names as name_queries
 from tests.unit.test_names import sample_names
 
 HEADER = (
@@ -30,7 +31,7 @@ def schemas(db):
 
 
 def test_coverage_pinned(db):
-    cov = names.coverage(db)
+    cov = name_queries.coverage(db)
     assert (
         cov["implementations"],
         cov["with_schema"],
@@ -186,7 +187,7 @@ def test_part2_instances_locate_back_to_their_lines(db, schemas):
 
     for inst in insts:
         name = printed_universal(json.loads(inst["fields"]), "Default")
-        got = names.locate(db, name, schemas)
+        got = name_queries.locate(db, name, schemas)
         hits = [e for e in got["entries"] if (e["file"], e["line"]) == (HEADER, inst["line"])]
         assert len(hits) == 1, (name, [(e["file"], e["line"]) for e in got["entries"]])
         e = hits[0]
@@ -216,7 +217,7 @@ def test_ambiguity_is_visible(db, schemas):
     name = row["key"].replace(
         "*", "2"
     )  # a key is a printed name without whitespace; '*' are run-time values
-    got = names.locate(db, name, schemas)
+    got = name_queries.locate(db, name, schemas)
     assert (
         got["ambiguous"]
         and len([e for e in got["entries"] if e["status"] == "active"]) == row["entries"]
@@ -239,7 +240,7 @@ def test_a_2024_split_k_log_line_locates(db, schemas):
         "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8 "
         "LoopScheduler: Default, PipelineVersion: v2, KBatch 2"
     )
-    got = names.locate(db, name, schemas)
+    got = name_queries.locate(db, name, schemas)
     assert got["device_op"] == "DeviceGemmXdlSplitKCShuffle" and not got["ambiguous"]
     [e] = got["entries"]
     assert (
@@ -274,10 +275,10 @@ def test_dtype_settles_a_cross_type_ambiguity(db, schemas):
         "BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: "
         "v3, BlkGemmPipelinePrefetchStages: 2, Kpack: 8"
     )
-    both = names.locate(db, name, schemas)
+    both = name_queries.locate(db, name, schemas)
     assert both["ambiguous"]
     assert {e["a_dtype"] for e in both["entries"]} >= {"bhalf_t", "half_t"}
-    bf16 = names.locate(db, name, schemas, dtype="bf16")
+    bf16 = name_queries.locate(db, name, schemas, dtype="bf16")
     assert not bf16["ambiguous"] and [(e["file"], e["a_dtype"]) for e in bf16["entries"]] == [
         (HEADER, "bhalf_t")
     ]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from ckkb import names
 from ckkb.cli import main
 from ckkb.extract import typestrings
+from ckkb.names import reader
 from tests.conftest import FIXTURES, SAMPLES
 
 CK_MINI = FIXTURES / "ck_mini"
@@ -417,19 +418,23 @@ FRAGMENTS = [
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=14).map("".join))
-def test_fast_path_accepts_exactly_the_grammar(text):
-    """The fast path (regex + recursive descent) and lark agree on every string: same verdict, and
-    for accepted strings the same op, arguments and properties."""
+def test_parse_accepts_exactly_the_grammar(text):
+    """parse's verdict is the grammar's (lark's own parse), and for accepted strings the op,
+    arguments and properties are what the grammar reads."""
     try:
-        lark_ok = names._parse_with_lark(text, None)
-    except lark.exceptions.LarkError:
-        lark_ok = None
-    got = names._parse(text, None)
-    if lark_ok is None or not text.strip():
+        want = reader.read_with_grammar(text)
+    except lark.exceptions.UnexpectedInput:
+        want = None
+    got = names.parse(text, None)
+    if want is None or not text.strip():
         assert got.schema == "error", (text, got)
         return
     assert got.schema != "error", (text, got.error)
-    assert (got.op, got.args, got.props) == (lark_ok.op, lark_ok.args, lark_ok.props), text
+    assert (got.op, got.args, got.props) == (
+        want.op,
+        want.args,
+        {k: v for k, _kind, v in want.props},
+    ), text
 
 
 SPEC_WORDS = ["Default", "MNKPadding", "KPadding", "MNPadding"]
@@ -495,6 +500,35 @@ def test_round_trip_names_from_schemas(case):
             want[ref] = int(v) if v.isdigit() else v
     assert p.fields == want
     assert p.derived == derived
+
+
+NAME_TEXTS = st.one_of(
+    st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=14).map("".join),
+    printed_names().map(lambda case: case[1]),
+    st.sampled_from(sorted({n for _, _, n in sample_names()})),
+)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(NAME_TEXTS)
+def test_fast_reader_is_the_grammar(text):
+    """The fast path (reader.read_fast) answers a name only as the reference (the grammar's own
+    parse) reads it: the same op, arguments, and properties with their kinds."""
+    fast = reader.read_fast(text)
+    if fast is None:
+        return
+    assert fast == reader.read_with_grammar(text), text
+
+
+def test_fast_reader_takes_the_common_shapes():
+    """The fast path answers the names ckProfiler prints most (else it would save nothing), and
+    leaves nested lists and '::' names to the grammar."""
+    for name in (UNIVERSAL, CSHUFFLE_V2, MX, "DeviceGemmXdl<256, 128>  K: 4x4, KBatch 2"):
+        assert reader.read_fast(name) == reader.read_with_grammar(name), name
+    for name in ("DeviceGemmMX<ck::f4x2_pk_t, S<8, 32, 1>> ScaleBlockSize: 32", "1<2>"):
+        assert reader.read_fast(name) is None, name
+    with pytest.raises(lark.exceptions.UnexpectedInput):
+        reader.read("1<2>")  # a NUMBER is not a name: the grammar says so
 
 
 # --------------------------------------------------------------------------- the CLI

@@ -17,6 +17,7 @@ from ckkb.kb.build import build
 from ckkb.kb.schema.ck_instances import InstanceListRow, InstanceRow
 from ckkb.kb.schema.ck_registrations import RegistrationRow
 from ckkb.kb.stages import BuildContext, FileResult
+from ckkb.queries import names as name_queries
 from ckkb.sources import ck_tree
 
 IMPL = "include/ck/tensor_operation/gpu/device/impl"
@@ -391,7 +392,7 @@ def test_render_evaluates_conditions():
 def test_build_locate_and_coverage_on_ck_mini(fixtures, tmp_db):
     build(tmp_db, {"ck": ck_tree(str(fixtures / "ck_mini"))}, stages=pipeline.stages(), jobs=1)
     db = kbdb.open_db(tmp_db, readonly=True)
-    cov = names.coverage(db)
+    cov = name_queries.coverage(db)
     assert (
         cov["implementations"],
         cov["with_schema"],
@@ -406,7 +407,7 @@ def test_build_locate_and_coverage_on_ck_mini(fixtures, tmp_db):
             "where k.complete = 1 and k.op = 'DeviceGemmXdlUniversal' order by i.line limit 1"
         )
     )
-    got = names.locate(db, row["printed_name"])
+    got = name_queries.locate(db, row["printed_name"])
     assert (row["file"], row["line"]) in {(e["file"], e["line"]) for e in got["entries"]}
     e = next(e for e in got["entries"] if e["line"] == row["line"])
     assert e["registrations"] and all(set(r["availability"]) for r in e["registrations"])

@@ -1,0 +1,169 @@
+"""Questions over the knowledge base about printed instance names: which GetTypeString()
+implementations have a schema (`coverage`), and which source entries print a name (`locate`).
+The SQL is in canned/names_*.sql, shared with the web."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ckkb.errors import CkkbError
+from ckkb.kb.db import json_value
+from ckkb.names import NameSchema, SchemaSet, load_schemas, parse
+from ckkb.queries import sql
+
+
+def _query(db: Any, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    return [dict(r) for r in db.query(sql(name), params)]
+
+
+def coverage(db: Any) -> dict[str, Any]:
+    """How many GetTypeString() implementations have a name schema; which do not, and why."""
+    rows = _query(db, "names_coverage", {"status": ""})
+    by = {k: [r for r in rows if r["status"] == k] for k in ("matched", "partial", "unsupported")}
+
+    def item(r: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "device_op": r["device_op"],
+            "op": r["op"],
+            "file": r["file"],
+            "line": r["line"],
+            "reasons": json_value(r["reasons"]) or [],
+        }
+
+    return {
+        "implementations": len(rows),
+        "with_schema": len(by["matched"]) + len(by["partial"]),
+        "matched": len(by["matched"]),
+        "partial": len(by["partial"]),
+        "unsupported": len(by["unsupported"]),
+        "without_schema": [item(r) for r in by["unsupported"]],
+        "partial_schemas": [item(r) for r in by["partial"]],
+    }
+
+
+# ckProfiler's data-type words (`Best Perf for datatype = bf16`) -> the A data types of instance rows
+DTYPES: dict[str, set[str]] = {
+    "bf16": {"bhalf_t", "BF16", "bf16"},
+    "f16": {"half_t", "F16", "f16", "fp16"},
+    "f32": {"float", "F32", "f32", "fp32"},
+    "f64": {"double", "F64", "f64", "fp64"},
+    "int8": {"int8_t", "I8", "i8", "int8"},
+    "fp8": {"f8_t", "F8", "f8", "fp8", "f8_ocp_t", "f8_fnuz_t"},
+    "bf8": {"bf8_t", "BF8", "bf8", "bf8_ocp_t", "bf8_fnuz_t"},
+    "f4": {"f4x2_pk_t", "F4", "f4", "fp4"},
+}
+DTYPES["fp16"], DTYPES["fp32"], DTYPES["i8"], DTYPES["f8"], DTYPES["fp64"] = (
+    DTYPES["f16"],
+    DTYPES["f32"],
+    DTYPES["int8"],
+    DTYPES["fp8"],
+    DTYPES["f64"],
+)
+
+
+def _dtype_ok(want: set[str], a_dtype: str | None) -> bool | None:
+    """True/False when the entry's A data type is known; None when the source leaves it open."""
+    w = (a_dtype or "").rsplit("::", 1)[-1]
+    if not w or w[0].isupper() and w not in {x for v in DTYPES.values() for x in v}:
+        return None  # empty or a template parameter name (ADataType, T): not decidable
+    return w in want
+
+
+def locate(
+    db: Any, name: str, schemas: Mapping[str, NameSchema] | None = None, dtype: str | None = None
+) -> dict[str, Any]:
+    """The source entries (instance-list lines) whose printed name is `name`, with their
+    registrations and per-arch availability. Printed names carry no data type, so lists of several
+    types share names; `dtype` (ckProfiler's word: bf16, f16, fp8, ...) keeps the entries whose A
+    type is that one (and those whose type the source leaves open). Raises CkkbError when the name
+    cannot be keyed or dtype is unknown."""
+    if schemas is None:
+        schemas = load_schemas(db)
+    p = parse(name, schemas)
+    if p.schema == "error":
+        raise CkkbError(f"cannot parse {name[:120]!r}: {p.error['message']}")  # type: ignore[index]
+    if p.schema != "matched" or p.key is None:
+        known = bool(schemas) and bool(
+            (schemas if isinstance(schemas, SchemaSet) else SchemaSet(schemas)).candidates(
+                p.op or ""
+            )
+        )
+        why = (
+            f"{p.op} is printed by a device op in this tree, but not in this form (an older CK release?)"
+            if known
+            else f"no GetTypeString() in this tree prints {p.op!r}"
+        )
+        raise CkkbError(
+            f"cannot locate {name[:120]!r}: {why}",
+            hint="`ckkb names coverage` lists the device ops whose names ckkb can read",
+        )
+    want = None
+    if dtype:
+        want = DTYPES.get(dtype.lower())
+        if want is None:
+            raise CkkbError(
+                f"unknown data type {dtype!r}", hint="one of " + ", ".join(sorted(DTYPES))
+            )
+    rows = _query(db, "names_locate", {"key": p.key})
+    if want is not None:
+        rows = [r for r in rows if _dtype_ok(want, r["a_dtype"]) is not False]
+    entries: dict[tuple[str, int], dict[str, Any]] = {}
+    avail_cache: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        e = entries.setdefault(
+            (r["file"], r["line"]),
+            {
+                "file": r["file"],
+                "line": r["line"],
+                "list": r["list_name"],
+                "list_id": r["list_id"],
+                "template": r["template"],
+                "dir": r["dir"],
+                "instance_id": r["instance_id"],
+                "a_dtype": r["a_dtype"],
+                "status": r["status"],
+                "reason": r["reason"] or "",
+                "printed_name": r["printed_name"],
+                "registrations": [],
+            },
+        )
+        rid = r["registration_id"]
+        if rid is None:
+            continue
+        if rid not in avail_cache:
+            avail_cache[rid] = {
+                a["arch"]: {
+                    "available": bool(a["available"]),
+                    "layer": a["layer"],
+                    "file": a["file"],
+                    "line": a["line"],
+                    "condition": a["condition"],
+                }
+                for a in _query(db, "names_availability", {"registration_id": rid})
+            }
+        e["registrations"].append(
+            {
+                "id": rid,
+                "function": r["function"],
+                "file": r["registration_file"],
+                "line": r["registration_line"],
+                "bindings": json_value(r["bindings"]) or {},
+                "condition": r["condition"],
+                "availability": avail_cache[rid],
+            }
+        )
+    out = list(entries.values())
+    active = [e for e in out if e["status"] == "active"]
+    return {
+        "name": name,
+        "op": p.op,
+        "device_op": p.device_op,
+        "device_ops": list(p.device_ops),
+        "key": p.key,
+        "fields": p.fields,
+        "derived": p.derived,
+        "dtype": dtype,
+        "entries": out,
+        "ambiguous": len(active) > 1,
+    }
