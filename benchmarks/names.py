@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ckkb import names, sources  # noqa: E402
 from ckkb.extract import typestrings  # noqa: E402
+from ckkb.extract.typestrings.schemas import placeholder  # noqa: E402
 from ckkb.kb import db as kbdb  # noqa: E402
 from ckkb.names import parsed, reader  # noqa: E402
 
@@ -56,7 +57,7 @@ def render(tokens, rnd: random.Random) -> str:
         elif "alt" in t:
             out.append(render(rnd.choice(t["alt"]), rnd))
         elif "ref" in t:
-            out.append(typestrings.placeholder(t, rnd.randrange(64)))
+            out.append(placeholder(t, rnd.randrange(64)))
         else:
             out.append(str(rnd.randrange(1, 9)))
     return "".join(out)

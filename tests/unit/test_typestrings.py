@@ -11,7 +11,10 @@ from click.testing import CliRunner
 
 from ckkb import names, pipeline
 from ckkb.cli import main
+from ckkb.extract import cpp
 from ckkb.extract import typestrings as ts
+from ckkb.extract.typestrings import keys as ts_keys
+from ckkb.extract.typestrings.render import render
 from ckkb.kb import db as kbdb
 from ckkb.kb.build import build
 from ckkb.kb.schema.ck_instances import InstanceListRow, InstanceRow
@@ -193,7 +196,7 @@ def test_delegation_spliced_in_combine(fixtures):
 
 def test_for_parsing_keeps_offsets():
     src = b"struct A {\n  MACRO_LINE_IMPL\n#if 0\n  void f( {\n#else\n  int x;\n#endif\n  enable_if<N >= 1>\n};\n"
-    out = ts.for_parsing(src)
+    out = cpp.for_parsing(src)
     assert len(out) == len(src) and out.count(b"\n") == src.count(b"\n")
     assert b"MACRO" not in out and b"void f" not in out and b"int x;" in out and b"N == 1" in out
 
@@ -382,11 +385,11 @@ def test_render_evaluates_conditions():
         {"ref": "N", "conv": "value", "kind": "int"},
         {"lit": ">"},
     ]
-    assert ts.render(toks, {"Flag": "true", "N": 4}) == ("*<4>", "A<4>", [])
-    assert ts.render(toks, {"Flag": False, "N": 4})[1] == "B<4>"
-    assert ts.render(toks, {"N": 4})[1] is None
+    assert render(toks, {"Flag": "true", "N": 4}) == ("*<4>", "A<4>", [])
+    assert render(toks, {"Flag": False, "N": 4})[1] == "B<4>"
+    assert render(toks, {"N": 4})[1] is None
     toks[0]["cond"] = "Op == InMemoryDataOperationEnum::Set"
-    assert ts.render(toks, {"Op": "InMemoryDataOperationEnum::Set", "N": 1})[1] == "A<1>"
+    assert render(toks, {"Op": "InMemoryDataOperationEnum::Set", "N": 1})[1] == "A<1>"
 
 
 def test_build_locate_and_coverage_on_ck_mini(fixtures, tmp_db):
@@ -504,15 +507,15 @@ def test_column_groups_read_only_their_inputs():
     rng = random.Random(7)
     every = sorted(
         {n for ns in SYNONYMS.values() for n in ns}
-        | set(ts._SIZE_INPUTS)
+        | set(ts_keys._SIZE_INPUTS)
         | {"Other", "K0", "KPerBlock1"}
     )
     for _ in range(2000):
         f = _random_fields(rng, every)
         full = normalise(f)
         for inputs, cols in (
-            (ts._SIZE_INPUTS, ts._SIZE_COLUMNS),
-            (ts._KIND_INPUTS, ts._KIND_COLUMNS),
+            (ts_keys._SIZE_INPUTS, ts_keys._SIZE_COLUMNS),
+            (ts_keys._KIND_INPUTS, ts_keys._KIND_COLUMNS),
         ):
             part = normalise({k: v for k, v in f.items() if k in inputs})
             assert [part[c] for c in cols] == [full[c] for c in cols], (f, cols)
@@ -525,11 +528,11 @@ def test_render_reads_only_fields_read(fixtures):
     s, _ = schemas_of(fixtures / "ck_mini")
     rng = random.Random(3)
     for schema in s.values():
-        reads = ts._fields_read(schema["tokens"])
+        reads = ts_keys._fields_read(schema["tokens"])
         names = reads + [p["name"] for p in schema["params"]] + ["Other"]
         for _ in range(200):
             f = _random_fields(rng, names)
-            assert ts.render(schema["tokens"], f) == ts.render(
+            assert render(schema["tokens"], f) == render(
                 schema["tokens"], {k: v for k, v in f.items() if k in reads}
             )
 
@@ -586,9 +589,9 @@ def test_render_keeps_braces_and_unknowns():
         {"derived": "Stages", "expr": "N * 2"},
         {"derived": "Other", "expr": "Pipe::X", "delegate": True},
     ]
-    assert ts.render(toks[:4], {"N": 4}) == ("Op{4}*", "Op{ 4 }8", ["Stages"])
-    assert ts.render(toks, {"N": 4}) == ("Op{4}**", None, ["Stages", "Other"])
-    assert ts.render(toks[:3], {}) == ("Op{{unknown}}", None, [])
+    assert render(toks[:4], {"N": 4}) == ("Op{4}*", "Op{ 4 }8", ["Stages"])
+    assert render(toks, {"N": 4}) == ("Op{4}**", None, ["Stages", "Other"])
+    assert render(toks[:3], {}) == ("Op{{unknown}}", None, [])
 
 
 def test_render_fills_slots_in_token_order():
@@ -603,7 +606,6 @@ def test_render_fills_slots_in_token_order():
         {"ref": "Lens", "conv": "at", "kind": "type", "index": 1},
         {"lit": " >"},
     ]
-    run = ts._Rendering(toks)
     for _ in range(2):
-        assert run({"N": 4, "Lens": [1, 2]}) == ("X<*,4,2>", "X< 8, 4, 2 >", ["S"])
-    assert run({"Lens": [1, [2]]}) == ("X<*,{unknown},[2]>", None, ["S"])
+        assert render(toks, {"N": 4, "Lens": [1, 2]}) == ("X<*,4,2>", "X< 8, 4, 2 >", ["S"])
+    assert render(toks, {"Lens": [1, [2]]}) == ("X<*,{unknown},[2]>", None, ["S"])
