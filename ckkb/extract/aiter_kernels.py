@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.aiter_pyeval import (
+from ckkb.extract.aiter_pyeval import Unsupported, compile_expr, literal
+from ckkb.extract.files import list_files
+from ckkb.extract.lazy import lazy_module
+from ckkb.extract.pyscan import (
     _TRIVIA,
     COMPOUND,
     SOFT,
@@ -24,13 +27,8 @@ from ckkb.extract.aiter_pyeval import (
     LogicalLine,
     SourceScan,
     StatementLines,
-    Unsupported,
-    compile_expr,
-    literal,
     parse_lines,
 )
-from ckkb.extract.files import list_files
-from ckkb.extract.lazy import lazy_module
 from ckkb.fields import normalise
 from ckkb.kb.schema.aiter import AiterKernelListRow, AiterKernelRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult

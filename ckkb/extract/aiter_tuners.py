@@ -19,18 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.aiter_pyeval import (
-    COMPOUND,
-    SOFT,
-    Fallback,
-    SourceScan,
-    StatementLines,
-    Unsupported,
-    literal,
-    parse_lines,
-)
+from ckkb.extract.aiter_pyeval import Unsupported, literal
 from ckkb.extract.files import list_files
 from ckkb.extract.lazy import lazy_module
+from ckkb.extract.pyscan import COMPOUND, SOFT, Fallback, SourceScan, StatementLines, parse_lines
 from ckkb.kb.schema.aiter import AiterRuntimeConfigRow, AiterTunerOptionRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
 
