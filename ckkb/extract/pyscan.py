@@ -21,13 +21,13 @@ else:  # libcst loads on first use: importing this module stays cheap
 
 
 class StatementLines:
-    """Line numbers without resolving PositionProvider over the whole module (it costs as much as the parse).
+    """Line numbers without resolving PositionProvider over the whole module (it costs as much as
+    the parse).
 
     Top-level statements get their lines from the generated code of the statements before them; the
     dataclasses (small) get full positions from a one-statement module; dict entries are located in
     their statement's generated code (codegen is exact concatenation, so each entry's text is found
-    in order).
-    """
+    in order)."""
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
@@ -52,7 +52,8 @@ class StatementLines:
             self.known[id(node)] = off + rng.start.line
 
     def locate_elements(self, stmt: Any, assign: Any, d: cst.Dict) -> None:
-        """Entry lines: the dict's opening brace, then each entry's generated code in turn (one codegen pass)."""
+        """Entry lines: the dict's opening brace, then each entry's generated code in turn (one
+        codegen pass)."""
         code = self.code[id(stmt)]
         at = code.find("{", code.find(self.module.code_for_node(assign.targets[0].target)))
         self.known[id(assign)] = self.known[id(stmt)]
@@ -73,13 +74,14 @@ class StatementLines:
         return self.known.get(id(node), 0)
 
 
-# ---------------------------------------------------------------- reading only the statements needed
+# ------------------------------------------------------------- reading only the statements needed
 
 # Python's lexical structure as far as statement boundaries need it: strings (any prefix; the prefix
 # does not move a boundary), comments, brackets, `,` and `:`, newlines, backslash continuations,
 # whitespace, and runs of everything else. Anything unexpected (an unterminated string) is 'e'.
 _SCAN = re.compile(
-    r"(?P<s>'''(?:[^\\]|\\[\s\S])*?'''|\"\"\"(?:[^\\]|\\[\s\S])*?\"\"\"|'(?:[^'\\\n]|\\[\s\S])*'|\"(?:[^\"\\\n]|\\[\s\S])*\")"
+    r"(?P<s>'''(?:[^\\]|\\[\s\S])*?'''|\"\"\"(?:[^\\]|\\[\s\S])*?\"\"\""
+    r"|'(?:[^'\\\n]|\\[\s\S])*'|\"(?:[^\"\\\n]|\\[\s\S])*\")"
     r"|(?P<c>#[^\n]*)"
     r"|(?P<o>[(\[{])"
     r"|(?P<x>[)\]}])"
@@ -116,7 +118,8 @@ SOFT = frozenset(("match", "case", "type"))
 
 
 class Fallback(Exception):
-    """The source is not in a shape the statement-level reader is sure of: read the whole module instead."""
+    """The source is not in a shape the statement-level reader is sure of: read the whole module
+    instead."""
 
 
 @dataclass
@@ -170,7 +173,8 @@ class SourceScan:
                     )
             elif k == "e":
                 raise Fallback(
-                    f"unexpected character {text[starts[i]]!r} at line {text.count(chr(10), 0, starts[i]) + 1}"
+                    f"unexpected character {text[starts[i]]!r} at line "
+                    f"{text.count(chr(10), 0, starts[i]) + 1}"
                 )
             if first < 0:
                 first = i
@@ -191,8 +195,8 @@ class SourceScan:
         while kinds[last] in _TRIVIA:
             last -= 1
         s = starts[first]
-        # the physical line it starts on: only whitespace, comments and continuations (no newline) lie
-        # between the NEWLINE (or backslash continuation) before it and its first token
+        # the physical line it starts on: only whitespace, comments and continuations (no newline)
+        # lie between the NEWLINE (or backslash continuation) before it and its first token
         ll_start = self.text.rfind("\n", 0, s) + 1
         m = _FIRST_WORD.match(self.text, s)
         return LogicalLine(
@@ -213,7 +217,8 @@ class SourceScan:
         return self.text[self.starts[ll.first] : self.ends[ll.last]]
 
     def normalised(self, first: int, last: int) -> str:
-        """Tokens first..last with each run of whitespace, comments and line breaks as one space (same meaning)."""
+        """Tokens first..last with each run of whitespace, comments and line breaks as one space
+        (same meaning)."""
         out: list[str] = []
         gap = False
         kinds, starts, ends, text = self.kinds, self.starts, self.ends, self.text
@@ -228,7 +233,8 @@ class SourceScan:
         return "".join(out)
 
     def compounds(self) -> list[tuple[int, int, int]]:
-        """Top-level statements as (index of the first logical line, of the header, one past the last)."""
+        """Top-level statements as (index of the first logical line, of the header, one past the
+        last)."""
         out = []
         lls = self.logical
         i = 0
@@ -249,10 +255,9 @@ def parse_lines(scan: SourceScan, first: int, stop: int) -> tuple[Any, Any, Posi
     """Parse logical lines first..stop-1 (one statement at any indentation) with libcst.
 
     Returns (module, statement, positions): positions.get(id(node), 0) is a node's line in the whole
-    file (its start, as libcst's PositionProvider gives it), computed on first use. An indented statement
-    is parsed inside `if 1:` indented exactly as in the file, so continuation lines keep the indentation
-    libcst strips and codegen of its nodes is what the whole module would give.
-    """
+    file (its start, as libcst's PositionProvider gives it), computed on first use. An indented
+    statement is parsed inside `if 1:` indented exactly as in the file, so continuation lines keep
+    the indentation libcst strips and codegen of its nodes is what the whole module would give."""
     a, b = scan.logical[first], scan.logical[stop - 1]
     text = scan.text[a.start : b.end]
     if not text.endswith("\n"):
@@ -270,8 +275,8 @@ def parse_lines(scan: SourceScan, first: int, stop: int) -> tuple[Any, Any, Posi
 
 
 class Positions:
-    """Start lines of a parsed module's nodes, plus `offset`, resolved on the first lookup (that keeps
-    the module, so the ids stay those of its nodes)."""
+    """Start lines of a parsed module's nodes, plus `offset`, resolved on the first lookup (that
+    keeps the module, so the ids stay those of its nodes)."""
 
     __slots__ = ("_lines", "module", "offset")
 
@@ -288,15 +293,15 @@ class Positions:
 
 
 def start_lines(module: cst.Module) -> dict[int, int]:
-    """{id(node): line of its start} for every node of `module`, equal to PositionProvider's start lines.
+    """{id(node): line of its start} for every node of `module`, equal to PositionProvider's start
+    lines.
 
     One codegen pass that counts lines only (PositionProvider through MetadataWrapper also builds a
-    CodeRange per node and walks the tree a second time with a batched visitor that has nothing to do).
-    The module must have no carriage returns (SourceScan guarantees it).
+    CodeRange per node and walks the tree a second time with a batched visitor that has nothing to
+    do). The module must have no carriage returns (SourceScan guarantees it).
 
     It builds on libcst's internal CodegenState (libcst 1.x); should a libcst release change that,
-    the public PositionProvider gives the same lines, slower.
-    """
+    the public PositionProvider gives the same lines, slower."""
     try:
         state = _line_state()(
             default_indent=module.default_indent, default_newline=module.default_newline
@@ -317,7 +322,8 @@ def _provider_start_lines(module: cst.Module) -> dict[int, int]:
 
 @functools.cache
 def _line_state() -> type:
-    """A CodegenState that records start lines the way PositionProvidingCodegenState records positions."""
+    """A CodegenState that records start lines the way PositionProvidingCodegenState records
+    positions."""
     from libcst._nodes.internal import CodegenState
 
     class _Syntactic:

@@ -42,7 +42,8 @@ def coverage(db: Any) -> dict[str, Any]:
     }
 
 
-# ckProfiler's data-type words (`Best Perf for datatype = bf16`) -> the A data types of instance rows
+# ckProfiler's data-type words (`Best Perf for datatype = bf16`) -> the A data types of instance
+# rows
 DTYPES: dict[str, set[str]] = {
     "bf16": {"bhalf_t", "BF16", "bf16"},
     "f16": {"half_t", "F16", "f16", "fp16"},
@@ -90,7 +91,8 @@ def locate(
             )
         )
         why = (
-            f"{p.op} is printed by a device op in this tree, but not in this form (an older CK release?)"
+            f"{p.op} is printed by a device op in this tree, but not in this form"
+            " (an older CK release?)"
             if known
             else f"no GetTypeString() in this tree prints {p.op!r}"
         )

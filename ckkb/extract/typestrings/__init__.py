@@ -1,16 +1,17 @@
-"""Stage ck.typestrings: every device op's GetTypeString() as a name schema, and the printed-name key
-of every (instance, registration binding).
+"""Stage ck.typestrings: every device op's GetTypeString() as a name schema, and the printed-name
+key of every (instance, registration binding).
 
-`extract` reads one impl header with tree-sitter: for each GetTypeString() it follows the `<<` chains
-into the op's string stream and turns each operand into a token:
+`extract` reads one impl header with tree-sitter: for each GetTypeString() it follows the `<<`
+chains into the op's string stream and turns each operand into a token:
 
-    "DeviceGemmXdlUniversal"                        {"lit": "DeviceGemmXdlUniversal"}
-    getGemmSpecializationString(GemmSpec)           {"ref": "GemmSpec", "conv": "spec"}
-    std::string(ALayout::name)[0]                   {"ref": "ALayout", "conv": "layout_initial"}
-    BlkGemmPipelineSchedulerToString[BlkGemmPipeSched]  {"ref": "BlkGemmPipeSched", "conv": "enum", "map": {...}}
-    BlockSize                                       {"ref": "BlockSize", "conv": "value", "kind": "int"}
-    PrefetchStages (a local or a pipeline constant) {"derived": "PrefetchStages", "expr": "..."}
-    cond ? "A<" : "B<"                              {"alt": [[...], [...]], "cond": "..."}
+    "DeviceGemmXdlUniversal"               {"lit": "DeviceGemmXdlUniversal"}
+    getGemmSpecializationString(GemmSpec)  {"ref": "GemmSpec", "conv": "spec"}
+    std::string(ALayout::name)[0]          {"ref": "ALayout", "conv": "layout_initial"}
+    BlkGemmPipelineSchedulerToString[BlkGemmPipeSched]
+                                           {"ref": "BlkGemmPipeSched", "conv": "enum", "map": {...}}
+    BlockSize                              {"ref": "BlockSize", "conv": "value", "kind": "int"}
+    PrefetchStages (a local or constant)   {"derived": "PrefetchStages", "expr": "..."}
+    cond ? "A<" : "B<"                     {"alt": [[...], [...]], "cond": "..."}
 
 `combine` stores one NameSchemaRow per implementation and, from the rows of the instances and
 registrations stages, one InstanceKeyRow per (instance, registration binding).
@@ -99,7 +100,8 @@ class TypeStringsStage:
                     Diagnostic(
                         r.file,
                         r.line,
-                        f"{r.device_op}::GetTypeString(): no name schema: {'; '.join(r.reasons[:2])}",
+                        f"{r.device_op}::GetTypeString(): no name schema: "
+                        + "; ".join(r.reasons[:2]),
                         "warning",
                         STAGE_NAME,
                     )
@@ -108,8 +110,9 @@ class TypeStringsStage:
             Diagnostic(
                 IMPL_DIR,
                 0,
-                f"GetTypeString() name schemas: {counts['matched'] + counts['partial']} of {len(rows)} implementations "
-                f"({counts['matched']} matched, {counts['partial']} partial with derived or conditional values, "
+                f"GetTypeString() name schemas: {counts['matched'] + counts['partial']} of"
+                f" {len(rows)} implementations ({counts['matched']} matched,"
+                f" {counts['partial']} partial with derived or conditional values, "
                 f"{counts['unsupported']} unsupported)",
                 "info",
                 STAGE_NAME,

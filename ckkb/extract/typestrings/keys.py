@@ -15,9 +15,10 @@ from ckkb.fields import SYNONYMS, as_int, normalise
 from ckkb.kb.schema.names import InstanceKeyRow, NameSchemaRow
 
 # The normalised columns an InstanceKeyRow stores, in two groups memoised apart: sizes (the same for
-# all registrations of an instance) and kinds (layouts and padding, often bound by the registration).
-# normalise computes a column from its SYNONYMS only (tile_k also from K0PerBlock*K1, waves from the
-# tile and wave sizes), so each group is a function of its _INPUTS; a unit test checks this.
+# all registrations of an instance) and kinds (layouts and padding, often bound by the
+# registration). normalise computes a column from its SYNONYMS only (tile_k also from K0PerBlock*K1,
+# waves from the tile and wave sizes), so each group is a function of its _INPUTS; a unit test
+# checks this.
 _SIZE_COLUMNS = (
     "block_size",
     "tile_m",
@@ -46,8 +47,9 @@ _NAME = re.compile(r"\w+")
 
 
 def _typed_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """`values` as a memo key that tells 1 from True and 1.0 (equal in Python, printed differently) and a
-    list from a tuple; lists are frozen to tuples. Hashing it raises TypeError if a value is unhashable."""
+    """`values` as a memo key that tells 1 from True and 1.0 (equal in Python, printed differently)
+    and a list from a tuple; lists are frozen to tuples. Hashing it raises TypeError if a value is
+    unhashable."""
     types = tuple(map(type, values))
     if list in types:
         values = tuple(tuple(v) if type(v) is list else v for v in values)
@@ -55,8 +57,9 @@ def _typed_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _fields_read(tokens: list[Any]) -> list[str]:
-    """Every field name `render` may read for `tokens`: refs, and (a superset) every word of a condition
-    or of an evaluated expression. render's result is a function of these fields' values only."""
+    """Every field name `render` may read for `tokens`: refs, and (a superset) every word of a
+    condition or of an evaluated expression. render's result is a function of these fields' values
+    only."""
     out: list[str] = []
     for t in tokens:
         if "lit" in t:
@@ -75,16 +78,16 @@ def _fields_read(tokens: list[Any]) -> list[str]:
 class _KeyPlan:
     """What instance_keys needs of one schema, worked out once rather than per instance.
 
-    A row's computed columns (key, printed name, derived names, normalised columns) are a function of
-    the values of `inputs` only: the fields render reads, and the inputs of both column groups. So
-    they are memoised in `results` by the instance's typed input values and the positions among them
-    that name a list template parameter (which a registration may bind): for an instance with none,
-    the entry is its columns, the same for every registration; else a dict by the bound values.
+    A row's computed columns (key, printed name, derived names, normalised columns) are a function
+    of the values of `inputs` only: the fields render reads, and the inputs of both column groups.
+    So they are memoised in `results` by the instance's typed input values and the positions among
+    them that name a list template parameter (which a registration may bind): for an instance with
+    none, the entry is its columns, the same for every registration; else a dict by the bound
+    values.
 
-    `present`: every field name the schema's instances have (None: not known). An input that none has
-    and that has no default is None in every instance, so it is left out of `inputs` (two thirds of
-    them: the synonyms of other ops), and out of the memo keys of the groups.
-    """
+    `present`: every field name the schema's instances have (None: not known). An input that none
+    has and that has no default is None in every instance, so it is left out of `inputs` (two thirds
+    of them: the synonyms of other ops), and out of the memo keys of the groups."""
 
     def __init__(self, schema: NameSchemaRow, present: set[str] | None = None) -> None:
         self.schema = schema
@@ -105,7 +108,8 @@ class _KeyPlan:
         width = len(self.inputs)
 
         def group(names: tuple[str, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-            """The values, then the types, of those `names` that are inputs, from input values + types."""
+            """The values, then the types, of those `names` that are inputs, from input values +
+            types."""
             at = [where[name] for name in names if name in where]
             return _getter(at + [width + i for i in at])
 
@@ -127,7 +131,7 @@ class _KeyPlan:
         ] = {}  # render by typed render_inputs values
 
     def base_fields(self, inst: Any) -> dict[str, Any]:
-        """The instance's fields, a parameter it leaves out (or None) set to the schema's default."""
+        """The instance's fields; a parameter it leaves out (or None) gets the schema's default."""
         fields = dict(inst.fields or {})
         for name, default in self.defaults:
             if fields.get(name) is None:
@@ -146,7 +150,8 @@ class _KeyPlan:
         return vals
 
     def _kinds(self, fields: dict[str, Any], norm: dict[str, Any]) -> tuple[Any, ...]:
-        """_KIND_COLUMNS of an InstanceKeyRow; padding as the schema's spec token prints it, else normalised."""
+        """_KIND_COLUMNS of an InstanceKeyRow; padding as the schema's spec token prints it, else
+        normalised."""
         spec = self.spec
         padding = printed_value(spec, fields.get(spec["ref"])) if spec else norm["padding"]
         return (*(norm[c] for c in _KIND_COLUMNS[:-1]), padding)
@@ -157,11 +162,11 @@ class _KeyPlan:
         fields_of: Callable[[], dict[str, Any]],
         sizes_memo: dict[tuple[Any, ...], tuple[Any, ...]],
     ) -> tuple[list[str], tuple[Any, ...]]:
-        """(derived, the computed columns of _row) of an instance's (bound) fields, `fields_of()`, whose `inputs`
-        have the values, then the types, in `typed` (None: a value cannot be hashed, nothing is
-        memoised). Render and the two column groups are memoised apart by their own inputs' values
-        (many instances share a tile; sizes do not depend on the schema); fields_of is called only on
-        a miss."""
+        """(derived, the computed columns of _row) of an instance's (bound) fields, `fields_of()`,
+        whose `inputs` have the values, then the types, in `typed` (None: a value cannot be hashed,
+        nothing is memoised). Render and the two column groups are memoised apart by their own
+        inputs' values (many instances share a tile; sizes do not depend on the schema); fields_of
+        is called only on a miss."""
         fields: dict[str, Any] | None = None
         if typed is None:
             rk = kk = sk = None
@@ -197,7 +202,8 @@ class _KeyPlan:
 
 
 def _getter(positions: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-    """A function picking `positions` of a tuple, as a tuple (itemgetter returns a bare item for one)."""
+    """A function picking `positions` of a tuple, as a tuple (itemgetter returns a bare item for
+    one)."""
     if len(positions) > 1:
         return operator.itemgetter(*positions)
     if positions:
@@ -212,7 +218,8 @@ def _sizes(fields: dict[str, Any], norm: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _bindable(fields: dict[str, Any], params: set[str]) -> list[str]:
-    """Fields whose value names a list template parameter (`GemmSpec: GemmSpec`) a registration may bind."""
+    """Fields whose value names a list template parameter (`GemmSpec: GemmSpec`) a registration may
+    bind."""
     return [k for k, v in fields.items() if isinstance(v, str) and v in params] if params else []
 
 
@@ -411,10 +418,10 @@ def instance_keys(
 
 
 class _Binder:
-    """An instance's fields as each of its registrations binds them. The base fields are made once (on
-    the first call), then copied with the fields `bindable` substituted. With a memo key (instance_keys'
-    ikey) these are only the bound inputs: the computed columns read no other field, so whatever the
-    other bindable fields become cannot change them."""
+    """An instance's fields as each of its registrations binds them. The base fields are made once
+    (on the first call), then copied with the fields `bindable` substituted. With a memo key
+    (instance_keys' ikey) these are only the bound inputs: the computed columns read no other field,
+    so whatever the other bindable fields become cannot change them."""
 
     def __init__(
         self, plan: _KeyPlan, inst: Any, bindable: Sequence[str], unbound: set[str]
@@ -431,8 +438,8 @@ class _Binder:
 def _signature(
     pnames: tuple[str, ...], bindings: dict[str, Any], unbound: set[str]
 ) -> tuple[Any, ...] | None:
-    """The typed values a registration gives the list parameters `pnames` (as _bind does), a memo key;
-    None when one cannot be hashed."""
+    """The typed values a registration gives the list parameters `pnames` (as _bind does), a memo
+    key; None when one cannot be hashed."""
     vals = tuple(bindings.get(p) if p in bindings or p in unbound else p for p in pnames)
     try:
         key = _typed_key(vals)

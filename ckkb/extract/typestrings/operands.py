@@ -289,8 +289,8 @@ def _operand(node, ctx: Ctx) -> list[dict[str, Any]]:
 
 def _delegate(cls: str, fn_text: str, text: str, ctx: Ctx) -> dict[str, Any]:
     """`X::GetTypeString()`: the output of another type. X is followed through the class's aliases
-    (`using GridwiseGemm64 = GridwiseGemmBase<...>`, `template <...> using GridwiseGemmBase = G<...>`)
-    to a class template and its arguments; `combine` splices that class's schema in."""
+    (`using GridwiseGemm64 = GridwiseGemmBase<...>`, `template <...> using GridwiseGemmBase =
+    G<...>`) to a class template and its arguments; `combine` splices that class's schema in."""
     if cls in ctx.params:
         ctx.unsupported.append(
             f"delegates to {fn_text}(): {cls} is a template parameter, so the name is that op's"
@@ -378,8 +378,8 @@ def _unwrap_string(node, src: bytes):
 
 
 def _chain(node, ctx: Ctx) -> list[Any] | None:
-    """Operands of `stream << a << b ...` (left-nested binary expressions), or None when the leftmost
-    operand is not one of the op's streams."""
+    """Operands of `stream << a << b ...` (left-nested binary expressions), or None when the
+    leftmost operand is not one of the op's streams."""
     operands = []
     while (
         node is not None

@@ -143,7 +143,7 @@ def printed_value(t: dict[str, Any], v: Any) -> str | None:
 
 
 def _cond_value(cond: str, fields: dict[str, Any]) -> bool | None:
-    """A condition over template parameters: `P`, `!P`, `P == X`, `P != X`; None when not decidable."""
+    """A condition over template parameters (`P`, `!P`, `P == X`, `P != X`); None: undecidable."""
     c = cond.strip()
     while c.startswith("(") and c.endswith(")"):
         c = c[1:-1].strip()

@@ -42,7 +42,8 @@ _OP_RE = re.compile(r"\s*([A-Za-z_][\w:]*)")
 
 
 def ops_of(tokens: list[Any]) -> list[str]:
-    """Printed op names: the identifier the stream starts with (each branch of a leading conditional)."""
+    """Printed op names: the identifier the stream starts with (each branch of a leading
+    conditional)."""
     if not tokens:
         return []
     first = tokens[0]
@@ -77,7 +78,7 @@ def _members(body, src: bytes) -> dict[str, str]:
 
 
 def example(tokens: list[Any]) -> str:
-    """A name rendered from the schema with placeholder values (the first branch of conditionals)."""
+    """A name rendered from the schema with placeholder values (conditionals: the first branch)."""
     out = []
     for t in tokens:
         if "lit" in t:
@@ -119,8 +120,9 @@ def _is_device_op(node, src: bytes, any_class: bool = False) -> bool:
 
 
 class _Outline:
-    """The device-op classes and template parameter lists of a tree, in source order; found (by a query
-    over the whole tree) only when a GetTypeString() is not inside its class (see _enclosing_op)."""
+    """The device-op classes and template parameter lists of a tree, in source order; found (by a
+    query over the whole tree) only when a GetTypeString() is not inside its class (see
+    _enclosing_op)."""
 
     def __init__(self, tree, src: bytes, any_class: bool) -> None:
         self.tree, self.src, self.any_class = tree, src, any_class
@@ -139,10 +141,9 @@ def _enclosing_op(fn, src: bytes, outline: _Outline, any_class: bool = False):
     """The device-op class template that defines `fn`, and its template parameters.
 
     Where tree-sitter had to recover from CK's macros (`GET_NXDL_PER_WAVE_IMPL`, `#if 0` inside
-    functions, `enable_if<N >= 1>` defaults) the class may not be an ancestor of the function: then it
-    is the last device-op class that starts before it, and its parameters are the template parameter
-    list just before that class.
-    """
+    functions, `enable_if<N >= 1>` defaults) the class may not be an ancestor of the function: then
+    it is the last device-op class that starts before it, and its parameters are the template
+    parameter list just before that class."""
     cls = fn.parent
     while cls is not None and not (
         cls.type in ("struct_specifier", "class_specifier") and _is_device_op(cls, src, any_class)
