@@ -1,7 +1,7 @@
 """Tables for instance names: each device op's GetTypeString() schema, and the printed-name key of
 every (instance, registration) so a name from a ckProfiler log finds the line that declared it.
 
-Owned by ckkb/extract/typestrings.py (stage ck.typestrings) and ckkb/names.py.
+Owned by ckkb/extract/typestrings/ (stage ck.typestrings) and ckkb/names/.
 """
 
 from __future__ import annotations
