@@ -333,34 +333,21 @@ def test_evaluator_refuses_with_the_node(expr, what):
             Evaluator({}, None, "K").eval(node)
 
 
-def test_start_lines_equal_position_provider():
-    import libcst as cst
-    import libcst.metadata as md
-
-    from ckkb.extract.pyscan import start_lines
-
-    for rel, data in _aiter_python_files():
-        text = data.decode("utf-8")
-        if "\r" in text:
-            continue
-        module = cst.parse_module(text)
-        pos = md.MetadataWrapper(module, unsafe_skip_copy=True).resolve(md.PositionProvider)
-        lines = start_lines(module)
-        assert {id(n): r.start.line for n, r in pos.items()} == lines, rel
-
-
-def test_start_lines_fall_back_to_position_provider(monkeypatch):
-    # should libcst's internal CodegenState change, the public PositionProvider answers the same
+def test_start_lines_and_parse_lines_give_file_lines():
+    """Lines counted by hand in the text below (the second method): a statement parsed alone by
+    parse_lines gets the lines it has in the whole file, nested nodes included."""
     import libcst as cst
 
     from ckkb.extract import pyscan
 
-    module = cst.parse_module("x = 1\n\ndef f(a,\n      b):\n    return [a,\n            b]\n")
-    fast = pyscan.start_lines(module)
-
-    def broken() -> type:
-        raise ImportError("libcst._nodes.internal moved")
-
-    monkeypatch.setattr(pyscan, "_line_state", broken)
-    assert pyscan.start_lines(module) == fast
-    assert sorted(set(fast.values())) == [1, 2, 3, 4, 5, 6]  # the blank line 2 is a node too
+    text = "x = 1\n\ndef f(a,\n      b):\n    return [a,\n            b]\n"
+    module = cst.parse_module(text)
+    lines = pyscan.start_lines(module)
+    assert sorted(set(lines.values())) == [1, 2, 3, 4, 5, 6]  # the blank line 2 is a node too
+    ret = module.body[1].body.body[0].body[0]
+    assert lines[id(ret)] == 5 and lines[id(ret.value.elements[1])] == 6
+    scan = pyscan.SourceScan(text)
+    first, _header, stop = scan.compounds()[1]
+    _mod, stmt, positions = pyscan.parse_lines(scan, first, stop)
+    ret = stmt.body.body[0].body[0]
+    assert positions.get(id(stmt)) == 3 and positions.get(id(ret.value.elements[1])) == 6
