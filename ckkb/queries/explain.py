@@ -185,16 +185,17 @@ def _arch_table(conn: sqlite3.Connection, regs: list[dict[str, Any]]) -> list[di
 
 def race_links(conn: sqlite3.Connection) -> dict[int, list[int]]:
     """race_results.id -> the instances `ckkb locate --dtype <the race's dtype> NAME` finds
-    (ckkb.names.locate itself: the result's printed name keyed with this tree's GetTypeString()
+    (ckkb.queries.names.locate itself: the result's printed name keyed with this tree's GetTypeString()
     schemas, entries kept by the race's data type). Names printed by another CK release, or that
     no schema keys, link to nothing. Computed once per served (immutable) knowledge base."""
     import sqlite_utils
 
-    from ckkb import names
     from ckkb.errors import CkkbError
+    from ckkb.names import load_schemas
+    from ckkb.queries.names import locate
 
     db = sqlite_utils.Database(conn)
-    schemas = names.load_schemas(db)
+    schemas = load_schemas(db)
     if not schemas:
         return {}
     found: dict[tuple[str, str | None], list[int]] = {}
@@ -206,7 +207,7 @@ def race_links(conn: sqlite3.Connection) -> dict[int, list[int]]:
         key = (r["name"], dtype)
         if key not in found:
             try:
-                located = names.locate(db, r["name"], schemas, dtype=dtype)
+                located = locate(db, r["name"], schemas, dtype=dtype)
             except CkkbError:
                 found[key] = []
             else:

@@ -15,8 +15,8 @@ from urllib.parse import urlencode
 import pytest
 import sqlite_utils
 
-from ckkb import names
 from ckkb.kb.ingest import ingest
+from ckkb.queries import names as name_queries
 from ckkb.web import app
 from ckkb.web.metadata import canned_queries
 from tests.conftest import SAMPLES
@@ -477,14 +477,14 @@ def test_race_spread_chart(get, web_db):
     assert re.search(r'href="/-/ckkb/instance/\d+"', r.text)  # bars link to explain pages
     # gfx942 is an MI300X: its data sheet's dense fp16/bf16 peak (ckkb.harness.roofline.PEAKS)
     assert "MI300X peak 1,307" in r.text and 'class="ckkb-refline"' in r.text
-    # each bar's link is an instance `ckkb locate --dtype bf16 NAME` finds (names.locate itself)
+    # each bar's link is an instance `ckkb locate --dtype bf16 NAME` finds (name_queries.locate itself)
     db = sqlite_utils.Database(web_db)
     bars = re.findall(
         r'<a href="/-/ckkb/instance/(\d+)"><text class="ckkb-label" data-name="([^"]+)"', r.text
     )
     assert bars
     for iid, name in bars:
-        located = names.locate(db, html.unescape(name), dtype="bf16")
+        located = name_queries.locate(db, html.unescape(name), dtype="bf16")
         assert int(iid) in {e["instance_id"] for e in located["entries"]}
     r = get("/-/ckkb/chart/race-spread")
     assert r.status_code == 200 and f'value="{race}"' in r.text
