@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ckkb import vocabulary
 from ckkb.errors import CkkbError
 from ckkb.kb.db import json_value
 from ckkb.names import NameSchema, SchemaSet, load_schemas, parse
@@ -42,31 +43,10 @@ def coverage(db: Any) -> dict[str, Any]:
     }
 
 
-# ckProfiler's data-type words (`Best Perf for datatype = bf16`) -> the A data types of instance
-# rows
-DTYPES: dict[str, set[str]] = {
-    "bf16": {"bhalf_t", "BF16", "bf16"},
-    "f16": {"half_t", "F16", "f16", "fp16"},
-    "f32": {"float", "F32", "f32", "fp32"},
-    "f64": {"double", "F64", "f64", "fp64"},
-    "int8": {"int8_t", "I8", "i8", "int8"},
-    "fp8": {"f8_t", "F8", "f8", "fp8", "f8_ocp_t", "f8_fnuz_t"},
-    "bf8": {"bf8_t", "BF8", "bf8", "bf8_ocp_t", "bf8_fnuz_t"},
-    "f4": {"f4x2_pk_t", "F4", "f4", "fp4"},
-}
-DTYPES["fp16"], DTYPES["fp32"], DTYPES["i8"], DTYPES["f8"], DTYPES["fp64"] = (
-    DTYPES["f16"],
-    DTYPES["f32"],
-    DTYPES["int8"],
-    DTYPES["fp8"],
-    DTYPES["f64"],
-)
-
-
 def _dtype_ok(want: set[str], a_dtype: str | None) -> bool | None:
     """True/False when the entry's A data type is known; None when the source leaves it open."""
     w = (a_dtype or "").rsplit("::", 1)[-1]
-    if not w or w[0].isupper() and w not in {x for v in DTYPES.values() for x in v}:
+    if not w or w[0].isupper() and vocabulary.dtype(w) is None:
         return None  # empty or a template parameter name (ADataType, T): not decidable
     return w in want
 
@@ -102,11 +82,11 @@ def locate(
         )
     want = None
     if dtype:
-        want = DTYPES.get(dtype.lower())
-        if want is None:
-            raise CkkbError(
-                f"unknown data type {dtype!r}", hint="one of " + ", ".join(sorted(DTYPES))
-            )
+        known = vocabulary.dtype(dtype)
+        if known is None:
+            names = ", ".join(sorted(d.name for d in vocabulary.DTYPES))
+            raise CkkbError(f"unknown data type {dtype!r}", hint=f"one of {names}")
+        want = known.spellings
     rows = _query(db, "names_locate", {"key": p.key})
     if want is not None:
         rows = [r for r in rows if _dtype_ok(want, r["a_dtype"]) is not False]
