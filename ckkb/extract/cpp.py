@@ -20,21 +20,9 @@ def parser() -> ts.Parser:
     return ts.Parser(language())
 
 
-_last_parse: list[tuple[bytes, ts.Tree]] = []  # at most one (bytes, tree): see parse()
-
-
 def parse(data: bytes) -> ts.Tree:
-    """Parse C++ bytes. The last big parse is remembered: the build extracts a file for all its
-    stages in a row, and stages that parse the same bytes (templates and typestrings both parse
-    for_parsing() of a device-op header) share one parse. Trees are never edited, so sharing is safe."""
-    if _last_parse:
-        last, tree = _last_parse[0]
-        if last is data or last == data:
-            return tree
-    tree = parser().parse(data)
-    if len(data) >= 4096:  # a snippet is cheaper to parse again than to keep
-        _last_parse[:] = [(data, tree)]
-    return tree
+    """Parse C++ bytes into a tree-sitter tree (never edited by the extractors)."""
+    return parser().parse(data)
 
 
 def text(node: ts.Node, src: bytes) -> str:
@@ -65,7 +53,9 @@ def _walk_all(node: ts.Node) -> Iterator[ts.Node]:
     visited_children = False
     while True:
         if not visited_children:
-            yield cursor.node
+            n = cursor.node
+            if n is not None:  # typed Optional; a cursor on a tree always has a node
+                yield n
             if cursor.goto_first_child():
                 continue
         if cursor.goto_next_sibling():
