@@ -183,8 +183,8 @@ def mask_conditionals(data: bytes) -> tuple[bytes, dict[int, tuple[str, ...]]]:
     return b"\n".join(out), guards
 
 
-# whole lines, each matched with the newline before it: a pattern that starts with a literal is found
-# by a fast scan, where `^` would be tried at every byte (see _lines)
+# whole lines, each matched with the newline before it: a pattern that starts with a literal is
+# found by a fast scan, where `^` would be tried at every byte (see _lines)
 _MACRO_LINE = re.compile(rb"\n[ \t]*[A-Z][A-Z0-9_]{2,}[ \t]*$", re.M)
 _PP_IF = re.compile(rb"\n[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$", re.M)
 
@@ -270,7 +270,8 @@ def is_nested_in(node: ts.Node, types: tuple[str, ...]) -> bool:
 
 
 def template_params(plist: ts.Node, src: bytes) -> list[dict]:
-    """A `template_parameter_list` node -> [{"name", "kind": type|value|pack|template, "type", "default"}].
+    """A `template_parameter_list` node -> [{"name", "kind": type|value|pack|template, "type",
+    "default"}].
 
     Unnamed parameters (e.g. `typename std::enable_if<...>::type = false`) get the name "".
     """

@@ -72,7 +72,8 @@ class Resolver:
             return self._resolve(e, depth)
 
     def all(self, exprs: tuple[Expr, ...]) -> list[Any]:
-        """[self(e) for e in exprs], with the memo read inline: 475,000 arguments go through here."""
+        """[self(e) for e in exprs], with the memo read inline: 475,000 arguments go through
+        here."""
         memo = self.memo
         if memo is None:
             return [self(e) for e in exprs]
@@ -122,7 +123,8 @@ class Resolver:
 
 
 def substitute(e: Expr, params: list[str], args: list[Expr]) -> Expr:
-    """Replace a template alias's parameters by the arguments it is used with (a pack takes the rest)."""
+    """Replace a template alias's parameters by the arguments it is used with (a pack takes the
+    rest)."""
     binding: dict[str, Any] = {}
     for i, p in enumerate(params):
         if _is_pack_use(e, p):
@@ -243,7 +245,8 @@ Plan = tuple[
 
 
 def plan_of(params: list[dict]) -> Plan:
-    """What map_fields needs of a parameter list, read once per device op instead of once per entry."""
+    """What map_fields needs of a parameter list, read once per device op instead of once per
+    entry."""
     required, has_pack = arity(params)
     return (
         required,
@@ -258,7 +261,8 @@ def plan_of(params: list[dict]) -> Plan:
 def map_fields(
     params: list[dict], values: list[Any], plan: Plan | None = None
 ) -> tuple[dict[str, Any], list[str], bool]:
-    """Positional values -> {param name: value}; defaults fill the rest. Returns (fields, defaulted, arity_ok)."""
+    """Positional values -> {param name: value}; defaults fill the rest. Returns (fields,
+    defaulted, arity_ok)."""
     fields: dict[str, Any] = {}
     defaulted: list[str] = []
     required, has_pack, slots = plan or plan_of(params)

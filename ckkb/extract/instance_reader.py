@@ -212,7 +212,8 @@ class _Reader:
         }
 
     def commented_entries(self, group: list[tuple[int, str]]) -> list[dict] | None:
-        """Parse commented-out text (lines of one comment group) as tuple entries; None when it is prose."""
+        """Parse commented-out text (lines of one comment group) as tuple entries; None when it is
+        prose."""
         body = "\n".join(b for _, b in group).rstrip()
         if body.endswith(","):
             body = body[:-1]
@@ -306,9 +307,9 @@ class _Reader:
         return entries
 
     def aliases(self, found: dict[str, list], src: bytes) -> dict[str, dict]:
-        """Namespace-level aliases and constants of one file: name -> {"params": [...]?, "expr": Expr, "line"}.
-
-        Instance lists themselves (`using X = std::tuple<...>`) are not aliases anything resolves through."""
+        """Namespace-level aliases and constants of one file: name -> {"params": [...]?, "expr":
+        Expr, "line"}. Instance lists themselves (`using X = std::tuple<...>`) are not aliases
+        anything resolves through."""
         out: dict[str, dict] = {}
         for decl in found["alias_declaration"]:
             if cpp.is_nested_in(decl, ("compound_statement", "field_declaration_list")):
@@ -352,8 +353,8 @@ class _Reader:
         return out
 
     def list_alias(self, decl: Any, src: bytes, data: bytes, guards: dict) -> dict | None:
-        """`using NAME = other_list<args>;` (NAME ending in _instance/_instances): a candidate alias of
-        another instance list; `combine` keeps it when `other_list` is one."""
+        """`using NAME = other_list<args>;` (NAME ending in _instance/_instances): a candidate
+        alias of another instance list; `combine` keeps it when `other_list` is one."""
         name_node = decl.child_by_field_name("name")
         td = decl.child_by_field_name("type")
         if (
@@ -422,7 +423,8 @@ def _template_params_of(decl: Any) -> tuple[Any, Any]:
 
 
 def _tuple_args(decl: Any, src: bytes) -> Any:
-    """The template_argument_list of `std::tuple<...>` when `decl` is `using X = std::tuple<...>`."""
+    """The template_argument_list of `std::tuple<...>` when `decl` is
+    `using X = std::tuple<...>`."""
     td = decl.child_by_field_name("type")
     ty = td.child_by_field_name("type") if td is not None else None
     if ty is None:
@@ -452,9 +454,10 @@ _DECL_TYPES = ("alias_declaration", "declaration", "type_definition", "preproc_i
 
 
 def _declarations(root: Any) -> dict[str, list[Any]]:
-    """The file's declarations of _DECL_TYPES in source order, from a cursor walk that does not enter
-    template argument lists: those hold most of an instance file's nodes (every entry's arguments)
-    and no declaration, so a query over the whole tree (or a full walk) spends most of its time there."""
+    """The file's declarations of _DECL_TYPES in source order, from a cursor walk that does not
+    enter template argument lists: those hold most of an instance file's nodes (every entry's
+    arguments) and no declaration, so a query over the whole tree (or a full walk) spends most of
+    its time there."""
     out: dict[str, list] = {t: [] for t in _DECL_TYPES}
     cur = root.walk()
     while True:

@@ -59,7 +59,8 @@ class _Index:
 
 
 def _parts(p: str) -> list[str]:
-    """Path components as PurePosixPath reads them: empty and `.` components dropped, a leading `/` kept."""
+    """Path components as PurePosixPath reads them: empty and `.` components dropped, a leading
+    `/` kept."""
     parts = [c for c in p.split("/") if c and c != "."]
     return ["/", *parts] if p.startswith("/") else parts
 
@@ -97,7 +98,8 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
     closure_cache: dict[str, tuple[list[str], set[str]]] = {}
 
     def closure(rel: str) -> tuple[list[str], set[str]]:
-        """Files whose aliases `rel` sees (itself first, then includes breadth-first) and every include string seen."""
+        """Files whose aliases `rel` sees (itself first, then includes breadth-first) and every
+        include string seen."""
         if rel in closure_cache:
             return closure_cache[rel]
         order, seen, strings = [rel], {rel}, set()
@@ -258,7 +260,8 @@ def _instance_row(
     tname = template.rsplit("::", 1)[-1]
     exprs = e["exprs"]
     if exprs is None:
-        # not `Template<...>`: an alias of one (using X = Op<...>), or another list nested in this one
+        # not `Template<...>`: an alias of one (using X = Op<...>), or another list nested in
+        # this one
         hit = resolve.lookup(template)
         if hit is not None and hit["expr"][0] == "tmpl" and "params" not in hit:
             tname, exprs = hit["expr"][1].rsplit("::", 1)[-1], hit["expr"][2]
@@ -280,7 +283,8 @@ def _instance_row(
         diag = Diagnostic(
             rel,
             e["line"],
-            f"entry of {lst['name']} is another instance list ({tname}); its entries are listed there",
+            f"entry of {lst['name']} is another instance list ({tname}); "
+            "its entries are listed there",
             "warning",
             NAME,
         )
@@ -298,7 +302,8 @@ def _instance_row(
             diag = Diagnostic(
                 rel,
                 e["line"],
-                f"{tname} takes {req}..{len(op.params)} template arguments ({op.file}:{op.line}), entry of {lst['name']} has {len(resolved)}",
+                f"{tname} takes {req}..{len(op.params)} template arguments "
+                f"({op.file}:{op.line}), entry of {lst['name']} has {len(resolved)}",
                 "warning",
                 NAME,
             )
