@@ -32,7 +32,8 @@ else:
 
 STAGE_NAME = "aiter.kernels"
 
-# aiter field name -> CK template parameter name, so ckkb.fields.normalise derives the normalised columns.
+# aiter field name -> CK template parameter name, so ckkb.fields.normalise derives the normalised
+# columns.
 AITER_TO_CK = {
     "BLOCK_SIZE": "BlockSize",
     "MPerBLOCK": "MPerBlock",

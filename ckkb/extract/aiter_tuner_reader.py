@@ -36,12 +36,14 @@ STAGE_NAME = "aiter.tuners"
 # Merge rules of aiter's update_config_files, by the code that implements them.
 MERGE_RULES = {
     "keep-fastest": (
-        "rows of all files are concatenated, sorted by `us` and de-duplicated on the columns of the op's untuned "
-        "CSV keeping the first (fastest) row, silently; all files must have identical column lists (assert). "
+        "rows of all files are concatenated, sorted by `us` and de-duplicated on the columns of "
+        "the op's untuned CSV keeping the first (fastest) row, silently; all files must have "
+        "identical column lists (assert). "
         "A single file is used as is, without de-duplication."
     ),
     "reject-duplicates": (
-        "rows of all files are concatenated; duplicate keys keep the lowest `us` and then the runtime refuses to "
+        "rows of all files are concatenated; duplicate keys keep the lowest `us` and then the "
+        "runtime refuses to "
         "start (raises); all files must have identical column lists."
     ),
     "unknown": "update_config_files was not recognised; merge results are not predicted",
@@ -108,7 +110,8 @@ class TunerFile:
 
 
 def _pos(module: cst.Module, relevant: tuple[str, ...]):
-    """Line numbers for the top-level statements whose code mentions one of `relevant` (others: statement line only)."""
+    """Line numbers for the top-level statements whose code mentions one of `relevant` (others:
+    statement line only)."""
     lines = StatementLines(module)
     for stmt in module.body:
         if any(r in lines.code[id(stmt)] for r in relevant):
@@ -376,7 +379,8 @@ def _merge_rule(fn: cst.FunctionDef, line) -> MergeRule:
         and not strict
     ):
         # aiter 0.1.7.x (the default wheel), aiter/jit/core.py update_config_files:
-        #   merge_df.sort_values("us").drop_duplicates(subset=keys, keep="first")  -- keys = untuned CSV columns
+        #   merge_df.sort_values("us").drop_duplicates(subset=keys, keep="first")
+        #   (keys = untuned CSV columns)
         rule.id = "keep-fastest"
         rule.line = rule.evidence["drop_duplicates_keep_first"]
     elif strict and ("sort_by_us" in rule.evidence or "duplicated" in rule.evidence):

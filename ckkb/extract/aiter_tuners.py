@@ -43,7 +43,8 @@ def display_rel(rel: str) -> str:
 
 
 def stage_paths(root: Path, paths: list[Path]) -> list[Path]:
-    """Paths relative to root (os.path.relpath), so files of the package dir outside root still read."""
+    """Paths relative to root (os.path.relpath), so files of the package dir outside root still
+    read."""
     return [Path(os.path.relpath(p, Path(root).resolve())) for p in paths]
 
 
@@ -59,7 +60,8 @@ def is_tuner_file(p: Path) -> bool:
 
 
 def tuner_name(rel: str) -> str:
-    """csrc/ck_gemm_a8w8/gemm_a8w8_tune.py -> gemm_a8w8_tune; elsewhere the path without .py (hsa/gfx942/fmoe_2stages/tune)."""
+    """csrc/ck_gemm_a8w8/gemm_a8w8_tune.py -> gemm_a8w8_tune; elsewhere the path without .py
+    (hsa/gfx942/fmoe_2stages/tune)."""
     p = Path(rel)
     return p.stem if p.parts[0] == "csrc" else p.with_suffix("").as_posix()
 
@@ -148,7 +150,8 @@ class TreeFacts:
         return None
 
     def effective_options(self, tuner: TunerFile | None) -> list[tuple[TunerOption, Any, str, int]]:
-        """(option, effective default, file, line) for a tuner (base options + its own + its ARG_DEFAULTS)."""
+        """(option, effective default, file, line) for a tuner (base options + its own + its
+        ARG_DEFAULTS)."""
         defaults = self.base_defaults()
         where: dict[str, tuple[str, int]] = {}
         if tuner is not None:
@@ -209,7 +212,8 @@ def option_rows(facts: TreeFacts) -> list[Any]:
 def untuned_name(tuned_name: str) -> str:
     # aiter 0.1.7 core.py update_config_files: names ending in "tuned" go through
     # re.sub(r"(?:_)?tuned$", r"\1untuned", ...) (which would raise: group 1 does not exist); every
-    # shipped name ("a8w8_tuned_gemm", "tuned_fmoe", ...) takes the else branch: .replace("tuned", "untuned").
+    # shipped name ("a8w8_tuned_gemm", "tuned_fmoe", ...) takes the else branch:
+    # .replace("tuned", "untuned").
     return tuned_name.replace("tuned", "untuned")
 
 
