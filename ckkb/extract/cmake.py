@@ -154,7 +154,7 @@ class CMakeStage:
     tree = "ck"
     reads = ()
     writes = ("build_defines", "build_rules", "file_builds")
-    combine_cost = 0.16  # seconds on the default tree: a scheduling hint
+    combine_cost = 1.2  # seconds on the default tree: a scheduling hint
 
     def files(self, root: Path) -> list[Path]:
         base = root / CK_INSTANCE_DIR

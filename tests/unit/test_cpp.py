@@ -86,12 +86,17 @@ def test_walk_of_an_unknown_type_falls_back_to_the_full_walk():
     assert [n.type for n in cpp.walk(tree.root_node, ("ERROR",))] == []
 
 
-def test_parse_reads_each_call_afresh():
+def test_equal_bytes_share_a_parse_only_inside_shared_parses():
     src = b"using L = std::tuple<Op<1, 2>>;\n" * 300
-    tree = cpp.parse(src)
-    other = cpp.parse(src + b"int x;\n")
-    assert tree.root_node.end_byte == len(src) and other.root_node.end_byte == len(src) + 7
-    assert not tree.root_node.has_error and not other.root_node.has_error
+    assert cpp.parse(src) is not cpp.parse(src)  # outside the block: nothing is kept
+    with cpp.shared_parses():
+        tree = cpp.parse(src)
+        assert cpp.parse(bytes(bytearray(src))) is tree  # equal bytes, another object
+        with cpp.shared_parses():  # nested: the same memo
+            assert cpp.parse(src) is tree
+        other = cpp.parse(src + b"int x;\n")
+        assert other is not tree and other.root_node.end_byte == len(src) + 7
+    assert cpp.parse(src) is not tree and cpp._shared is None
 
 
 def test_for_parsing_keeps_offsets_and_blanks_dead_code():
