@@ -1,7 +1,7 @@
 """Keys: duplicate keys within a file, and the runtime's merge of several files for one op.
 
 The merge is predicted from the rule recognised in the audited tree's aiter/jit/core.py
-(ckkb.extract.aiter_tuners.MERGE_RULES). For the default wheel ("keep-fastest", core.py
+(ckkb.extract.aiter_tuner_reader.MERGE_RULES). For the default wheel ("keep-fastest", core.py
 update_config_files): one file is used as is; several are concatenated, the first must exist,
 the others are skipped when missing, every file must have the first one's columns (assert), and
 rows are sorted by `us` (pandas quicksort: ties have no defined winner) and de-duplicated on the
@@ -258,7 +258,7 @@ def merge_preview(
 
 
 def _rule_text(rule_id: str) -> str:
-    from ckkb.extract.aiter_tuners import MERGE_RULES
+    from ckkb.extract.aiter_tuner_reader import MERGE_RULES
 
     return MERGE_RULES.get(rule_id, MERGE_RULES["unknown"])
 

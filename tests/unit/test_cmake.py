@@ -9,8 +9,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ckkb.extract import cmake as cm
-from ckkb.extract.cmake import And, Arg, Binary, Not, Or, Truth, Unary
 from ckkb.kb.stages import BuildContext
+from ckkb.lang.cmake.conditions import (
+    And,
+    Arg,
+    Binary,
+    ConditionError,
+    Not,
+    Or,
+    Truth,
+    Unary,
+    condition_text,
+    evaluate,
+    expand,
+    parse_condition,
+)
+from ckkb.lang.cmake.interpreter import Interpreter
+from ckkb.lang.cmake.syntax import CMakeSyntaxError, Function, parse_cmake, tokenize
 
 GPU = "library/src/tensor_operation_instance/gpu"
 
@@ -18,14 +33,14 @@ GPU = "library/src/tensor_operation_instance/gpu"
 
 
 def test_precedence_or_and_not():
-    c = cm.parse_condition('NOT A AND B OR C MATCHES "x"')
+    c = parse_condition('NOT A AND B OR C MATCHES "x"')
     assert c == Or(
         And(Not(Truth(Arg("A"))), Truth(Arg("B"))), Binary("MATCHES", Arg("C"), Arg("x", True))
     )
 
 
 def test_parentheses_and_quoted_and_vars():
-    c = cm.parse_condition(
+    c = parse_condition(
         '("${cmake_instance}" MATCHES "ONLY XDL_KERNELS") AND (NOT DEFINED DL_KERNELS)'
     )
     assert c == And(
@@ -36,14 +51,12 @@ def test_parentheses_and_quoted_and_vars():
 
 def test_operator_words_are_whole_words():
     # MATCHESX and NOTE are arguments, not operators
-    assert cm.parse_condition("NOTE") == Truth(Arg("NOTE"))
-    assert cm.parse_condition("a STREQUAL MATCHESX") == Binary(
-        "STREQUAL", Arg("a"), Arg("MATCHESX")
-    )
+    assert parse_condition("NOTE") == Truth(Arg("NOTE"))
+    assert parse_condition("a STREQUAL MATCHESX") == Binary("STREQUAL", Arg("a"), Arg("MATCHESX"))
 
 
 def test_multiline_condition_with_comment():
-    c = cm.parse_condition('NOT (x MATCHES "a" OR\n   # why\n   y MATCHES "b")')
+    c = parse_condition('NOT (x MATCHES "a" OR\n   # why\n   y MATCHES "b")')
     assert c == Not(
         Or(Binary("MATCHES", Arg("x"), Arg("a", True)), Binary("MATCHES", Arg("y"), Arg("b", True)))
     )
@@ -51,8 +64,8 @@ def test_multiline_condition_with_comment():
 
 @pytest.mark.parametrize("bad", ["", "NOT", "a AND", "(a", "a MATCHES", "a b c"])
 def test_bad_conditions_raise_with_position(bad):
-    with pytest.raises(cm.ConditionError) as e:
-        cm.parse_condition(bad)
+    with pytest.raises(ConditionError) as e:
+        parse_condition(bad)
     assert e.value.line >= 1
 
 
@@ -87,7 +100,7 @@ def test_bad_conditions_raise_with_position(bad):
     ],
 )
 def test_evaluate(text, env, expected):
-    assert cm.evaluate(cm.parse_condition(text), env) is expected
+    assert evaluate(parse_condition(text), env) is expected
 
 
 # ---------------------------------------------------------------- property tests
@@ -117,30 +130,30 @@ _env = st.dictionaries(_names, _values, max_size=6)
 @settings(max_examples=300, deadline=None)
 @given(_cond)
 def test_roundtrip_text_parse_same_ast(c):
-    assert cm.parse_condition(cm.condition_text(c)) == c
+    assert parse_condition(condition_text(c)) == c
 
 
 @settings(max_examples=300, deadline=None)
 @given(_cond, _env)
 def test_roundtrip_same_evaluation(c, env):
-    again = cm.parse_condition(cm.condition_text(c))
-    assert cm.evaluate(again, env) == cm.evaluate(c, env)
+    again = parse_condition(condition_text(c))
+    assert evaluate(again, env) == evaluate(c, env)
 
 
 @settings(max_examples=200, deadline=None)
 @given(_cond, _env)
 def test_not_negates_and_de_morgan(c, env):
-    assert cm.evaluate(Not(c), env) is (not cm.evaluate(c, env))
+    assert evaluate(Not(c), env) is (not evaluate(c, env))
     d = And(c, Not(c))
-    assert cm.evaluate(d, env) is False
-    assert cm.evaluate(Not(Or(c, c)), env) == cm.evaluate(And(Not(c), Not(c)), env)
+    assert evaluate(d, env) is False
+    assert evaluate(Not(Or(c, c)), env) == evaluate(And(Not(c), Not(c)), env)
 
 
 # ---------------------------------------------------------------- statements
 
 
 def test_tokenize_lines_and_args():
-    cmds = cm.tokenize('set(a "x y" ${b})\n# comment\nlist(REMOVE_ITEM ARGN\n  "${s}")\n')
+    cmds = tokenize('set(a "x y" ${b})\n# comment\nlist(REMOVE_ITEM ARGN\n  "${s}")\n')
     assert [(c.name, c.line) for c in cmds] == [("set", 1), ("list", 3)]
     assert cmds[0].args == [Arg("a"), Arg("x y", True), Arg("${b}")]
 
@@ -149,8 +162,8 @@ def test_tokenize_lines_and_args():
     "text, line", [("if(a)\nset(x 1)\n", 1), ('set(a "open\n', 1), ("endif()\n", 1), ("set(a\n", 1)]
 )
 def test_cmake_syntax_errors_name_a_line(text, line):
-    with pytest.raises(cm.CMakeSyntaxError) as e:
-        cm.parse_cmake(text)
+    with pytest.raises(CMakeSyntaxError) as e:
+        parse_cmake(text)
     assert e.value.line == line
 
 
@@ -165,11 +178,9 @@ def test_stage_reports_syntax_error_with_file_and_line():
 
 
 def test_unparsable_if_is_a_warning_and_never_taken():
-    stmts, diags = cm.parse_cmake(
-        "set(r 0)\nif(a MATCHES)\n  set(r 1)\nelse()\n  set(r 2)\nendif()\n"
-    )
+    stmts, diags = parse_cmake("set(r 0)\nif(a MATCHES)\n  set(r 1)\nelse()\n  set(r 2)\nendif()\n")
     assert diags and diags[0].line == 2
-    it = cm.Interpreter({}, "f")
+    it = Interpreter({}, "f")
     it.run(stmts)
     assert it.env["r"] == "2"
 
@@ -190,12 +201,12 @@ function(f NAME)
 endfunction()
 f(n a b c stop d)
 """
-    stmts, _ = cm.parse_cmake(text)
-    it = cm.Interpreter({}, "f")
+    stmts, _ = parse_cmake(text)
+    it = Interpreter({}, "f")
     it.run(stmts)
     assert "seen" not in it.env  # set inside the function stays there
     fn = it.functions["f"]
-    body = cm.Interpreter({"NAME": "n", "ARGN": "a;b;c;stop;d"}, "f")
+    body = Interpreter({"NAME": "n", "ARGN": "a;b;c;stop;d"}, "f")
     body.run(fn.body)
     assert body.env["seen"] == "a;c"  # break() stopped at "stop"; REMOVE_ITEM dropped b
     assert body.removed[("out", "b")] is None  # removed outside any if()
@@ -332,97 +343,80 @@ def test_missing_gpu_cmake_is_a_warning(tmp_path):
     assert out.diagnostics and "no build rules" in out.diagnostics[0].message
 
 
-# ---------------------------------------------------------------- memos: same answers as running everything
+# ---------------------------------------------------------------- add_instance_library verdicts
 
 
-def test_expand_memo_follows_the_variables_it_read():
-    assert cm.expand("${a}-${b}", {"a": "1", "b": "x"}) == "1-x"
-    assert cm.expand("${a}-${b}", {"a": "2", "b": "x"}) == "2-x"
-    assert cm.expand("${a}-${b}", {"a": "2"}) == "2-"
+def test_expand_reads_values_that_expand_again():
+    assert expand("${a}-${b}", {"a": "1", "b": "x"}) == "1-x"
+    assert expand("${a}-${b}", {"a": "2"}) == "2-"
     env = {"x": "${y}", "y": "1"}  # a value that itself expands: the inner variable counts too
-    assert cm.expand("${x}", env) == "1"
+    assert expand("${x}", env) == "1"
     env["y"] = "2"
-    assert cm.expand("${x}", env) == "2"
+    assert expand("${x}", env) == "2"
 
 
-def _library(text: str) -> cm.Function:
-    lib = cm._library_function(cm.parse_cmake(text)[0])
+def _library(text: str) -> Function:
+    lib = cm._library_function(parse_cmake(text)[0])
     assert lib is not None
     return lib
 
 
-def _verdicts_agree(
-    lib: cm.Function, sources: list[str], env: dict[str, str]
-) -> cm._LibraryVerdicts:
-    verdicts = cm._LibraryVerdicts(
-        lib, cm._library_flow(lib), env, "gfx942", lambda br: br and br.line, {}
-    )
-    for s in sources:  # once per source, as evaluate_tree did before the classes
-        assert verdicts(s) == cm._run_library(lib, env, s, "gfx942", lambda br: br and br.line), s
-    return verdicts
+def _verdict(lib: Function, source: str, env: dict[str, str]) -> tuple[bool, int | None]:
+    """(built, line of the rule that removed it) for one source on gfx942."""
+    return cm._run_library(lib, env, source, "gfx942", lambda br: br and br.line)
 
 
-SOURCES = [
-    "g/a_wmma_x.cpp",
-    "g/b_dl_x.cpp",
-    "g/c_xdl.cpp",
-    "g/sub/d_dl.cpp",
-    "g/e.cpp",
-    "g/f_wmma_dl.cpp",
-    "g/ON",
-    "g/x;y.cpp",
-    "g/CACHE",
-]
+# Expected verdicts read off LIB by hand (its line 1 is empty): `_dl` sources are removed by the
+# if() on line 6 (DL_KERNELS undefined without a root CMakeLists.txt); `_wmma` sources keep only
+# gfx11/gfx12 (FILTER in the if() on line 13), so gfx942 is dropped; `x;y.cpp` becomes two list
+# items, neither of which is the source, so it is gone with no rule; the rest are built.
+SOURCES = {
+    "g/a_wmma_x.cpp": (False, 13),
+    "g/b_dl_x.cpp": (False, 6),
+    "g/c_xdl.cpp": (True, None),
+    "g/sub/d_dl.cpp": (False, 6),
+    "g/e.cpp": (True, None),
+    "g/f_wmma_dl.cpp": (False, 6),
+    "g/ON": (True, None),
+    "g/x;y.cpp": (False, None),
+    "g/CACHE": (True, None),
+}
 
 
-def test_library_classes_run_once_per_class():
+def test_library_verdicts_per_source():
     env = dict(cm.DEFAULT_ENV, SUPPORTED_GPU_TARGETS="gfx942", GPU_TARGETS="gfx942")
-    v = _verdicts_agree(_library(LIB), SOURCES, env)
-    assert v.signatures is not None and len(v.by_class) < len(SOURCES)
-    assert (
-        v.signatures["x;y.cpp"] is None and v.signatures["CACHE"] is None
-    )  # not one plain list item: run alone
+    lib = _library(LIB)
+    assert {s: _verdict(lib, s, env) for s in SOURCES} == SOURCES
+    dl = dict(env, DL_KERNELS="ON")
+    assert _verdict(lib, "g/b_dl_x.cpp", dl) == (True, None)
 
 
 @pytest.mark.parametrize(
-    "use",
+    "use, verdict",
     [
-        'if(source_name STREQUAL "c_xdl.cpp")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',  # not a probe
-        "list(REMOVE_ITEM ARGN c_xdl.cpp)",  # compares the source with a constant
-        'set(p "x${source_name}")\n if(p MATCHES "x_dl")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',
-        'set(v "${source_name}")\n if(v MATCHES "${SUPPORTED_GPU_TARGETS}")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',
+        (
+            'if(source_name STREQUAL "c_xdl.cpp")\n list(REMOVE_ITEM ARGN "${source}")\n endif()',
+            (False, 16),
+        ),
+        ("list(REMOVE_ITEM ARGN c_xdl.cpp)", (False, None)),  # outside any if()
+        (
+            'set(p "x${source_name}")\n if(p MATCHES "xc_x")\n list(REMOVE_ITEM ARGN "${source}")'
+            "\n endif()",
+            (False, 17),
+        ),
+        (
+            'set(v "${source_name}")\n if(v MATCHES "${SUPPORTED_GPU_TARGETS}")\n'
+            ' list(REMOVE_ITEM ARGN "${source}")\n endif()',
+            (True, None),
+        ),
     ],
 )
-def test_library_classes_fall_back_when_the_source_is_looked_at_otherwise(use):
+def test_library_verdicts_other_looks_at_the_source(use, verdict):
     text = LIB.replace("  endforeach()\nendfunction()", f"  {use}\n  endforeach()\nendfunction()")
     assert use in text
     env = dict(cm.DEFAULT_ENV, SUPPORTED_GPU_TARGETS="gfx942", GPU_TARGETS="gfx942")
-    v = _verdicts_agree(_library(text), SOURCES + ["c_xdl.cpp", "g/c_xdl.cpp"], env)
-    assert v.signatures is None
-
-
-def test_library_classes_skip_branches_the_arch_decides():
-    text = LIB.replace(
-        "  foreach(source IN LISTS ARGN)\n",
-        (
-            '  if(DEFINED DTYPES)\n    foreach(s IN LISTS ARGN)\n      if(s STREQUAL "${DTYPES}")\n'
-            '        list(REMOVE_ITEM ARGN "${s}")\n      endif()\n    endforeach()\n  endif()\n'
-            "  foreach(source IN LISTS ARGN)\n"
-        ),
-        1,
-    )
-    env = dict(cm.DEFAULT_ENV, SUPPORTED_GPU_TARGETS="gfx942", GPU_TARGETS="gfx942")
-    assert (
-        _verdicts_agree(_library(text), SOURCES, env).signatures is not None
-    )  # DTYPES undefined: never run
-    assert _verdicts_agree(_library(text), SOURCES, dict(env, DTYPES="e.cpp")).signatures is None
-
-
-def test_library_classes_fall_back_when_a_reference_could_form_at_run_time():
-    env = dict(cm.DEFAULT_ENV, SUPPORTED_GPU_TARGETS="gfx942", GPU_TARGETS="gfx942", X="a$")
-    assert _verdicts_agree(_library(LIB), SOURCES, env).signatures is None
-    env["X"] = "$ENV{ROCM_PATH};/opt/rocm"  # a `$` no cut can put before `{`
-    assert _verdicts_agree(_library(LIB), SOURCES, env).signatures is not None
+    assert _verdict(_library(text), "g/c_xdl.cpp", env) == verdict
+    assert _verdict(_library(text), "g/e.cpp", env) == (True, None)
 
 
 def test_instance_sources_in_list_files_order(tmp_path):
@@ -446,21 +440,3 @@ def test_instance_sources_in_list_files_order(tmp_path):
     want = [str(p)[len(str(base)) + 1 :] for p in list_files(tmp_path, GPU, cm.SOURCE_SUFFIXES)]
     assert cm.instance_sources(base) == want
     assert cm.instance_sources(tmp_path / "missing") == []
-
-
-@pytest.mark.parametrize(
-    "cond", ['"${v}" MATCHES "_xdl"', 'v MATCHES "^a.c$"', 'v MATCHES "["', "v"]
-)
-def test_probe_test_agrees_with_the_compiled_condition(cond):
-    leaf = cm.parse_condition(cond)
-    probe = cm._probe_test(leaf, "v")
-    for value in ["x_xdl.cpp", "abc", "a", "ON", "0", ""]:
-        assert probe(value) == cm.evaluate(leaf, {"v": value})
-
-
-def test_matches_memo_is_per_text_and_forgotten():
-    leaf = cm.parse_condition('"${t}" MATCHES "gemm"')
-    assert cm.evaluate(leaf, {"t": "a gemm b"}) and not cm.evaluate(leaf, {"t": "conv"})
-    assert any(memo for memo in cm._MATCH_MEMOS)
-    cm.forget_matches()
-    assert not any(cm._MATCH_MEMOS)

@@ -86,14 +86,17 @@ def test_walk_of_an_unknown_type_falls_back_to_the_full_walk():
     assert [n.type for n in cpp.walk(tree.root_node, ("ERROR",))] == []
 
 
-def test_equal_bytes_share_the_last_parse():
-    src = b"using L = std::tuple<Op<1, 2>>;\n" * 300  # big enough to be remembered
-    tree = cpp.parse(src)
-    assert cpp.parse(bytes(bytearray(src))) is tree  # equal bytes, another object: the same tree
-    other = cpp.parse(src + b"int x;\n")
-    assert other is not tree and other.root_node.end_byte == len(src) + 7
-    small = b"int y;"
-    assert cpp.parse(small) is not cpp.parse(small)  # snippets are not kept
+def test_equal_bytes_share_a_parse_only_inside_shared_parses():
+    src = b"using L = std::tuple<Op<1, 2>>;\n" * 300
+    assert cpp.parse(src) is not cpp.parse(src)  # outside the block: nothing is kept
+    with cpp.shared_parses():
+        tree = cpp.parse(src)
+        assert cpp.parse(bytes(bytearray(src))) is tree  # equal bytes, another object
+        with cpp.shared_parses():  # nested: the same memo
+            assert cpp.parse(src) is tree
+        other = cpp.parse(src + b"int x;\n")
+        assert other is not tree and other.root_node.end_byte == len(src) + 7
+    assert cpp.parse(src) is not tree and cpp._shared is None
 
 
 def test_for_parsing_keeps_offsets_and_blanks_dead_code():
@@ -105,51 +108,3 @@ def test_for_parsing_keeps_offsets_and_blanks_dead_code():
     assert len(out) == len(src) and out.count(b"\n") == src.count(b"\n")
     assert b"MACRO_LINE" not in out and b"junk" not in out and b">=" not in out
     assert not cpp.parse(out).root_node.has_error
-
-
-def test_tuple_lists_as_calls_flips_only_template_brackets_inside_lists():
-    src = (
-        b"template <index_t... Is> using S = Sequence<Is...>;\n"
-        b"using L = std::tuple<\n"
-        b"    // clang-format off\n"
-        b"    Op<Row, 256, S<8, 32, 1>, ck::Tuple<>, S<1>>,  // a <note>\n"
-        b"    Op<Col, 128, S<4, 64, 1>, ck::Tuple<F16>, S<2>>\n"
-        b"    >;\n"
-        b"void f() { if (a < b && c > d) g<1>(); }\n"
-    )
-    out = cpp.tuple_lists_as_calls(src)
-    assert len(out) == len(src) and out.count(b"\n") == src.count(b"\n")
-    assert b"Op(Row, 256, S(8, 32, 1), ck::Tuple(), S(1)),  // a (note)\n" in out
-    assert (
-        b"Op(Col, 128, S(4, 64, 1), ck::Tuple(F16), S(2))\n    >;" in out
-    )  # the list's own brackets stay
-    assert out.startswith(
-        b"template <index_t... Is> using S = Sequence<Is...>;\nusing L = std::tuple<\n"
-    )
-    assert out.endswith(b"void f() { if (a < b && c > d) g<1>(); }\n")  # outside a list: untouched
-    tree = cpp.parse(out)
-    assert not tree.root_node.has_error
-    assert [n.type for n in cpp.walk(tree.root_node, "call_expression")][:2] == [
-        "call_expression",
-        "call_expression",
-    ]
-
-
-def test_tuple_lists_as_calls_leaves_lists_that_may_hold_a_comparison():
-    keep = [
-        b"using L = std::tuple<Op<S<(2 > 1)>, 3>>;",  # parentheses
-        b"using L = std::tuple<Op<1 < 2, 3>>;",  # a comparison: unbalanced
-        b"using L = std::tuple<Op<X<2>::value, 3>>;",  # a member of a template
-        b"using L = std::tuple<Op<1 << 2>>;",
-        b"using L = std::tuple<Op<N >= 2>>;",
-        b"using L = std::tuple<Op<int8_t, 3>>;",  # a type keyword: not an argument of a call
-        b"using L = std::tuple<Op<const F16, 3>>;",
-        b"using L = std::tuple<Op<1, /* c */ 3>>;",  # block comment
-        b'using L = std::tuple<Op<"s">>;',
-        b"// using L = std::tuple<Op<1>>;",  # commented out
-        b"using L = my_tuple<Op<1>>;",  # not a tuple
-        b"using L = std::tuple<Op<1>> junk;",  # not closed right before the `;`
-        b"using L = std::tuple<Op<1>>",  # no `;`
-    ]
-    for src in keep:
-        assert cpp.tuple_lists_as_calls(src) == src, src

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import sqlite_utils
-from hypothesis import event, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ckkb import sources
@@ -404,98 +404,8 @@ def test_damaged_header_never_raises(junk, where):
         assert d.file == HDR and d.line >= 0
 
 
-# The instances stage parses cpp.tuple_lists_as_calls' view of a file (template argument lists of a
-# list read as calls: half the parse time); what it reads must be exactly what the real text gives.
-_view_arg = st.deferred(
-    lambda: st.one_of(
-        st.integers(0, 4096).map(str),
-        st.sampled_from(
-            [
-                "Row",
-                "BF16",
-                "true",
-                "false",
-                "GemmDefault",
-                "ck::half_t",
-                "BlockGemmPipelineScheduler::Intrawave",
-                "-1",
-                "2 * 64",
-                "ck::Tuple<>",
-                "Tuple<Row, Col>",
-                "PassThrough",
-                "Is...",
-            ]
-        ),
-        st.lists(st.integers(0, 64), min_size=1, max_size=4).map(
-            lambda s: f"S<{', '.join(map(str, s))}>"
-        ),
-        st.lists(_view_arg, min_size=1, max_size=3).map(lambda a: f"ck::Tuple<{', '.join(a)}>"),
-    )
-)
-_view_entry = st.tuples(
-    st.sampled_from(
-        ["DeviceProp", "DeviceGemm_Xdl_CShuffleV3", "ck::tensor_operation::device::DeviceQualified"]
-    ),
-    st.lists(_view_arg, min_size=1, max_size=8),
-    st.sampled_from(["", "  // AGPR Spill", "\n  // DeviceProp<1, 2>,"]),
-)
-
-
-@settings(max_examples=120, deadline=None)
-@given(st.lists(_view_entry, min_size=1, max_size=5), st.booleans())
-def test_view_reads_like_the_real_text(entries, templated):
-    head = "template <GemmSpecialization GemmSpec>\n" if templated else ""
-    body = "\n".join(
-        f"  {name}<{', '.join(args)}>{',' if k < len(entries) - 1 else ''}{after}"
-        for k, (name, args, after) in enumerate(entries)
-    )
-    src = (
-        _PRELUDE
-        + head
-        + "using prop_instances = std::tuple<\n  // clang-format off\n"
-        + body
-        + "\n  // clang-format on\n  >;\n"
-    ).encode()
-    rel = f"{GPU}/gemm_prop/p.hpp"
-    viewed = instances.extract(Path("."), rel, src)
-    real_view = cpp.tuple_lists_as_calls
-    cpp.tuple_lists_as_calls = lambda data: data  # what the stage reads without the view
-    try:
-        plain = instances.extract(Path("."), rel, src)
-    finally:
-        cpp.tuple_lists_as_calls = real_view
-    assert (
-        cpp.tuple_lists_as_calls(src) != src
-    )  # the view was in play: the list has nested brackets
-    written = [(name, args) for name, args, _ in entries]
-
-    def read(fr):
-        return [
-            (e["template"], e["args"])
-            for lst in fr.facts["lists"]
-            for e in lst["entries"]
-            if e["status"] == "active"
-        ]
-
-    event("the real text read right" if read(plain) == written else "the real text misread")
-    if read(plain) == written:
-        assert (
-            viewed.facts == plain.facts
-        )  # the real text read right: the same facts, expressions and all
-        assert [(d.line, d.message) for d in viewed.diagnostics] == [
-            (d.line, d.message) for d in plain.diagnostics
-        ]
-    else:  # tree-sitter misread the real text (GLR: `S<0>, X<Y<A, B>, S<0>>` keeps too few
-        # alternatives, see test_resolution_property): the view, with no `<` to guess at, reads it
-        # right, or (where it cannot parse either) the file is read as written: never worse
-        assert read(viewed) == written or viewed.facts == plain.facts
-
-
-def test_view_gives_way_where_an_entry_reads_as_a_function_type():
-    """`Op(Row, true)` (every argument looks like a type) reads as a function type taking a type
-    named `true`: the stage then parses the file as written, and `true` stays a bool."""
+def test_bool_argument_stays_a_bool():
     src = (_PRELUDE + "using prop_instances = std::tuple<\n  DeviceProp<Row, true>\n>;\n").encode()
-    assert cpp.tuple_lists_as_calls(src) != src
     rel = f"{GPU}/gemm_prop/p.hpp"
     fr = instances.extract(Path("."), rel, src)
     (lst,) = fr.facts["lists"]
@@ -503,16 +413,8 @@ def test_view_gives_way_where_an_entry_reads_as_a_function_type():
     assert entry["exprs"] == (("name", "Row"), ("bool", True))
 
 
-def test_view_entries_are_read_from_their_text_once_their_arguments_are_known():
-    """A view-form entry whose arguments were all seen before is read from the bytes between its
-    brackets (no node per argument); the cut must agree with the tree, else the nodes are read."""
-    assert instances._split_args(
-        b"  Row, Col,\n  S<8, 32, 1>, ck::Tuple<ck::Tuple<A, B>, C>, 256 "
-    ) == [b"Row", b"Col", b"S<8, 32, 1>", b"ck::Tuple<ck::Tuple<A, B>, C>", b"256"]
-    assert instances._split_args(b"Tuple<A, B<1>>") == [
-        b"Tuple<A",
-        b"B<1>>",
-    ]  # too many: the tree's count wins
+def test_repeated_entries_read_alike():
+    """Arguments are memoised per file by node type and text: a repeated entry reads the same."""
     entry = "DeviceProp<Row, 256, S<8, 32, 1>, ck::Tuple<F16, Tuple<Row, Col>>, true>"
     src = (_PRELUDE + f"using prop_instances = std::tuple<\n  {entry},\n  {entry}\n>;\n").encode()
     fr = instances.extract(Path("."), f"{GPU}/gemm_prop/p.hpp", src)

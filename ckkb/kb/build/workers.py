@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ckkb.diagnostics import Diagnostic
+from ckkb.extract.cpp import shared_parses
 from ckkb.kb.stages import FileResult, Stage, get_stage
 
 # stage, rel, size, mtime_ns, sha256, pickled FileResult, CPU seconds, done at (perf_counter)
@@ -38,18 +39,28 @@ def extract_file(root: str, rel: str, stage_names: tuple[str, ...]) -> list[Extr
         return [_unreadable(name, rel, e, t0) for name in stage_names]
     sha = hashlib.sha256(data).hexdigest()
     out = []
-    for stage_name in stage_names:
-        try:
-            res = get_stage(stage_name).extract(Path(root), rel, data)
-        except Exception as e:  # an extractor bug must not lose the rest of the tree
-            message = f"extractor failed: {type(e).__name__}: {e}"
-            res = FileResult(diagnostics=[Diagnostic(rel, 0, message, "error", stage_name)])
-        blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
-        t1 = time.process_time()
-        out.append(
-            (stage_name, rel, st.st_size, st.st_mtime_ns, sha, blob, t1 - t0, time.perf_counter())
-        )
-        t0 = t1
+    with shared_parses():  # stages that parse the same bytes share one parse
+        for stage_name in stage_names:
+            try:
+                res = get_stage(stage_name).extract(Path(root), rel, data)
+            except Exception as e:  # an extractor bug must not lose the rest of the tree
+                message = f"extractor failed: {type(e).__name__}: {e}"
+                res = FileResult(diagnostics=[Diagnostic(rel, 0, message, "error", stage_name)])
+            blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+            t1 = time.process_time()
+            out.append(
+                (
+                    stage_name,
+                    rel,
+                    st.st_size,
+                    st.st_mtime_ns,
+                    sha,
+                    blob,
+                    t1 - t0,
+                    time.perf_counter(),
+                )
+            )
+            t0 = t1
     return out
 
 

@@ -126,7 +126,8 @@ class AiterRuntimeConfigRow:
         "model_configs/ files merged in when the env var is unset", json=True, default=[]
     )
     merge_rule: str = col(
-        "merge rule id recognised in core.py (see ckkb.extract.aiter_tuners.MERGE_RULES)", "unknown"
+        "merge rule id recognised in core.py (see ckkb.extract.aiter_tuner_reader.MERGE_RULES)",
+        "unknown",
     )
     merge_rule_line: int | None = col("core.py line the rule was read from", None)
     merge_evidence: dict[str, Any] = col(

@@ -1,0 +1,505 @@
+"""aiter tuner and runtime-config files, read statically with libcst (never imported).
+
+- `aiter/utility/base_tuner.py` and every per-op `*_tune.py` (`read_tuner`): argparse options
+  (flags, action, default, type), `ARG_DEFAULTS` overrides, the kernel list each tuner imports and
+  the `AITER_CONFIG_*` it writes to.
+- `aiter/jit/core.py` (`read_core`): each config the runtime loads
+  (`X = os.getenv("AITER_CONFIG_X", default)` and
+  `X_FILE = get_config_file("AITER_CONFIG_X", X, "tuned_name")`), and the merge rule of
+  `update_config_files`, recognised from the code and cited by line (MERGE_RULES).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ckkb.diagnostics import Diagnostic
+from ckkb.extract.aiter_pyeval import Unsupported, literal
+from ckkb.extract.lazy import lazy_module
+from ckkb.extract.pyscan import StatementLines
+
+if TYPE_CHECKING:
+    import libcst as cst
+else:
+    cst = lazy_module(
+        "libcst"
+    )  # imported on first use: workers that never read Python start sooner
+
+STAGE_NAME = "aiter.tuners"
+
+# Merge rules of aiter's update_config_files, by the code that implements them.
+MERGE_RULES = {
+    "keep-fastest": (
+        "rows of all files are concatenated, sorted by `us` and de-duplicated on the columns of "
+        "the op's untuned CSV keeping the first (fastest) row, silently; all files must have "
+        "identical column lists (assert). "
+        "A single file is used as is, without de-duplication."
+    ),
+    "reject-duplicates": (
+        "rows of all files are concatenated; duplicate keys keep the lowest `us` and then the "
+        "runtime refuses to "
+        "start (raises); all files must have identical column lists."
+    ),
+    "unknown": "update_config_files was not recognised; merge results are not predicted",
+}
+
+
+@dataclass
+class MergeRule:
+    id: str = "unknown"
+    line: int = 0
+    evidence: dict[str, int] = field(default_factory=dict)  # feature -> core.py line
+    fills_gfx: bool = False
+
+    @property
+    def description(self) -> str:
+        return MERGE_RULES[self.id]
+
+
+@dataclass
+class RuntimeConfig:
+    op: str
+    env_var: str
+    line: int
+    default_path: str | None = None  # repo-style
+    attribute: str | None = None
+    tuned_name: str | None = None
+    file_line: int = 0
+
+
+@dataclass
+class CoreFacts:
+    rel: str
+    configs: list[RuntimeConfig]
+    rule: MergeRule
+    glob_line: int = 0
+
+
+@dataclass
+class TunerOption:
+    flags: list[str]
+    line: int
+    dest: str | None = None
+    action: str | None = None
+    default: Any = None
+    type: str | None = None
+    help: str | None = None
+    default_key: str | None = None  # defaults["key"]: resolved from ARG_DEFAULTS
+
+    @property
+    def option(self) -> str:
+        longs = [f for f in self.flags if f.startswith("--")]
+        return (longs or self.flags or ["?"])[0]
+
+
+@dataclass
+class TunerFile:
+    rel: str
+    classes: dict[str, dict[str, Any]]  # class -> {"defaults": {k: (value, line)}, "spread": bool}
+    options: list[TunerOption]
+    config_imports: list[str]  # AITER_CONFIG_* names imported from aiter.jit.core
+    kernel_import: (
+        tuple[str, str] | None
+    )  # (module, name) e.g. ("gemm_a8w8_common", "kernels_list")
+
+
+def _pos(module: cst.Module, relevant: tuple[str, ...]):
+    """Line numbers for the top-level statements whose code mentions one of `relevant` (others:
+    statement line only)."""
+    lines = StatementLines(module)
+    for stmt in module.body:
+        if any(r in lines.code[id(stmt)] for r in relevant):
+            lines.resolve_positions(stmt)
+    return module, lines.line
+
+
+def _code(module: cst.Module, node: cst.CSTNode) -> str:
+    return module.code_for_node(node).strip()
+
+
+def _parse(rel: str, data: bytes, diags: list[Diagnostic]) -> cst.Module | None:
+    try:
+        return cst.parse_module(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        diags.append(
+            Diagnostic(
+                rel,
+                data[: e.start].count(b"\n") + 1,
+                f"not UTF-8 ({e.reason}); file skipped",
+                "error",
+                STAGE_NAME,
+            )
+        )
+    except cst.ParserSyntaxError as e:
+        diags.append(
+            Diagnostic(
+                rel,
+                e.raw_line,
+                f"Python syntax error: {e.message}; file skipped",
+                "error",
+                STAGE_NAME,
+            )
+        )
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _calls_visitor() -> type:
+    """The visitor class, defined on first use (subclassing cst.CSTVisitor imports libcst)."""
+
+    class _Calls(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.calls: list[cst.Call] = []
+            self.asserts: list[cst.Assert] = []
+            self.raises: list[cst.Raise] = []
+            self.strings: list[cst.SimpleString] = []
+            self.compares: list[cst.Comparison] = []
+
+        def visit_Call(self, node: cst.Call) -> None:
+            self.calls.append(node)
+
+        def visit_Assert(self, node: cst.Assert) -> None:
+            self.asserts.append(node)
+
+        def visit_Raise(self, node: cst.Raise) -> None:
+            self.raises.append(node)
+
+        def visit_SimpleString(self, node: cst.SimpleString) -> None:
+            self.strings.append(node)
+
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            self.compares.append(node)
+
+    return _Calls
+
+
+def _Calls():  # noqa: N802  (reads like the class it builds)
+    return _calls_visitor()()
+
+
+def _attr_name(call: cst.Call) -> str | None:
+    f = call.func
+    if isinstance(f, cst.Attribute):
+        return f.attr.value
+    if isinstance(f, cst.Name):
+        return f.value
+    return None
+
+
+def _kw(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a.value
+    return None
+
+
+def _lit(node: cst.BaseExpression | None) -> Any:
+    if node is None:
+        return None
+    try:
+        return literal(node)
+    except Unsupported:
+        return None
+
+
+def _path_of(module: cst.Module, node: cst.BaseExpression) -> str | None:
+    """f"{AITER_ROOT_DIR}/aiter/configs/x.csv" -> aiter/configs/x.csv (repo-style)."""
+    if isinstance(node, cst.FormattedString):
+        parts = []
+        for p in node.parts:
+            if isinstance(p, cst.FormattedStringText):
+                parts.append(p.value)
+            elif (
+                isinstance(p, cst.FormattedStringExpression)
+                and isinstance(p.expression, cst.Name)
+                and p.expression.value in ("AITER_ROOT_DIR", "AITER_CORE_DIR")
+            ):
+                parts.append("{ROOT}")
+            else:
+                return None
+        s = "".join(parts)
+        return s[len("{ROOT}/") :] if s.startswith("{ROOT}/") else None
+    v = _lit(node)
+    return v if isinstance(v, str) else None
+
+
+CORE_MARKERS = ("AITER_CONFIG", "def update_config_files", "def get_config_file")
+
+
+def read_core(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
+    """Runtime configs and merge rule of aiter/jit/core.py (the whole module, with libcst)."""
+    diags: list[Diagnostic] = []
+    facts = CoreFacts(rel, [], MergeRule())
+    module = _parse(rel, data, diags)
+    if module is None:
+        return facts, diags
+    module, line = _pos(module, CORE_MARKERS)
+    by_env: dict[str, RuntimeConfig] = {}
+    for stmt in module.body:
+        _core_statement(rel, module, stmt, line, facts, by_env, diags)
+    return _core_done(rel, facts, by_env, diags)
+
+
+def _core_statement(
+    rel: str,
+    module: cst.Module,
+    stmt: cst.CSTNode,
+    line,
+    facts: CoreFacts,
+    by_env: dict[str, RuntimeConfig],
+    diags: list[Diagnostic],
+) -> None:
+    if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "update_config_files":
+        facts.rule = _merge_rule(stmt, line)
+    if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "get_config_file":
+        v = _Calls()
+        stmt.visit(v)
+        for c in v.calls:
+            if _attr_name(c) == "glob":
+                facts.glob_line = line(c)
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return
+    for small in stmt.body:
+        if not (
+            isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+        ):
+            continue
+        attr = small.targets[0].target.value
+        val = small.value
+        if not (isinstance(val, cst.Call) and attr.startswith("AITER_CONFIG")):
+            continue
+        fname = _attr_name(val)
+        args = [a.value for a in val.args if a.keyword is None]
+        if fname == "getenv" and args:
+            env = _lit(args[0])
+            if not isinstance(env, str):
+                continue
+            rc = by_env.setdefault(
+                env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small))
+            )
+            rc.line = line(small)
+            if len(args) > 1:
+                rc.default_path = _path_of(module, args[1])
+                if rc.default_path is None:
+                    diags.append(
+                        Diagnostic(
+                            rel,
+                            line(args[1]),
+                            f"{env}: default path not read statically: {_code(module, args[1])}",
+                            "warning",
+                            STAGE_NAME,
+                        )
+                    )
+        elif fname == "get_config_file" and len(args) >= 1:
+            env = _lit(args[0])
+            if not isinstance(env, str):
+                continue
+            rc = by_env.setdefault(
+                env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small))
+            )
+            rc.attribute = attr
+            rc.file_line = line(small)
+            if len(args) >= 3:
+                tn = _lit(args[2])
+                rc.tuned_name = tn if isinstance(tn, str) else None
+
+
+def _core_done(
+    rel: str, facts: CoreFacts, by_env: dict[str, RuntimeConfig], diags: list[Diagnostic]
+) -> tuple[CoreFacts, list[Diagnostic]]:
+    facts.configs = sorted(by_env.values(), key=lambda c: c.line)
+    if not facts.configs:
+        diags.append(
+            Diagnostic(
+                rel,
+                0,
+                "no AITER_CONFIG_* reads recognised in core.py; runtime configs unknown",
+                "warning",
+                STAGE_NAME,
+            )
+        )
+    if facts.rule.id == "unknown":
+        diags.append(
+            Diagnostic(
+                rel,
+                facts.rule.line,
+                "update_config_files merge rule not recognised; merge previews will say so",
+                "warning",
+                STAGE_NAME,
+            )
+        )
+    return facts, diags
+
+
+def _op_of_env(env: str) -> str:
+    return env[len("AITER_CONFIG_") :].lower() if env.startswith("AITER_CONFIG_") else env.lower()
+
+
+def _merge_rule(fn: cst.FunctionDef, line) -> MergeRule:
+    v = _Calls()
+    fn.visit(v)
+    rule = MergeRule(line=line(fn))
+    for c in v.calls:
+        name = _attr_name(c)
+        first = c.args[0].value if c.args else None
+        if name == "sort_values" and _lit(first) == "us":
+            rule.evidence["sort_by_us"] = line(c)
+        elif name == "drop_duplicates":
+            keep = _lit(_kw(c, "keep"))
+            rule.evidence["drop_duplicates_keep_" + str(keep if keep is not None else "first")] = (
+                line(c)
+            )
+        elif name in ("duplicated",):
+            rule.evidence["duplicated"] = line(c)
+        elif name == "exit":
+            rule.evidence["exit"] = line(c)
+    for a in v.asserts:
+        src = cst.Module([]).code_for_node(a.test)
+        if "columns" in src:
+            rule.evidence["assert_same_columns"] = line(a)
+    for r in v.raises:
+        rule.evidence.setdefault("raise", line(r))
+    for cmp in v.compares:
+        src = cst.Module([]).code_for_node(cmp)
+        if re.search(r"len\(\s*path_list\s*\)\s*<=\s*1", src):
+            rule.evidence["single_file_passthrough"] = line(cmp)
+    rule.fills_gfx = any("gfx" in s.value for s in v.strings)
+    strict = "raise" in rule.evidence or "exit" in rule.evidence
+    if (
+        "sort_by_us" in rule.evidence
+        and "drop_duplicates_keep_first" in rule.evidence
+        and not strict
+    ):
+        # aiter 0.1.7.x (the default wheel), aiter/jit/core.py update_config_files:
+        #   merge_df.sort_values("us").drop_duplicates(subset=keys, keep="first")
+        #   (keys = untuned CSV columns)
+        rule.id = "keep-fastest"
+        rule.line = rule.evidence["drop_duplicates_keep_first"]
+    elif strict and ("sort_by_us" in rule.evidence or "duplicated" in rule.evidence):
+        rule.id = "reject-duplicates"
+        rule.line = rule.evidence.get("raise") or rule.evidence.get("exit") or rule.line
+    return rule
+
+
+TUNER_MARKERS = ("add_argument", "ARG_DEFAULTS")
+
+
+def read_tuner(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
+    """Options, ARG_DEFAULTS, config imports and kernel-list import of one tuner file (the whole
+    module, with libcst)."""
+    diags: list[Diagnostic] = []
+    tf = TunerFile(rel, {}, [], [], None)
+    module = _parse(rel, data, diags)
+    if module is None:
+        return tf, diags
+    module, line = _pos(module, TUNER_MARKERS)
+    for stmt in module.body:
+        _tuner_imports(module, stmt, tf)
+        if isinstance(stmt, cst.ClassDef):
+            cls = {"defaults": {}, "spread": False, "line": line(stmt)}
+            for item in stmt.body.body:
+                _tuner_defaults(module, item, line, cls)
+            tf.classes[stmt.name.value] = cls
+    v = _Calls()
+    module.visit(v)
+    _tuner_options(rel, module, v.calls, line, tf, diags)
+    return tf, diags
+
+
+def _tuner_imports(module: cst.Module, stmt: cst.CSTNode, tf: TunerFile) -> None:
+    if isinstance(stmt, cst.SimpleStatementLine):
+        for small in stmt.body:
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                mod = _code(module, small.module) if small.module is not None else ""
+                names = [a.name.value for a in small.names if isinstance(a.name, cst.Name)]
+                if mod == "aiter.jit.core":
+                    tf.config_imports += [n for n in names if n.startswith("AITER_CONFIG_")]
+                elif mod.endswith(("_common", "_instance")) and "kernels_list" in names:
+                    tf.kernel_import = (mod, "kernels_list")
+
+
+def _tuner_defaults(module: cst.Module, item: cst.CSTNode, line, cls: dict[str, Any]) -> None:
+    """`ARG_DEFAULTS = {...}` in a class body."""
+    if isinstance(item, cst.SimpleStatementLine):
+        for small in item.body:
+            if (
+                isinstance(small, cst.Assign)
+                and isinstance(small.targets[0].target, cst.Name)
+                and small.targets[0].target.value == "ARG_DEFAULTS"
+                and isinstance(small.value, cst.Dict)
+            ):
+                for el in small.value.elements:
+                    if not isinstance(el, cst.DictElement):  # `**x`
+                        cls["spread"] = True
+                        continue
+                    k = _lit(el.key)
+                    try:
+                        val = literal(el.value)
+                    except Unsupported:
+                        val = _code(module, el.value)
+                        p = _path_of(module, el.value)
+                        if isinstance(el.value, cst.FormattedString) and p is None:
+                            val = _code(module, el.value)
+                    if isinstance(k, str):
+                        cls["defaults"][k] = (val, line(el))
+
+
+def _tuner_options(
+    rel: str,
+    module: cst.Module,
+    calls: list[cst.Call],
+    line,
+    tf: TunerFile,
+    diags: list[Diagnostic],
+) -> None:
+    for c in calls:
+        if _attr_name(c) != "add_argument":
+            continue
+        flags = [_lit(a.value) for a in c.args if a.keyword is None]
+        flags = [f for f in flags if isinstance(f, str)]
+        if not flags:
+            diags.append(
+                Diagnostic(
+                    rel,
+                    line(c),
+                    "add_argument with no literal flags; skipped",
+                    "warning",
+                    STAGE_NAME,
+                )
+            )
+            continue
+        opt = TunerOption(flags=flags, line=line(c))
+        for k in ("dest", "action", "help"):
+            val = _lit(_kw(c, k))
+            setattr(opt, k, val if isinstance(val, str) else None)
+        t = _kw(c, "type")
+        opt.type = _code(module, t) if t is not None else None
+        d = _kw(c, "default")
+        if d is not None:
+            if (
+                isinstance(d, cst.Subscript)
+                and isinstance(d.value, cst.Name)
+                and d.value.value == "defaults"
+            ):
+                key = (
+                    _lit(d.slice[0].slice.value)
+                    if d.slice and isinstance(d.slice[0].slice, cst.Index)
+                    else None
+                )
+                opt.default_key = key if isinstance(key, str) else None
+                opt.default = _code(module, d)
+            else:
+                try:
+                    opt.default = literal(d)
+                except Unsupported:
+                    opt.default = _code(module, d)
+        elif opt.action == "store_true":
+            opt.default = False
+        elif opt.action == "store_false":
+            opt.default = True
+        tf.options.append(opt)

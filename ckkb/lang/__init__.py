@@ -1,0 +1,1 @@
+"""Readers and evaluators of the languages ckkb reads (no rows, no database)."""

@@ -1,0 +1,299 @@
+"""CMake if() conditions: the AST, the Lark reader (`grammars/cmake_condition.lark`), text back
+from the AST, and the one evaluator (CMake's if() semantics, policy CMP0054 NEW: quoted strings
+are never variable names): `evaluate`, whose cases are the node classes' `holds` methods."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One command or condition argument."""
+
+    value: str  # text without quotes (escapes kept as written)
+    quoted: bool = False
+
+    def source(self) -> str:
+        return f'"{self.value}"' if self.quoted else self.value
+
+
+@dataclass(frozen=True)
+class Truth:
+    arg: Arg
+
+    def holds(self, env: dict[str, str]) -> bool:
+        return _truth(self.arg, env)
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str
+    arg: Arg
+
+    def holds(self, env: dict[str, str]) -> bool:
+        return _unary(self.op, self.arg, env)
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    left: Arg
+    right: Arg
+
+    def holds(self, env: dict[str, str]) -> bool:
+        return _binary(self.op, self.left, self.right, env)
+
+
+@dataclass(frozen=True)
+class Not:
+    expr: Cond
+
+    def holds(self, env: dict[str, str]) -> bool:
+        return not self.expr.holds(env)
+
+
+@dataclass(frozen=True)
+class And:
+    left: Cond
+    right: Cond
+
+    def holds(self, env: dict[str, str]) -> bool:
+        return self.left.holds(env) and self.right.holds(env)
+
+
+@dataclass(frozen=True)
+class Or:
+    left: Cond
+    right: Cond
+
+    def holds(self, env: dict[str, str]) -> bool:
+        return self.left.holds(env) or self.right.holds(env)
+
+
+Cond = Truth | Unary | Binary | Not | And | Or
+
+
+class ConditionError(ValueError):
+    """A condition that does not parse; `line`/`column` are inside the condition text."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+# ---------------------------------------------------------------- reading
+
+
+@lru_cache(maxsize=1)
+def _condition_reader() -> tuple[Any, Any, type[Exception]]:
+    """(Lark parser of grammars/cmake_condition.lark, parse tree -> AST transformer, Lark's error
+    class). Built once per process (the cache holds one grammar, never input); Lark is imported
+    here, on first use: `ckkb build` starts its workers sooner without it."""
+    from lark import Lark, Token, Transformer, v_args
+    from lark.exceptions import LarkError
+
+    class ToAst(Transformer):
+        def quoted(self, items: list[Token]) -> Arg:
+            return Arg(str(items[0])[1:-1], True)
+
+        def unquoted(self, items: list[Token]) -> Arg:
+            return Arg(str(items[0]), False)
+
+        @v_args(inline=True)
+        def truth(self, a: Arg) -> Cond:
+            return Truth(a)
+
+        @v_args(inline=True)
+        def unary(self, op: Token, a: Arg) -> Cond:
+            return Unary(str(op), a)
+
+        @v_args(inline=True)
+        def binary(self, a: Arg, op: Token, b: Arg) -> Cond:
+            return Binary(str(op), a, b)
+
+        @v_args(inline=True)
+        def not_(self, e: Cond) -> Cond:
+            return Not(e)
+
+        @v_args(inline=True)
+        def and_(self, a: Cond, b: Cond) -> Cond:
+            return And(a, b)
+
+        @v_args(inline=True)
+        def or_(self, a: Cond, b: Cond) -> Cond:
+            return Or(a, b)
+
+    grammar = resources.files("ckkb.grammars").joinpath("cmake_condition.lark").read_text()
+    parser = Lark(
+        grammar, parser="lalr", propagate_positions=True, cache=True, maybe_placeholders=False
+    )
+    return parser, ToAst(), LarkError
+
+
+def parse_condition(text: str) -> Cond:
+    """CMake if() condition text -> AST. Raises ConditionError (with line/column inside `text`)."""
+    if not text.strip():
+        raise ConditionError("empty condition")
+    parser, to_ast, lark_error = _condition_reader()
+    try:
+        tree = parser.parse(text)
+    except lark_error as e:
+        line = getattr(e, "line", 1) or 1
+        col = getattr(e, "column", 1) or 1
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConditionError(f"cannot parse condition: {first}", line, col) from None
+    cond: Cond = to_ast.transform(tree)
+    return cond
+
+
+_PREC: dict[type, float] = {Or: 1, And: 2, Not: 3}
+
+
+def condition_text(c: Cond, parent: float = 0) -> str:
+    """AST -> CMake text (parentheses only where precedence needs them)."""
+    if isinstance(c, Truth):
+        return c.arg.source()
+    if isinstance(c, Unary):
+        return f"{c.op} {c.arg.source()}"
+    if isinstance(c, Binary):
+        return f"{c.left.source()} {c.op} {c.right.source()}"
+    p = _PREC[type(c)]
+    if isinstance(c, Not):
+        s = f"NOT {condition_text(c.expr, p)}"
+    elif isinstance(c, And):
+        s = f"{condition_text(c.left, p)} AND {condition_text(c.right, p + 0.5)}"
+    else:
+        s = f"{condition_text(c.left, p)} OR {condition_text(c.right, p + 0.5)}"
+    return f"({s})" if p < parent else s
+
+
+# ---------------------------------------------------------------- evaluation
+
+_FALSE = {"0", "OFF", "NO", "FALSE", "N", "IGNORE", "NOTFOUND", ""}
+_TRUE = {"1", "ON", "YES", "TRUE", "Y"}
+VAR_REF = re.compile(r"\$\{([^}]*)\}")
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """`${VAR}` references -> values, repeated while a substituted value brings new ones;
+    undefined -> ''."""
+    if "${" not in text:
+        return text
+    prev = None
+    while prev != text and "${" in text:
+        prev = text
+        text = VAR_REF.sub(lambda m: env.get(m.group(1), ""), text)
+    return text
+
+
+def _is_false_const(s: str) -> bool:
+    u = s.upper()
+    return u in _FALSE or u.endswith("-NOTFOUND")
+
+
+def _num(s: str) -> float | None:
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def _value(a: Arg, env: dict[str, str]) -> str:
+    """Operand of a binary test: an unquoted name of a defined variable means its value."""
+    if "${" not in a.value:
+        return env[a.value] if not a.quoted and a.value in env else a.value
+    return expand(a.value, env)
+
+
+def _version(s: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in s.split(".") if p != "")
+
+
+def _truth(a: Arg, env: dict[str, str]) -> bool:
+    s = expand(a.value, env)
+    n = _num(s)
+    if s.upper() in _TRUE or (n is not None and n != 0):
+        return True
+    if _is_false_const(s) or n is not None or a.quoted:
+        return False
+    return s in env and not _is_false_const(env[s])
+
+
+def _unary(op: str, a: Arg, env: dict[str, str]) -> bool:
+    s = expand(a.value, env)
+    if op == "DEFINED":
+        return not (s.startswith("ENV{") and s.endswith("}")) and s in env
+    if op in ("EXISTS", "IS_DIRECTORY", "IS_ABSOLUTE", "IS_READABLE"):
+        return s.startswith("/")
+    return False
+
+
+def _compare(op: str, lhs: str, rhs: str) -> bool:
+    """A binary test other than MATCHES and IN_LIST on the operands' values."""
+    if op in ("STREQUAL", "PATH_EQUAL"):
+        return lhs == rhs
+    if op.startswith("VERSION_"):
+        va, vb = _version(lhs), _version(rhs)
+        return {
+            "VERSION_LESS": va < vb,
+            "VERSION_GREATER": va > vb,
+            "VERSION_EQUAL": va == vb,
+            "VERSION_LESS_EQUAL": va <= vb,
+            "VERSION_GREATER_EQUAL": va >= vb,
+        }[op]
+    if op.startswith("STR"):
+        return {
+            "STRLESS": lhs < rhs,
+            "STRGREATER": lhs > rhs,
+            "STRLESS_EQUAL": lhs <= rhs,
+            "STRGREATER_EQUAL": lhs >= rhs,
+        }[op]
+    a, b = _num(lhs), _num(rhs)
+    if a is None or b is None:
+        return False
+    return {
+        "EQUAL": a == b,
+        "LESS": a < b,
+        "GREATER": a > b,
+        "LESS_EQUAL": a <= b,
+        "GREATER_EQUAL": a >= b,
+    }[op]
+
+
+def _binary(op: str, left: Arg, right: Arg, env: dict[str, str]) -> bool:
+    lhs = _value(left, env)
+    if op == "MATCHES":
+        try:  # re's own cache keeps the compiled pattern
+            return re.search(expand(right.value, env), lhs) is not None
+        except re.error:
+            return False
+    if op == "IN_LIST":
+        return lhs in env.get(expand(right.value, env), "").split(";")
+    return _compare(op, lhs, _value(right, env))
+
+
+def evaluate(c: Cond, env: dict[str, str]) -> bool:
+    """CMake's if() semantics for condition `c` over the variables `env` (AND/OR short-circuit).
+    Each node class's `holds` is its case of this one evaluator."""
+    return c.holds(env)
+
+
+def variables(c: Cond) -> set[str]:
+    """Names an unquoted operand may refer to (for 'which variable decided this')."""
+    if isinstance(c, (And, Or)):
+        return variables(c.left) | variables(c.right)
+    if isinstance(c, Not):
+        return variables(c.expr)
+    args = [c.arg] if isinstance(c, (Truth, Unary)) else [c.left, c.right]
+    out = set()
+    for a in args:
+        out.update(VAR_REF.findall(a.value))
+        if not a.quoted and "${" not in a.value:
+            out.add(a.value)
+    return out

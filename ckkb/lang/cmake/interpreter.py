@@ -1,0 +1,221 @@
+"""A small CMake interpreter: runs parsed statements over string variables, statement by
+statement (`set`, `option`, `unset`, `if/elseif/else`, `foreach`, `break`, `function` and its
+calls, `get_filename_component(... NAME|NAME_WE|DIRECTORY|PATH)`,
+`list(REMOVE_ITEM|APPEND|FILTER|REMOVE_DUPLICATES)`, `file(READ)`, `add_subdirectory`,
+`add_definitions`/`add_compile_definitions`); other commands are no-ops. It records which
+if-branch removed what, for the build rules that explain a verdict."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ckkb.lang.cmake.conditions import Arg, expand
+from ckkb.lang.cmake.syntax import Branch, Command, Foreach, Function, If, Stmt
+
+
+def filename_component(path: str, mode: str) -> str | None:
+    """get_filename_component(<var> path <mode>); None for a mode the interpreter does not know."""
+    if mode == "NAME":
+        return path.rsplit("/", 1)[-1]
+    if mode in ("DIRECTORY", "PATH"):
+        return path.rsplit("/", 1)[0] if "/" in path else ""
+    if mode == "NAME_WE":
+        return path.rsplit("/", 1)[-1].split(".", 1)[0]
+    return None
+
+
+class Break(Exception):
+    """break() outside a loop body ends the run (callers catch it)."""
+
+
+_INTERPRETED = frozenset(
+    {
+        "set",
+        "option",
+        "add_definitions",
+        "add_compile_definitions",
+        "unset",
+        "get_filename_component",
+        "list",
+        "file",
+        "add_subdirectory",
+        "break",
+    }
+)
+
+
+class Interpreter:
+    """Runs parsed CMake statements over string variables; records which rule removed what."""
+
+    def __init__(
+        self, env: dict[str, str], file: str, read_file: Callable[[str], str] | None = None
+    ) -> None:
+        self.env = dict(env)
+        self.file = file
+        self.read_file: Callable[[str], str] = read_file or (lambda p: "")
+        self.stack: list[Branch] = []  # enclosing taken if-branches, innermost last
+        # (list var, item) -> the branch that removed it
+        self.removed: dict[tuple[str, str], Branch | None] = {}
+        self.origin: dict[str, Branch | None] = {}  # var -> innermost branch of its last set()
+        self.subdirs: list[str] = []
+        self.defines: dict[str, tuple[str, int]] = {}  # -DNAME[=VALUE] -> (value, line)
+        self.functions: dict[str, Function] = {}
+
+    def run(self, stmts: list[Stmt]) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, If):
+            for br in s.branches:
+                if br.cond is None and br.text:  # unparsable condition: never taken
+                    continue
+                if br.cond is None or br.cond.holds(self.env):
+                    self.stack.append(br)
+                    try:
+                        self.run(br.body)
+                    finally:
+                        self.stack.pop()
+                    return
+        elif isinstance(s, Foreach):
+            self.foreach(s)
+        elif isinstance(s, Function):
+            self.functions[s.name.lower()] = s
+        else:
+            self.command(s)
+
+    def words(self, args: list[Arg]) -> list[str]:
+        """The arguments expanded: an unquoted one splits on ';' (empty items dropped)."""
+        out: list[str] = []
+        for a in args:
+            v = expand(a.value, self.env) if "${" in a.value else a.value
+            if a.quoted or (v and ";" not in v):
+                out.append(v)
+            elif v:
+                out.extend(x for x in v.split(";") if x != "")
+        return out
+
+    def foreach(self, s: Foreach) -> None:
+        words = self.words(s.args)
+        if not words:
+            return
+        var, rest = words[0], words[1:]
+        items: list[str] = []
+        if rest and rest[0] == "IN":
+            mode = None
+            for w in rest[1:]:
+                if w in ("LISTS", "ITEMS"):
+                    mode = w
+                elif mode == "LISTS":
+                    items.extend(x for x in self.env.get(w, "").split(";") if x)
+                else:
+                    items.append(w)
+        elif len(rest) >= 2 and rest[0] == "RANGE":
+            items = [str(i) for i in range(int(rest[1]) + 1)] if rest[1].isdigit() else []
+        else:
+            items = rest
+        for it in items:
+            self.env[var] = it
+            try:
+                self.run(s.body)
+            except Break:
+                break
+
+    def here(self) -> Branch | None:
+        return self.stack[-1] if self.stack else None
+
+    def command(self, c: Command) -> None:
+        name = c.name
+        if name not in _INTERPRETED and name not in self.functions:  # message() etc.: no-ops
+            return
+        if name == "break":
+            raise Break()
+        w = self.words(c.args)
+        if name == "set":
+            self.set(w)
+        elif name == "option":
+            if w and w[0] not in self.env:
+                self.env[w[0]] = w[2] if len(w) >= 3 else "OFF"
+        elif name == "add_definitions" or name == "add_compile_definitions":
+            for x in w:
+                d = (
+                    x[2:]
+                    if x.startswith("-D")
+                    else (x if name == "add_compile_definitions" else "")
+                )
+                if d:
+                    k, eq, v = d.partition("=")
+                    self.defines[k] = (v if eq else "1", c.line)
+        elif name == "unset":
+            if w:
+                self.env.pop(w[0], None)
+        elif name == "get_filename_component":
+            part = filename_component(w[1], w[2]) if len(w) >= 3 else None
+            if part is not None:
+                self.env[w[0]] = part
+        elif name == "list":
+            self.list_cmd(w)
+        elif name == "file":
+            if len(w) >= 3 and w[0] == "READ":
+                self.env[w[2]] = self.read_file(w[1])
+        elif name == "add_subdirectory":
+            if w:
+                self.subdirs.append(w[0])
+        else:
+            self.call(self.functions[name], w)
+
+    def set(self, w: list[str]) -> None:
+        if not w:
+            return
+        var, vals = w[0], [x for x in w[1:] if x != "PARENT_SCOPE"]
+        if "CACHE" in vals:
+            if var in self.env and "FORCE" not in vals:
+                return
+            vals = vals[: vals.index("CACHE")]
+        if vals:
+            self.env[var] = ";".join(vals)
+        else:
+            self.env.pop(var, None)
+        self.origin[var] = self.here()
+
+    def call(self, f: Function, words: list[str]) -> None:
+        saved = self.env
+        self.env = dict(saved)
+        for i, p in enumerate(f.params):
+            self.env[p] = words[i] if i < len(words) else ""
+        self.env["ARGN"] = ";".join(words[len(f.params) :])
+        try:
+            self.run(f.body)
+        finally:
+            self.env = saved
+
+    def list_cmd(self, w: list[str]) -> None:
+        if len(w) < 2:
+            return
+        op, var = w[0], w[1]
+        cur = [x for x in self.env.get(var, "").split(";") if x]
+        if op == "REMOVE_ITEM":
+            drop = set(w[2:])
+            for x in cur:
+                if x in drop:
+                    self.removed.setdefault((var, x), self.here())
+            cur = [x for x in cur if x not in drop]
+        elif op == "APPEND":
+            cur += w[2:]
+        elif op == "FILTER" and len(w) >= 5 and w[3] == "REGEX":
+            try:
+                rx = re.compile(w[4])
+            except re.error:
+                return
+            include = w[2] == "INCLUDE"
+            keep = [x for x in cur if bool(rx.search(x)) == include]
+            for x in cur:
+                if x not in keep:
+                    self.removed.setdefault((var, x), self.here())
+            cur = keep
+        elif op == "REMOVE_DUPLICATES":
+            cur = list(dict.fromkeys(cur))
+        else:
+            return
+        self.env[var] = ";".join(cur)
