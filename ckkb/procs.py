@@ -1,0 +1,68 @@
+"""Child processes that never outlive their parent, and named points where the fault-injection
+tests kill a command.
+
+- `die_with_parent()`: a worker asks the kernel for SIGKILL when its parent dies (Linux
+  PR_SET_PDEATHSIG), and a watcher thread checks the parent every second where that is missing.
+  Without it, workers of a build killed by `kill -9` waited for work forever.
+- `stop_on_term()`: SIGTERM (and SIGHUP) raise KeyboardInterrupt in the main thread, like Ctrl-C, so
+  a command's cleanup (kill ckProfiler's process group, close the bundle) runs for all three.
+- `fault_point(name)`: when $CKKB_FAULT names this point, the process kills itself with SIGKILL
+  there (tests/faults drives it); otherwise nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from types import FrameType
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Have this process killed when its parent dies (see the module docstring)."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the watcher below does it
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="ckkb-parent-watch", daemon=True).start()
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def stop_on_term() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP interrupt like Ctrl-C (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def fault_point(name: str) -> None:
+    """SIGKILL this process here when $CKKB_FAULT == name (fault-injection tests only)."""
+    if os.environ.get("CKKB_FAULT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
