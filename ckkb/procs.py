@@ -18,7 +18,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 _PR_SET_PDEATHSIG = 1
@@ -49,14 +49,19 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 @contextlib.contextmanager
-def stop_on_term() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP interrupt like Ctrl-C (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+def stop_on_term(said: Callable[[], str] | None = None) -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP interrupt like Ctrl-C (main thread only). `said()`
+    words the interruption (what was kept): the CLI prints it as the one line the user sees."""
+    main = threading.current_thread() is threading.main_thread()
+    sigs = (signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, _interrupt) for s in sigs} if main else {}
     try:
         yield
+    except KeyboardInterrupt as e:
+        if said is None:
+            raise
+        how = e.args[0] if e.args else "SIGINT"
+        raise KeyboardInterrupt(f"stopped by {how}; {said()}") from None
     finally:
         for s, h in old.items():
             signal.signal(s, h)

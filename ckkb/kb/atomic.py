@@ -10,17 +10,14 @@ it is a symlink), then `replace()`:
 
 from __future__ import annotations
 
-import errno
 import os
-import sqlite3
 import stat
 from pathlib import Path
 
-from ckkb.errors import CkkbError
+from ckkb.errors import write_error
 from ckkb.kb.lock import real_path
 
-_DISK_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO, errno.EROFS}
-_DISK_MESSAGES = ("database or disk is full", "disk i/o error")
+__all__ = ["replace", "tmp_path", "write_error"]
 
 
 def tmp_path(db_path: str | Path) -> Path:
@@ -54,22 +51,3 @@ def replace(tmp: Path, db_path: str | Path) -> None:
             pass
     except OSError as e:
         raise write_error(e, target) or e from None
-
-
-def write_error(e: BaseException, path: str | Path | None) -> CkkbError | None:
-    """One line for a write that failed for want of room or a working disk (ENOSPC, a file-size
-    limit, an I/O error, a read-only file system), else None."""
-    where = f" {path}" if path else ""
-    if isinstance(e, OSError) and e.errno in _DISK_ERRNOS:
-        return CkkbError(
-            f"cannot write{where}: {e.strerror or e}; nothing stored was lost",
-            hint="free some disk space (or check the disk) and run the command again",
-        )
-    if isinstance(e, sqlite3.DatabaseError):
-        text = str(e).lower()
-        if any(m in text for m in _DISK_MESSAGES):
-            return CkkbError(
-                f"cannot write{where}: {e}; nothing stored was lost",
-                hint="free some disk space (or check the disk) and run the command again",
-            )
-    return None

@@ -193,7 +193,7 @@ def _alive(pid: int) -> bool:
 def clean_temp(db_path: str | Path) -> list[Path]:
     """Remove `<db>.tmp-<pid>` files (and their journals) whose build process is gone."""
     real = real_path(db_path)
-    removed = []
+    removed: list[Path] = []
     try:
         names = os.listdir(real.parent)
     except OSError:

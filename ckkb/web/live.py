@@ -61,7 +61,7 @@ class LiveDatabase(Database):
     def __init__(self, ds: Any, path: str | Path) -> None:
         super().__init__(ds, path=str(path), is_mutable=True)
 
-    def connect(self, write: bool = False) -> sqlite3.Connection:
+    def connect(self, write: bool = False) -> _Conn:
         if write:
             raise sqlite3.OperationalError("ckkb serve is read-only")
         ident = file_ident(self.path)
@@ -74,11 +74,12 @@ class LiveDatabase(Database):
         )
         conn.ident = ident
         limit(conn)
-        self._all_file_connections = [c for c in self._all_file_connections if _open(c)]
-        self._all_file_connections.append(conn)
+        old: list[sqlite3.Connection] = self._all_file_connections  # type: ignore[has-type]
+        kept = [c for c in old if _open(c)]
+        self._all_file_connections = kept + [conn]
         return conn
 
-    def _fresh(self) -> sqlite3.Connection:
+    def _fresh(self) -> _Conn:
         conn = self.connect()
         self.ds._prepare_connection(conn, self.name)
         setattr(connections, self.name, conn)
@@ -89,7 +90,7 @@ class LiveDatabase(Database):
             return await super().execute_fn(fn)
 
         def in_thread() -> Any:
-            conn = getattr(connections, self.name, None)
+            conn: _Conn | None = getattr(connections, self.name, None)
             if conn is None or conn.ident != file_ident(self.path):
                 if conn is not None:
                     conn.close()
