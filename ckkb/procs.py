@@ -7,7 +7,7 @@ tests kill a command.
 - `stop_on_term()`: SIGTERM (and SIGHUP) raise KeyboardInterrupt in the main thread, like Ctrl-C, so
   a command's cleanup (kill ckProfiler's process group, close the bundle) runs for all three.
 - `fault_point(name)`: when $CKKB_FAULT names this point, the process kills itself with SIGKILL
-  there (tests/faults drives it); otherwise nothing.
+  there, or pauses there (tests/faults drives both); otherwise one dictionary lookup.
 """
 
 from __future__ import annotations
@@ -68,6 +68,14 @@ def stop_on_term(said: Callable[[], str] | None = None) -> Iterator[None]:
 
 
 def fault_point(name: str) -> None:
-    """SIGKILL this process here when $CKKB_FAULT == name (fault-injection tests only)."""
+    """Fault-injection tests only: SIGKILL this process here when $CKKB_FAULT == name; when
+    $CKKB_FAULT_PAUSE is `name=SECONDS`, touch $CKKB_FAULT_DIR/name (the test waits for it) and
+    sleep that long, so a test can start another command at exactly this point."""
     if os.environ.get("CKKB_FAULT") == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    pause = os.environ.get("CKKB_FAULT_PAUSE", "")
+    if pause.startswith(name + "="):
+        marker = os.path.join(os.environ.get("CKKB_FAULT_DIR", "."), name)
+        with open(marker, "w"):
+            pass
+        time.sleep(float(pause.split("=", 1)[1]))

@@ -662,6 +662,7 @@ def ingest(
         validate.check_path(p)
     writer = lock.acquire(db_path, "ingest")  # one writer at a time (ckkb.kb.lock)
     try:
+        lock.clean_temp(db_path)  # left by a build killed before its rename
         return _ingest_locked(db_path, paths, arch, gpu, cu, rocm, command, host)
     except (OSError, sqlite3.DatabaseError) as e:
         err = atomic.write_error(e, db_path)

@@ -1,0 +1,88 @@
+"""Writers side by side: concurrent ingests, and ingests during a build (Seen 1: an ingest that
+printed "1 races added" was missing from the rebuilt database; others died with "attempt to write
+a readonly database"). Every ingest that reports success is in the final database."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.faults.conftest import BUILD, ckkb, count, log_copy, start, stored
+
+
+def _reported(proc) -> dict:
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    data = json.loads(out)
+    data["stderr"] = err
+    return data
+
+
+def test_concurrent_ingests(kb, tmp_path):
+    before = stored(kb)
+    logs = [log_copy(tmp_path, n) for n in range(6)]
+    procs = [start("ingest", "--db", kb, log, "--json") for log in logs]
+    added = sum(_reported(p)["races_added"] for p in procs)
+    after = stored(kb)
+    assert added == 6  # each copy of 001.txt holds one race (grep -c 'Best Perf' 001.txt: 1)
+    assert after["races"] == before["races"] + added
+    assert after["ingest_files"] == before["ingest_files"] + 6
+
+
+def _wait_for(marker: Path, proc, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the build never reached its fault point"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("point", ["build-locking", "build-carried"])
+def test_ingest_during_build_is_kept(kb, tmp_path, point):
+    """An ingest while the build extracts (before it copies the ingested rows forward) is carried
+    into the new file; one while the build holds the lock waits and goes into the new file."""
+    before = stored(kb)
+    build = start(
+        *BUILD,
+        "--db",
+        kb,
+        "--force",
+        CKKB_FAULT_PAUSE=f"{point}=1.5",
+        CKKB_FAULT_DIR=str(tmp_path),
+    )
+    _wait_for(tmp_path / point, build)
+    ing = start("ingest", "--db", kb, log_copy(tmp_path, 1), "--json")
+    reported = _reported(ing)
+    out, err = build.communicate(timeout=120)
+    assert build.returncode == 0, err
+    assert reported["races_added"] == 1
+    assert stored(kb)["races"] == before["races"] + 1
+    if point == "build-carried":  # it waited for the build's lock, and said so in one line
+        assert reported["stderr"].count("waiting for pid") == 1, reported["stderr"]
+
+
+@pytest.mark.slow
+def test_ingest_loop_during_build_loop(kb, tmp_path):
+    """The reported scenario: `ckkb build --force` twice while ingests loop."""
+    before = stored(kb)
+    added = 0
+    n = 0
+    for _ in range(2):
+        build = start(*BUILD, "--db", kb, "--force")
+        while build.poll() is None:
+            n += 1
+            added += _reported(start("ingest", "--db", kb, log_copy(tmp_path, n), "--json"))[
+                "races_added"
+            ]
+        _, err = build.communicate()
+        assert build.returncode == 0, err
+    assert n >= 2
+    assert added == n
+    after = stored(kb)
+    assert after["races"] == before["races"] + added
+    assert after["ingest_files"] == before["ingest_files"] + n
+    assert count(kb, "select count(distinct path) from ingest_files where path like '%log-%'") == n
