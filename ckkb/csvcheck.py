@@ -21,7 +21,7 @@ def rows(reader: Any, path: str | Path, line_of: Any = None) -> Iterator[Any]:
         except StopIteration:
             return
         except csv.Error as e:
-            n = getattr(reader, "line_num", 0)
+            n = getattr(getattr(reader, "reader", reader), "line_num", 0)  # DictReader lags
             line = line_of(n) if line_of else n
             raise CkkbError(f"{path}:{line}: not a CSV row ({e})") from None
         yield row

@@ -96,7 +96,9 @@ def _holder(fd: int) -> str:
     return text or "another ckkb process"
 
 
-def acquire(db_path: str | Path, what: str, timeout: float | None = None) -> WriterLock:
+def acquire(
+    db_path: str | Path, what: str, timeout: float | None = None, *, quiet: bool = False
+) -> WriterLock:
     """Take the writer lock of the knowledge base at db_path, waiting for the current writer."""
     path = lock_path(db_path)
     wait = timeout_from_env() if timeout is None else timeout
@@ -125,7 +127,7 @@ def acquire(db_path: str | Path, what: str, timeout: float | None = None) -> Wri
                 f"{db_path} is being written by {holder}; gave up after {wait:g} s",
                 hint="retry when it is done, or raise CKKB_LOCK_TIMEOUT (seconds)",
             )
-        if not said:
+        if not said and not quiet:
             sys.stderr.write(f"ckkb: waiting for {_holder(fd)} to finish writing {db_path}\n")
             sys.stderr.flush()
             said = True
@@ -152,13 +154,14 @@ def _journal(db_path: str | Path) -> Path:
 
 
 def recover(db_path: str | Path) -> bool:
-    """Roll back the hot journal a killed writer left, when no writer is running. True when a
-    journal was rolled back. Cheap when there is none (one stat)."""
+    """Roll back the hot journal a killed writer left (waiting for a live writer to finish: then
+    its journal was not hot). True when a journal was rolled back. One stat when there is none."""
     journal = _journal(db_path)
     if not journal.exists() or not real_path(db_path).is_file():
         return False
-    held = try_acquire(db_path, "recovery")
-    if held is None:  # a live writer: its journal is not hot
+    try:
+        held = acquire(db_path, "recovery", timeout=BUSY_TIMEOUT_MS / 1000, quiet=True)
+    except CkkbError:  # a writer busy for that long: its journal is live, not hot
         return False
     try:
         if not journal.exists():

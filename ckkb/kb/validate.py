@@ -101,8 +101,8 @@ def _table_schema(name: str) -> dict[str, Any]:
         required = [
             f.name
             for f in fields(t.row_class)
-            if f.default is MISSING and f.default_factory is MISSING
-        ]
+            if f.default is MISSING and f.default_factory is MISSING and f.name != "id"
+        ]  # ids are given by the ingest
     props: dict[str, Any] = {}
     for c in t.columns:
         if c.json:
@@ -139,8 +139,9 @@ def record_errors(rec: dict[str, Any]) -> list[str]:
     out = []
     for e in sorted(v.iter_errors(rec), key=lambda e: list(map(str, e.absolute_path))):
         where = ".".join(str(p) for p in e.absolute_path)
-        if not where and e.validator == "required":
-            out.append(f"field {e.message.split(' ')[0]}: required, missing")
+        if e.validator == "required":
+            name = e.message.split("'")[1] if e.message.count("'") >= 2 else e.message
+            out.append(f"field {'.'.join([where, name]).lstrip('.')}: required, missing")
             continue
         out.append(f"field {where or '(record)'}: {e.message}")
     return out

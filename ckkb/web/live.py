@@ -95,18 +95,18 @@ class LiveDatabase(Database):
                 if conn is not None:
                     conn.close()
                 conn = self._fresh()
-            try:
-                return fn(conn)
-            except sqlite3.OperationalError as e:
-                # a writer killed mid-commit (hot journal), or a rename between the check above
-                # and the query: recover, reopen, and answer once more
-                if e.sqlite_errorname != "SQLITE_READONLY_ROLLBACK" and conn.ident == file_ident(
-                    self.path
-                ):
-                    raise
-                lock.recover(self.path)
-                conn.close()
-                return fn(self._fresh())
+            for attempt in range(3):
+                try:
+                    return fn(conn)
+                except sqlite3.OperationalError as e:
+                    # a writer killed mid-commit (hot journal), or a rename between the check
+                    # above and the query: recover, reopen, and answer again
+                    hot = e.sqlite_errorname == "SQLITE_READONLY_ROLLBACK"
+                    if attempt == 2 or (not hot and conn.ident == file_ident(self.path)):
+                        raise
+                    lock.recover(self.path)
+                    conn.close()
+                    conn = self._fresh()
 
         return await asyncio.get_running_loop().run_in_executor(self.ds.executor, in_thread)
 

@@ -49,6 +49,24 @@ def ckkb(*args: str, timeout: float = 120, **extra: str) -> subprocess.Completed
     return r
 
 
+class Result:
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def cli(*args: object) -> Result:
+    """`ckkb ARGS` in this process (no interpreter start-up: for the many bad-input cases); an
+    exception that escaped the CLI (a traceback for the user) fails the test."""
+    from click.testing import CliRunner
+
+    from ckkb.cli import main
+
+    r = CliRunner().invoke(main, [str(a) for a in args], env={"COLUMNS": "200"})
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise AssertionError(f"traceback for ckkb {args}") from r.exception
+    return Result(r.exit_code, r.stdout, r.stderr)
+
+
 def start(*args: str, **extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "ckkb.cli", *map(str, args)],

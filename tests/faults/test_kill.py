@@ -33,11 +33,14 @@ def test_build_killed(kb, point):
     # the old (or, after the rename, the new) database answers, with every ingested row
     assert ckkb("races", "--db", kb, "--json").returncode == 0
     assert stored(kb) == before
-    # the next command removes what the killed build left, and works
-    r = ckkb(*BUILD, "--db", kb, "--force")
+    # the next writer removes what the killed build left, and works
+    r = ckkb("ingest", "--db", kb, SAMPLES / "002.txt")
     assert r.returncode == 0, r.stderr
     assert _leftovers(kb) == []
-    assert stored(kb) == before
+    assert stored(kb)["races"] == before["races"] + 1
+    if point == "build-before-rename":  # and so does the next build
+        assert ckkb(*BUILD, "--db", kb, "--force").returncode == 0
+        assert stored(kb)["races"] == before["races"] + 1
 
 
 def _padded_tree(tmp_path):
@@ -107,7 +110,6 @@ def test_ingest_killed(kb, tmp_path, point):
     r = ckkb("ingest", "--db", kb, log, "--json")
     assert r.returncode == 0, r.stderr
     assert count(kb, f"select count(*) from ingest_files where path = '{log}'") == 1
-    assert ckkb(*BUILD, "--db", kb, "--force").returncode == 0
     after = stored(kb)
     assert after["ingest_files"] == before["ingest_files"] + 1
     assert after["races"] > before["races"]
