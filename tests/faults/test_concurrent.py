@@ -5,6 +5,7 @@ a readonly database"). Every ingest that reports success is in the final databas
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -63,6 +64,37 @@ def test_ingest_during_build_is_kept(kb, tmp_path, point):
     assert stored(kb)["races"] == before["races"] + 1
     if point == "build-carried":  # it waited for the build's lock, and said so in one line
         assert reported["stderr"].count("waiting for pid") == 1, reported["stderr"]
+
+
+def test_ingest_right_after_the_carry_is_not_lost(kb, tmp_path, monkeypatch):
+    """Seen 1, made deterministic: an ingest that lands just after the build copied the ingested
+    rows forward (and before its rename) printed success and was lost. Now it waits for the build
+    and goes into the new file."""
+    from ckkb import sources
+    from ckkb.kb import build as kbbuild
+    from tests.conftest import FIXTURES
+
+    carry = kbbuild._carry_ingested
+    ingests = []
+
+    def carry_then_ingest(new, old_path):
+        out = carry(new, old_path)
+        ingests.append(start("ingest", "--db", kb, log_copy(tmp_path, 1), "--json"))
+        try:  # let it finish if it can (it could before the lock: then it was lost)
+            ingests[0].wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            pass
+        return out
+
+    monkeypatch.setattr(kbbuild, "_carry_ingested", carry_then_ingest)
+    before = stored(kb)
+    trees = {
+        "ck": sources.ck_tree(FIXTURES / "ck_mini"),
+        "aiter": sources.aiter_tree(FIXTURES / "aiter_mini"),
+    }
+    kbbuild.build(kb, trees, jobs=1, force=True)
+    assert _reported(ingests[0])["races_added"] == 1
+    assert stored(kb)["races"] == before["races"] + 1
 
 
 @pytest.mark.slow
