@@ -78,6 +78,16 @@ def main() -> None:
 
     Build the knowledge base once (`ckkb build`), then ask: `ckkb why`, `ckkb gates`,
     `ckkb instances`, `ckkb parse`, `ckkb locate`, `ckkb races`, `ckkb audit`, `ckkb serve`.
+
+    \b
+    A team shares one knowledge base file (--db or $CKKB_DB) on the machine that holds it:
+      writers  `ckkb ingest` of the bundles GPU hosts write (`ckkb race`, `ckkb harness`)
+               and `ckkb build` after a `git pull`, as many as like, at any time: one
+               writes at a time (lock file <db>.lock), the others wait; nothing is lost;
+      server   one `ckkb serve` for everyone, left running: it shows each ingest and
+               each rebuild as it lands, with no restart;
+      readers  every query command, any time, never blocked for long.
+    A write killed midway leaves the old data readable; the next command cleans up.
     """
 
 

@@ -155,3 +155,31 @@ def test_crashed_writer_locks_nothing(kb, tmp_path):
     r = ckkb("ingest", "--db", kb, SAMPLES / "002.txt")
     assert r.returncode == 0, r.stderr
     assert stored(kb)["races"] > before["races"]
+
+
+def test_build_fsyncs_before_the_rename(kb, monkeypatch):
+    """Seen 9: the build wrote with synchronous=off and renamed without an fsync, so a power cut
+    after the rename could leave a renamed file whose pages never reached the disk."""
+    from ckkb import sources
+    from ckkb.kb import build as kbbuild
+
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def replace(src, dst, **kw):
+        events.append(("replace", os.fspath(src)))
+        return real_replace(src, dst, **kw)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    trees = {"ck": sources.ck_tree(FIXTURES / "ck_mini")}
+    kbbuild.build(kb, trees, jobs=1, force=True)
+    renamed = [path for what, path in events if what == "replace" and ".tmp-" in path]
+    assert len(renamed) == 1
+    i = events.index(("replace", renamed[0]))
+    assert ("fsync", renamed[0]) in events[:i]  # the new file's pages, before the rename
+    assert ("fsync", str(kb.parent)) in events[i:]  # and the rename itself, after it
