@@ -153,16 +153,20 @@ def _journal(db_path: str | Path) -> Path:
     return real.with_name(real.name + "-journal")
 
 
-def recover(db_path: str | Path) -> bool:
+def recover(db_path: str | Path, *, locked: bool = False) -> bool:
     """Roll back the hot journal a killed writer left (waiting for a live writer to finish: then
-    its journal was not hot). True when a journal was rolled back. One stat when there is none."""
+    its journal was not hot; `locked`: the caller holds the writer lock). True when a journal was
+    rolled back. One stat when there is none."""
     journal = _journal(db_path)
     if not journal.exists() or not real_path(db_path).is_file():
         return False
-    try:
-        held = acquire(db_path, "recovery", timeout=BUSY_TIMEOUT_MS / 1000, quiet=True)
-    except CkkbError:  # a writer busy for that long: its journal is live, not hot
-        return False
+    if locked:
+        held = None
+    else:
+        try:
+            held = acquire(db_path, "recovery", timeout=BUSY_TIMEOUT_MS / 1000, quiet=True)
+        except CkkbError:  # a writer busy for that long: its journal is live, not hot
+            return False
     try:
         if not journal.exists():
             return False
@@ -178,7 +182,8 @@ def recover(db_path: str | Path) -> bool:
             conn.close()
         return True
     finally:
-        held.release()
+        if held is not None:
+            held.release()
 
 
 def _alive(pid: int) -> bool:
