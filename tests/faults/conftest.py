@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ckkb import sources
+from ckkb import pipeline, sources
 from ckkb.kb.build import build
 from tests.conftest import FIXTURES, SAMPLES
 
@@ -121,6 +121,7 @@ def built_kb(tmp_path_factory) -> Path:
             "aiter": sources.aiter_tree(FIXTURES / "aiter_mini"),
         },
         jobs=1,
+        stages=pipeline.stages(),
     )
     r = ckkb("ingest", "--db", path, SAMPLES / "001.txt")
     assert r.returncode == 0, r.stderr

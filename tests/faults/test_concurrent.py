@@ -70,11 +70,11 @@ def test_ingest_right_after_the_carry_is_not_lost(kb, tmp_path, monkeypatch):
     """Seen 1, made deterministic: an ingest that lands just after the build copied the ingested
     rows forward (and before its rename) printed success and was lost. Now it waits for the build
     and goes into the new file."""
-    from ckkb import sources
-    from ckkb.kb import build as kbbuild
+    from ckkb import pipeline, sources
+    from ckkb.kb.build import build, run
     from tests.conftest import FIXTURES
 
-    carry = kbbuild._carry_ingested
+    carry = run.carry_ingested
     ingests = []
 
     def carry_then_ingest(new, old_path):
@@ -86,13 +86,13 @@ def test_ingest_right_after_the_carry_is_not_lost(kb, tmp_path, monkeypatch):
             pass
         return out
 
-    monkeypatch.setattr(kbbuild, "_carry_ingested", carry_then_ingest)
+    monkeypatch.setattr(run, "carry_ingested", carry_then_ingest)
     before = stored(kb)
     trees = {
         "ck": sources.ck_tree(FIXTURES / "ck_mini"),
         "aiter": sources.aiter_tree(FIXTURES / "aiter_mini"),
     }
-    kbbuild.build(kb, trees, jobs=1, force=True)
+    build(kb, trees, jobs=1, force=True, stages=pipeline.stages())
     assert _reported(ingests[0])["races_added"] == 1
     assert stored(kb)["races"] == before["races"] + 1
 

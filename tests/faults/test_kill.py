@@ -160,8 +160,8 @@ def test_crashed_writer_locks_nothing(kb, tmp_path):
 def test_build_fsyncs_before_the_rename(kb, monkeypatch):
     """Seen 9: the build wrote with synchronous=off and renamed without an fsync, so a power cut
     after the rename could leave a renamed file whose pages never reached the disk."""
-    from ckkb import sources
-    from ckkb.kb import build as kbbuild
+    from ckkb import pipeline, sources
+    from ckkb.kb.build import build
 
     events: list[tuple[str, str]] = []
     real_fsync, real_replace = os.fsync, os.replace
@@ -177,7 +177,7 @@ def test_build_fsyncs_before_the_rename(kb, monkeypatch):
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
     trees = {"ck": sources.ck_tree(FIXTURES / "ck_mini")}
-    kbbuild.build(kb, trees, jobs=1, force=True)
+    build(kb, trees, jobs=1, force=True, stages=pipeline.stages())
     renamed = [path for what, path in events if what == "replace" and ".tmp-" in path]
     assert len(renamed) == 1
     i = events.index(("replace", renamed[0]))
