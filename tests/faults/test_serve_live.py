@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import threading
 import time
 import urllib.error
@@ -145,3 +146,51 @@ def test_huge_ids_are_404(shared_server):
     for big in ("9223372036854775808", "99999999999999999999999999", "-9223372036854775809"):
         assert _get(shared_server, f"/-/ckkb/instance/{big}")[0] == 404
         assert _get(shared_server, f"/kb/instances/{big}")[0] == 404
+
+
+def test_canned_queries_get_their_own_time_limit(built_kb):
+    """Arbitrary SQL stops at the time limit; ckkb's canned queries (trusted, milliseconds each)
+    get CANNED_LIMIT_MS, so a loaded server never answers them "query took too long"."""
+    import asyncio
+
+    from ckkb import queries
+    from ckkb.web import app
+
+    ds = app.make_datasette(built_kb, settings={"sql_time_limit_ms": 1})
+    db = ds.databases["kb"]
+    canned = queries.sql("gate_census")
+    params = {"kind": "", "arch": ""}
+
+    async def go():
+        from datasette.database import QueryInterrupted
+
+        from ckkb.web import live
+
+        live.CANNED_LIMIT_MS, saved = 60_000, live.CANNED_LIMIT_MS
+        always = lambda: 1  # noqa: E731  (a handler that interrupts at once)
+
+        def run(conn):
+            conn.set_progress_handler(always, 1)
+            try:
+                return conn.execute(canned, params).fetchall()
+            finally:
+                conn.set_progress_handler(None, 1)
+
+        try:
+            token = live._canned.set(True)
+            assert isinstance(await db.execute_fn(run), list)  # our deadline, not `always`
+            live._canned.reset(token)
+            with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+                await db.execute_fn(run)
+            # and through Datasette's own path, at a 1 ms limit: the canned text passes,
+            # arbitrary SQL does not
+            assert (await db.execute(canned, params)).rows is not None
+            with pytest.raises(QueryInterrupted):
+                await db.execute(
+                    "with recursive c(x) as (select 1 union all select x + 1 from c limit 1e7)"
+                    " select count(*) from c"
+                )
+        finally:
+            live.CANNED_LIMIT_MS = saved
+
+    asyncio.run(go())
