@@ -65,10 +65,15 @@ async def clients(base: str, urls: list[str], n: int, per: int) -> tuple[list[fl
     """n clients, `per` requests each over the canned URLs: (latencies s, errors, wall s)."""
     lat: list[float] = []
     errors = 0
-    limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
+    if True:  # each client its own connection, busy back to back (a pool shared by all clients
+        # leaves some connections idle past uvicorn's 5 s keep-alive: a request sent on one as
+        # the server closes it fails in the client, not in the server)
 
         async def one(k: int) -> None:
+            async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+                await one_client(k, client)
+
+        async def one_client(k: int, client: httpx.AsyncClient) -> None:
             nonlocal errors
             for i in range(per):
                 url = urls[(k + i) % len(urls)]
