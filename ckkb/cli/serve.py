@@ -30,7 +30,7 @@ from ckkb.web import app
     type=click.IntRange(1, 600_000),
     default=app.SQL_TIME_LIMIT_MS,
     show_default=True,
-    help="Time limit for any one SQL query.",
+    help="Time limit for any one arbitrary SQL query (ckkb's own canned queries: 10 s).",
 )
 @click.option(
     "--immutable",
