@@ -101,6 +101,12 @@ class LiveDatabase(Database):
         self._all_file_connections = kept + [conn]
         return conn
 
+    def _forget(self) -> None:
+        """Drop what the plugin keeps per served file on this object (`_ckkb_*`: form choices,
+        directory names): a build replaced the file."""
+        for name in [n for n in vars(self) if n.startswith("_ckkb_")]:
+            delattr(self, name)
+
     def _fresh(self) -> _Conn:
         conn = self.connect()
         self.ds._prepare_connection(conn, self.name)
@@ -123,6 +129,7 @@ class LiveDatabase(Database):
             if conn is None or conn.ident != file_ident(self.path):
                 if conn is not None:
                     conn.close()
+                    self._forget()
                 conn = self._fresh()
             for attempt in range(3):
                 try:
