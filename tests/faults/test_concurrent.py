@@ -118,3 +118,16 @@ def test_ingest_loop_during_build_loop(kb, tmp_path):
     assert after["races"] == before["races"] + added
     assert after["ingest_files"] == before["ingest_files"] + n
     assert count(kb, "select count(distinct path) from ingest_files where path like '%log-%'") == n
+
+
+def test_two_builds_at_once(kb, tmp_path):
+    """Two `ckkb build --force` at once (two people after one `git pull`): both finish, the
+    ingested rows are all there, no temporary file is left."""
+    before = stored(kb)
+    builds = [start(*BUILD, "--db", kb, "--force") for _ in range(2)]
+    for b in builds:
+        _, err = b.communicate(timeout=180)
+        assert b.returncode == 0, err
+        assert "Traceback" not in err
+    assert stored(kb) == before
+    assert not [p for p in kb.parent.iterdir() if ".tmp-" in p.name or "-journal" in p.name]
