@@ -137,13 +137,18 @@ def record_errors(rec: dict[str, Any]) -> list[str]:
     if v is None:
         return []
     out = []
+    missing = []
     for e in sorted(v.iter_errors(rec), key=lambda e: list(map(str, e.absolute_path))):
         where = ".".join(str(p) for p in e.absolute_path)
         if e.validator == "required":
             name = e.message.split("'")[1] if e.message.count("'") >= 2 else e.message
-            out.append(f"field {'.'.join([where, name]).lstrip('.')}: required, missing")
+            missing.append(".".join([where, name]).lstrip("."))
             continue
         out.append(f"field {where or '(record)'}: {e.message}")
+    if missing:
+        out.append(
+            f"field{'s' if len(missing) > 1 else ''} {', '.join(missing)}: required, missing"
+        )
     return out
 
 
@@ -152,15 +157,15 @@ def loads_record(line: str) -> Any:
     return json.loads(line, parse_constant=lambda name: name)
 
 
-def normalised_sha256(path: Path) -> str:
+def normalised_sha256(path: Path, chunk: int = 1 << 20) -> str:
     """sha256 of the file with CRLF made LF and trailing whitespace at the end dropped (see the
     module docstring); streamed, so memory stays flat whatever the size."""
     h = hashlib.sha256()
     held = b""  # trailing whitespace seen so far: written only when text follows it
     wrote = False
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            data = (held + chunk).replace(b"\r\n", b"\n")
+        for part in iter(lambda: f.read(chunk), b""):
+            data = (held + part).replace(b"\r\n", b"\n")
             body = data.rstrip(b" \t\r\n")
             if body:
                 h.update(body)
