@@ -165,12 +165,12 @@ def normalised_sha256(path: Path, chunk: int = 1 << 20) -> str:
     wrote = False
     with open(path, "rb") as f:
         for part in iter(lambda: f.read(chunk), b""):
-            data = (held + part).replace(b"\r\n", b"\n")
-            body = data.rstrip(b" \t\r\n")
+            raw = held + part
+            body = raw.rstrip(b" \t\r\n")  # ends in text: no CRLF straddles its end
             if body:
-                h.update(body)
+                h.update(body.replace(b"\r\n", b"\n"))
                 wrote = True
-            held = data[len(body) :]
+            held = raw[len(body) :]
     if wrote:
         h.update(b"\n")
     return h.hexdigest()
