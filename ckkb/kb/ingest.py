@@ -464,8 +464,9 @@ def _ingest_bundle(
             try:
                 rec = validate.loads_record(s)
             except ValueError as e:
+                why = getattr(e, "msg", str(e))
                 summary.errors.append(
-                    w.add_error(file, sha, lineno, f"not a JSON record ({e.msg}); line skipped", s)
+                    w.add_error(file, sha, lineno, f"not a JSON record ({why}); line skipped", s)
                 )
                 continue
             if not isinstance(rec, dict) or not isinstance(rec.get("record"), str):
@@ -587,7 +588,7 @@ def _ingest_race_log(
         "failure": rec.get("failure"),
         "exit_code": rec.get("exit_code"),
     }
-    extra = {k: rec[k] for k in ("seconds", "shape", "timeout") if k in rec}
+    extra: dict[str, Any] = {k: rec[k] for k in ("seconds", "shape", "timeout") if k in rec}
     output = rec.get("output") or ""
     if not isinstance(output, str):
         summary.errors.append(w.add_error(file, sha, lineno, "race_log output is not text"))
