@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import sqlite_utils
 
 PROFILER = "ckProfiler"
+INT_MAX = 2**31 - 1  # ckProfiler reads its numeric arguments into a C int
 DEFAULT_WARMUP, DEFAULT_ITERS = 1, 10
 INIT_CODES = {"none": 0, "no": 0, "integer": 1, "int": 1, "decimal": 2}
 

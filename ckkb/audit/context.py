@@ -236,6 +236,22 @@ def add_default_tables(ctx: AuditContext) -> None:
     ctx.defaults = True
 
 
+def add_env_tables(ctx: AuditContext) -> None:
+    """The CSVs the --env file points the runtime at (its AITER_CONFIG_<OP> variables), audited
+    like the others. A relative path is taken from the current folder, else from the env file's
+    folder; a missing one is the merge-file-missing finding's business."""
+    if ctx.env is None:
+        return
+    base = Path(ctx.env.path).parent
+    for var in dict.fromkeys(rc.env_var for rc in ctx.runtime if rc.env_var):
+        for name in (p for p in ctx.env.vars.get(var, "").split(":") if p):
+            path = resolve(ctx, name)
+            if not path.is_absolute() and not path.exists() and (base / path).exists():
+                path = base / path
+            if name not in ctx.paths and path.is_file():
+                add_table(ctx, name, path)
+
+
 def add_table(ctx: AuditContext, rel: str, path: Path) -> ConfigTable:
     try:
         data = path.read_bytes()

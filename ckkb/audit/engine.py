@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from ckkb.audit import rules_kb, rules_kernels, rules_keys, rules_parts, rules_runtime, rules_values
-from ckkb.audit.context import AuditContext, add_default_tables, add_table, load, read_env_file
+from ckkb.audit.context import (
+    AuditContext,
+    add_default_tables,
+    add_env_tables,
+    add_table,
+    load,
+    read_env_file,
+)
 from ckkb.audit.model import Finding, finding, severity_rank
 
 KB_RULES = ("baseline-slower", "baseline-missing", "tile-gated")
@@ -87,6 +94,7 @@ def audit(
             add_table(ctx, str(c), Path(c))
     else:
         add_default_tables(ctx)
+    add_env_tables(ctx)  # the files an --env file points the runtime at are audited too
     skipped = _attach_kb(ctx, db_path)
     findings, stats = run_rules(ctx)
     for s in skipped:

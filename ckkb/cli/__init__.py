@@ -6,12 +6,13 @@ User errors (CkkbError) print one line, plus a hint, and exit non-zero: never a 
 from __future__ import annotations
 
 import importlib
+import sqlite3
 import sys
 
 import click
 
 from ckkb import __version__
-from ckkb.errors import CkkbError
+from ckkb.errors import CkkbError, write_error
 
 # command name -> the module whose register(group) adds it. Modules are imported only when one of
 # their commands runs (or for --help), so `ckkb build` does not pay for Datasette, torch checks or
@@ -59,9 +60,15 @@ class CkkbGroup(click.Group):
             sys.exit(e.exit_code)
         except BrokenPipeError:
             sys.exit(0)
-        except KeyboardInterrupt:
-            click.echo("ckkb: interrupted", err=True)
+        except KeyboardInterrupt as e:
+            click.echo(f"ckkb: {e.args[0] if e.args else 'interrupted'}", err=True)
             sys.exit(130)
+        except (OSError, sqlite3.DatabaseError) as e:
+            err = write_error(e, getattr(e, "filename", None))
+            if err is None:
+                raise
+            click.echo(f"ckkb: error: {err.message}", err=True)
+            sys.exit(err.exit_code)
 
 
 @click.group(cls=CkkbGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -71,6 +78,16 @@ def main() -> None:
 
     Build the knowledge base once (`ckkb build`), then ask: `ckkb why`, `ckkb gates`,
     `ckkb instances`, `ckkb parse`, `ckkb locate`, `ckkb races`, `ckkb audit`, `ckkb serve`.
+
+    \b
+    A team shares one knowledge base file (--db or $CKKB_DB) on the machine that holds it:
+      writers  `ckkb ingest` of the bundles GPU hosts write (`ckkb race`, `ckkb harness`)
+               and `ckkb build` after a `git pull`, as many as like, at any time: one
+               writes at a time (lock file <db>.lock), the others wait; nothing is lost;
+      server   one `ckkb serve` for everyone, left running: it shows each ingest and
+               each rebuild as it lands, with no restart;
+      readers  every query command, any time, never blocked for long.
+    A write killed midway leaves the old data readable; the next command cleans up.
     """
 
 

@@ -6,6 +6,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ckkb import pipeline, settings, sources
+from ckkb.cli import checks
 from ckkb.cli.options import aiter_option, ck_option, db_option, json_option
 from ckkb.cli.output import console, emit_json, err_console, print_table, warn
 from ckkb.kb.build import build
@@ -28,7 +29,10 @@ def _trees(ck_path: str | None, aiter_path: str | None, no_aiter: bool) -> dict:
 @db_option
 @click.option("--force", is_flag=True, help="Rebuild even when no input changed.")
 @click.option(
-    "--jobs", type=int, default=None, help="Worker processes (default: $CKKB_JOBS or one per core)."
+    "--jobs",
+    type=checks.JOBS,
+    default=None,
+    help="Worker processes (default: $CKKB_JOBS or one per core).",
 )
 @json_option
 def build_cmd(ck_path, aiter_path, no_aiter, db_path, force, jobs, as_json):

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ckkb import settings
 from ckkb.archs import ARCHS
+from ckkb.cli import checks
 from ckkb.cli.options import arch_option, db_option, json_option
 from ckkb.cli.output import console, emit_json, print_table
 from ckkb.kb.db import open_db
@@ -84,7 +85,7 @@ def gates_cmd(kind, arch, db_path, as_json):
     help="Filter on a CK parameter (MPerBlock=256) or a normalised column (tile_m=256); repeatable.",
 )
 @arch_option
-@click.option("--limit", type=int, default=None, help="At most this many instances.")
+@click.option("--limit", type=checks.COUNT, default=None, help="At most this many instances.")
 @db_option
 @json_option
 def instances_cmd(dir_, where, arch, limit, db_path, as_json):

@@ -11,6 +11,7 @@ import click
 from rich.markup import escape
 
 from ckkb import settings
+from ckkb.cli import checks
 from ckkb.cli.options import db_option, json_option
 from ckkb.cli.output import console, emit_json, print_table, warn
 from ckkb.errors import CkkbError
@@ -99,9 +100,9 @@ def legend_cmd(op, db_path, as_json):
     default=None,
     help="Layout: mk_nk, mk_kn, km_kn, km_nk, an enum name (MK_NK_MN) or the code.",
 )
-@click.option("--m", "M", type=int, required=True)
-@click.option("--n", "N", type=int, required=True)
-@click.option("--k", "K", type=int, required=True)
+@click.option("--m", "M", type=checks.DIM, required=True)
+@click.option("--n", "N", type=checks.DIM, required=True)
+@click.option("--k", "K", type=checks.DIM, required=True)
 @click.option(
     "--verify/--no-verify",
     default=False,
@@ -112,16 +113,26 @@ def legend_cmd(op, db_path, as_json):
 )
 @click.option("--log", "log", is_flag=True, help="Print tensor values.")
 @click.option("--time/--no-time", "time_kernel", default=True, help="Time the kernel (default on).")
-@click.option("--warmup", type=int, default=None, help="Warm-up cycles (ckProfiler's default: 1).")
 @click.option(
-    "--iters", type=int, default=None, help="Timed iterations (ckProfiler's default: 10)."
+    "--warmup",
+    type=checks.NON_NEGATIVE,
+    default=None,
+    help="Warm-up cycles (ckProfiler's default: 1).",
 )
-@click.option("--stride-a", type=int, default=None)
-@click.option("--stride-b", type=int, default=None)
-@click.option("--stride-c", type=int, default=None)
-@click.option("--kbatch", type=int, default=None, help="Split-K batch, for ops that take one.")
 @click.option(
-    "--rotating", type=int, default=None, help="Rotating-buffer size in MB, for ops that take one."
+    "--iters", type=checks.COUNT, default=None, help="Timed iterations (ckProfiler's default: 10)."
+)
+@click.option("--stride-a", type=checks.STRIDE, default=None)
+@click.option("--stride-b", type=checks.STRIDE, default=None)
+@click.option("--stride-c", type=checks.STRIDE, default=None)
+@click.option(
+    "--kbatch", type=checks.COUNT, default=None, help="Split-K batch, for ops that take one."
+)
+@click.option(
+    "--rotating",
+    type=checks.NON_NEGATIVE,
+    default=None,
+    help="Rotating-buffer size in MB, for ops that take one.",
 )
 @click.option(
     "--profiler",
@@ -188,7 +199,7 @@ def cmd_cmd(
 @click.argument("logs", nargs=-1, required=True)
 @click.option("--arch", default=None, help="GPU architecture the logs ran on, e.g. gfx942.")
 @click.option("--gpu", default=None, help="GPU name, e.g. 'AMD Instinct MI300X'.")
-@click.option("--cu", type=int, default=None, help="Compute units of that GPU.")
+@click.option("--cu", type=checks.COUNT, default=None, help="Compute units of that GPU.")
 @click.option("--rocm", default=None, help="ROCm version.")
 @click.option("--host", default=None, help="Host name the logs ran on.")
 @click.option(
@@ -239,7 +250,7 @@ def ingest_cmd(logs, arch, gpu, cu, rocm, host, command, db_path, as_json):
 
 
 @click.command("races")
-@click.option("--id", "race_id", type=int, default=None, help="Only this race.")
+@click.option("--id", "race_id", type=checks.ROW_ID, default=None, help="Only this race.")
 @db_option
 @json_option
 def races_cmd(race_id, db_path, as_json):
@@ -281,14 +292,14 @@ def races_cmd(race_id, db_path, as_json):
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=checks.SECONDS,
     default=600.0,
     show_default=True,
     help="Seconds one shape may run before its process group is killed.",
 )
 @click.option("--out", "out", default=None, help="Bundle to write (default: race-OP-TIME.jsonl).")
-@click.option("--warmup", type=int, default=5, show_default=True)
-@click.option("--iters", type=int, default=20, show_default=True)
+@click.option("--warmup", type=checks.COUNT, default=5, show_default=True)
+@click.option("--iters", type=checks.COUNT, default=20, show_default=True)
 @click.option(
     "--ingest/--no-ingest",
     "do_ingest",

@@ -30,14 +30,23 @@ from ckkb.web import app
     type=click.IntRange(1, 600_000),
     default=app.SQL_TIME_LIMIT_MS,
     show_default=True,
-    help="Time limit for any one SQL query.",
+    help="Time limit for any one arbitrary SQL query (ckkb's own canned queries: 10 s).",
 )
-def serve_cmd(db_path, host, port, time_limit_ms):
+@click.option(
+    "--immutable",
+    is_flag=True,
+    help="Open the file immutable (no locking, a little faster). Only for a file nothing writes "
+    "to (a copy, a read-only mount): an ingest or build into it breaks the server.",
+)
+def serve_cmd(db_path, host, port, time_limit_ms, immutable):
     """Serve the knowledge base with Datasette: tables, canned queries (why_missing, pool,
     gate_census, ...), explain pages for instances (/-/ckkb/instance/ID) and charts (/-/ckkb).
 
-    Read-only: the database is opened immutable and only SELECT queries run, within the time
-    limit. Refuses to start when the database is missing or was built by another schema version.
+    Read-only, and live: ingests show up as they commit and a rebuild's new file is picked up,
+    with no restart and no failed request, so one server can stay up while the team writes to
+    the file (see `ckkb --help`). Only SELECT queries run, each within the time limit, a 32 MB
+    cap on any value it makes and 5,000 rows. Refuses to start when the database is missing or
+    was built by another schema version.
     """
     path = app.check_db(settings.db_path(db_path))
 
@@ -47,7 +56,14 @@ def serve_cmd(db_path, host, port, time_limit_ms):
             f"ckkb: serving {path} read-only at http://{shown}:{port}/ (Ctrl-C to stop)", err=True
         )
 
-    app.serve(path, host=host, port=port, time_limit_ms=time_limit_ms, on_ready=ready)
+    app.serve(
+        path,
+        host=host,
+        port=port,
+        time_limit_ms=time_limit_ms,
+        on_ready=ready,
+        immutable=immutable,
+    )
 
 
 def register(group: click.Group) -> None:

@@ -10,6 +10,7 @@ import csv
 import io
 from pathlib import Path
 
+from ckkb import csvcheck
 from ckkb.errors import CkkbError
 from ckkb.harness.timing import Shape
 
@@ -67,6 +68,8 @@ def _int(value: str | None, col: str, where: str) -> int:
             f"{where}: {col} must be positive, got {v}",
             hint="every GEMM dimension must be at least 1",
         )
+    if v > 2**31 - 1:
+        raise CkkbError(f"{where}: {col} is too large: {v}")
     return v
 
 
@@ -129,7 +132,7 @@ def read_shapes(
         )
     out: list[Shape] = []
     seen: set[tuple[int, int, int, str]] = set()
-    for i, row in enumerate(reader, start=1):
+    for i, row in enumerate(csvcheck.rows(reader, p), start=1):
         where = f"{p}:{i + 1}"
         if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
             continue

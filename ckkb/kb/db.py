@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Iterable
@@ -12,6 +13,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ckkb.errors import DatabaseError
+from ckkb.kb import lock, validate
 from ckkb.kb.schema import SCHEMA_VERSION, TABLES, Table
 
 if TYPE_CHECKING:
@@ -123,6 +125,8 @@ def open_db(
         sqlite_utils_module()
     )  # lazily: a CLI that never opens a database never pays for it
     path = Path(path)
+    if not path.exists() and os.path.lexists(path):  # a dangling or looping symlink
+        validate.check_path(path, "knowledge base")
     if not path.exists():
         if not create:
             raise DatabaseError(f"knowledge base not found: {path}", hint=BUILD_HINT)
@@ -135,7 +139,13 @@ def open_db(
         raise DatabaseError(f"{path} is a directory, not a knowledge base", hint=BUILD_HINT)
     try:
         if readonly:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            lock.recover(path)  # a hot journal of a killed writer: read-only cannot roll it back
+            conn = sqlite3.connect(
+                f"file:{path}?mode=ro",
+                uri=True,
+                check_same_thread=False,
+                timeout=lock.BUSY_TIMEOUT_MS / 1000,
+            )
             db = sqlite_utils.Database(conn)
         else:
             db = sqlite_utils.Database(path)

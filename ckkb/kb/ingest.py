@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ckkb import names
+from ckkb import names, procs
 from ckkb.errors import CkkbError
+from ckkb.kb import atomic, lock, validate
 from ckkb.kb import db as kbdb
 from ckkb.kb.schema import INGESTED, TABLES
 from ckkb.logs import (
@@ -461,10 +462,11 @@ def _ingest_bundle(
             if not s:
                 continue
             try:
-                rec = json.loads(s)
+                rec = validate.loads_record(s)
             except ValueError as e:
+                why = getattr(e, "msg", str(e))
                 summary.errors.append(
-                    w.add_error(file, sha, lineno, f"not a JSON record ({e.msg}); line skipped", s)
+                    w.add_error(file, sha, lineno, f"not a JSON record ({why}); line skipped", s)
                 )
                 continue
             if not isinstance(rec, dict) or not isinstance(rec.get("record"), str):
@@ -473,6 +475,12 @@ def _ingest_bundle(
                 )
                 continue
             name = rec["record"]
+            bad = validate.record_errors(rec)
+            if bad:
+                summary.errors.append(
+                    w.add_error(file, sha, lineno, f"{name} record: {'; '.join(bad)}; skipped", s)
+                )
+                continue
             if name == "bundle":
                 header = rec
                 kind = f"{rec.get('kind') or 'unknown'}_bundle"
@@ -534,6 +542,15 @@ def _insert_generic(
         data["id"] = (
             w.conn.execute(f"select coalesce(max(id), 0) from [{t.name}]").fetchone()[0] or 0
         ) + 1
+    if "race_id" in cols and t.name != "ingest_errors":
+        race = data.get("race_id")
+        if not w.conn.execute("select 1 from races where id = ?", [race]).fetchone():
+            summary.errors.append(
+                w.add_error(
+                    file, sha, lineno, f"{t.name}: field race_id: no race {race!r}; skipped"
+                )
+            )
+            return
     keys = [c for c in cols if c in data]
     try:
         w.conn.execute(
@@ -571,15 +588,21 @@ def _ingest_race_log(
         "failure": rec.get("failure"),
         "exit_code": rec.get("exit_code"),
     }
-    extra = {k: rec[k] for k in ("seconds", "shape", "timeout") if k in rec}
+    extra: dict[str, Any] = {k: rec[k] for k in ("seconds", "shape", "timeout") if k in rec}
     output = rec.get("output") or ""
     if not isinstance(output, str):
         summary.errors.append(w.add_error(file, sha, lineno, "race_log output is not text"))
         output = ""
     n_before = summary.races_added
+
+    def cut(n: int, text: str) -> None:
+        summary.errors.append(
+            w.add_error(file, sha, lineno, f"output line {n}: {validate.cut_message()}", text)
+        )
+
     races = _ingest_lines(
         w,
-        output.splitlines(),
+        validate.complete_lines(output.splitlines(keepends=True), cut),
         file=file,
         sha=sha,
         ctx=ctx,
@@ -637,13 +660,21 @@ def ingest(
     if not paths:
         raise CkkbError("nothing to ingest", hint="pass one or more ckProfiler logs or bundles")
     for p in paths:
-        if not p.exists():
-            raise CkkbError(f"no such file: {p}")
-        if p.is_dir():
-            raise CkkbError(
-                f"{p} is a directory",
-                hint="pass the log files themselves (a shell glob: dir/*.txt)",
-            )
+        validate.check_path(p)
+    writer = lock.acquire(db_path, "ingest")  # one writer at a time (ckkb.kb.lock)
+    try:
+        lock.clean_temp(db_path)  # left by a build killed before its rename
+        return _ingest_locked(db_path, paths, arch, gpu, cu, rocm, command, host)
+    except (OSError, sqlite3.DatabaseError) as e:
+        err = atomic.write_error(e, db_path)
+        if err is None:
+            raise
+        raise err from None
+    finally:
+        writer.release()
+
+
+def _ingest_locked(db_path, paths, arch, gpu, cu, rocm, command, host) -> Summary:
     db = kbdb.open_db(db_path, create=True)
     if any(
         t not in db.table_names()
@@ -654,8 +685,12 @@ def ingest(
     summary = Summary()
     explicit = Context(arch=arch, gpu=gpu, cu=cu, rocm=rocm, host=host, command=command)
     dropped: list[tuple[str, str]] = []
+    # readers (ckkb serve) never see a half-written ingest; they wait for the commit instead
+    conn.execute(f"pragma busy_timeout = {lock.BUSY_TIMEOUT_MS}")
+    conn.execute("pragma cache_size = -1000000")  # no spill: readers are locked out only at commit
     try:
-        conn.execute("begin")
+        conn.execute("begin immediate")
+        procs.fault_point("ingest-begin")
         if sum(p.stat().st_size for p in paths) > BULK_BYTES:
             # bulk load: index maintenance per row costs more than one sort at the end
             dropped = conn.execute(
@@ -668,7 +703,7 @@ def ingest(
         for p in paths:
             file = str(p)
             try:
-                sha = sha256_file(p)
+                sha = validate.normalised_sha256(p)  # a CRLF copy is the same log
             except OSError as e:
                 raise CkkbError(f"cannot read {p}: {e.strerror or e}") from None
             dup = (
@@ -719,7 +754,13 @@ def ingest(
                 kind = _ingest_bundle(w, p, file=file, sha=sha, explicit=explicit, summary=summary)
             else:
                 kind = "ckprofiler_log"
-                _ingest_lines(w, _read_lines(p), file=file, sha=sha, ctx=explicit, summary=summary)
+
+                def cut(n: int, text: str, file: str = file, sha: str = sha) -> None:
+                    summary.errors.append(w.add_error(file, sha, n, validate.cut_message(), text))
+
+                lines = validate.complete_lines(_read_lines(p), cut)
+                _ingest_lines(w, lines, file=file, sha=sha, ctx=explicit, summary=summary)
+                procs.fault_point("ingest-rows")
             races = summary.races_added - before[0]
             results = summary.results_added - before[1]
             other = sum(summary.rows_added.values()) - before[2]
@@ -766,9 +807,15 @@ def ingest(
             )
         for _, ddl in dropped:
             conn.execute(ddl)
+        procs.fault_point("ingest-commit")
         conn.execute("commit")
+        procs.fault_point("ingest-committed")
     except BaseException:
-        conn.execute("rollback")
+        if conn.in_transaction:
+            try:
+                conn.execute("rollback")
+            except sqlite3.DatabaseError:  # the journal rolls it back on the next open
+                pass
         raise
     finally:
         db.close()

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ckkb import csvcheck, procs
 from ckkb.errors import CkkbError
 from ckkb.logs import parse_text
-from ckkb.profiler_cmd import PROFILER, build_command, code_label, resolve_code
+from ckkb.profiler_cmd import INT_MAX, PROFILER, build_command, code_label, resolve_code
 from ckkb.profiler_legend import Legend
 from ckkb.queries.profiler import raced_before
 
@@ -65,11 +66,15 @@ def read_shapes(path: str | Path) -> list[Shape]:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise CkkbError(f"cannot read shapes file {p}: {e}") from None
-    rows = list(
-        csv.reader(
-            line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
-        )
+    lines = [
+        i + 1
+        for i, line in enumerate(text.splitlines())
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    reader = csv.reader(
+        line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
     )
+    rows = list(csvcheck.rows(reader, p, lambda n: lines[min(n, len(lines)) - 1]))
     if not rows:
         raise CkkbError(f"{p}: no shapes", hint="a CSV with a header line: M,N,K")
     header = [
@@ -83,11 +88,6 @@ def read_shapes(path: str | Path) -> list[Shape]:
                 hint="first line: M,N,K",
             )
     shapes = []
-    lines = [
-        i + 1
-        for i, line in enumerate(text.splitlines())
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
     for row, lineno in zip(rows[1:], lines[1:], strict=True):
         vals = dict(zip(header, (c.strip() for c in row), strict=False))
         try:
@@ -107,6 +107,8 @@ def read_shapes(path: str | Path) -> list[Shape]:
             ) from None
         if min(s.M, s.N, s.K) <= 0:
             raise CkkbError(f"{p}:{lineno}: M, N and K must be positive")
+        if max(s.M, s.N, s.K) > INT_MAX:
+            raise CkkbError(f"{p}:{lineno}: M, N and K must be at most {INT_MAX} (a C int)")
         shapes.append(s)
     if not shapes:
         raise CkkbError(f"{p}: header only, no shapes")
@@ -223,6 +225,9 @@ def run_once(
     except subprocess.TimeoutExpired:
         timed_out = True
         _kill_group(proc)
+    except BaseException:  # Ctrl-C, SIGTERM (procs.stop_on_term): ckProfiler's group goes too
+        _kill_group(proc)
+        raise
     reader.join(timeout=5)
     if proc.stdout:
         proc.stdout.close()
@@ -367,7 +372,13 @@ def race(
     facts = host if host is not None else host_facts()
     summary = RaceSummary(out)
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    with open(out, "a", encoding="utf-8") as f:
+
+    # SIGTERM stops a race like Ctrl-C: the running shape's process group is killed, the shapes
+    # already finished stay in the bundle (each record is flushed and fsynced as it ends)
+    def kept() -> str:
+        return f"{len(summary.runs)} finished shape(s) kept in {out}"
+
+    with procs.stop_on_term(kept), open(out, "a", encoding="utf-8") as f:
         if f.tell() == 0:
             f.write(
                 json.dumps({"record": "bundle", "kind": "race", "created": created, "host": facts})

@@ -2,7 +2,9 @@
 and plugin loaded.
 
 - The database is checked first (ckkb.kb.db.open_db: exists, is a knowledge base, has this
-  schema version) and opened immutable (Datasette's `-i`), so nothing can write to it.
+  schema version) and served through ckkb.web.live.LiveDatabase: read-only connections that
+  see ingests as they commit and reopen on the new file after a build's rename. Datasette's
+  immutable mode only with `immutable=True`, for a file nothing writes to.
 - Arbitrary SQL is allowed (that is what Datasette is for) but only SELECTs, on read-only
   connections, within `sql_time_limit_ms`.
 - No write endpoints: no writable canned queries, no --root, no write plugins.
@@ -33,6 +35,7 @@ SETTINGS: dict[str, Any] = {
     "truncate_cells_html": 160,
     "allow_download": False,  # the file itself is not for download; queries and exports are
     "num_sql_threads": 3,
+    "allow_csv_stream": False,  # rows are capped at max_returned_rows, CSV included
 }
 
 
@@ -57,10 +60,16 @@ def register_plugin() -> None:
 
 
 def make_datasette(
-    db_path: str | Path, *, time_limit_ms: int | None = None, settings: dict[str, Any] | None = None
+    db_path: str | Path,
+    *,
+    time_limit_ms: int | None = None,
+    settings: dict[str, Any] | None = None,
+    immutable: bool = False,
 ):
     """A Datasette instance serving the knowledge base read-only (not started)."""
     from datasette.app import Datasette
+
+    from ckkb.web.live import LiveDatabase
 
     path = check_db(db_path)
     register_plugin()
@@ -68,13 +77,16 @@ def make_datasette(
     if time_limit_ms is not None:
         merged["sql_time_limit_ms"] = int(time_limit_ms)
     merged.update(settings or {})
-    return Datasette(
+    ds = Datasette(
         files=[],
-        immutables=[str(path)],
+        immutables=[str(path)] if immutable else [],
         metadata=build_metadata(path.stem),
         settings=merged,
         cors=False,
     )
+    if not immutable:
+        ds.add_database(LiveDatabase(ds, path), name=path.stem)
+    return ds
 
 
 def check_port(host: str, port: int) -> None:
@@ -106,13 +118,14 @@ def serve(
     port: int = DEFAULT_PORT,
     time_limit_ms: int | None = None,
     on_ready=None,
+    immutable: bool = False,
 ) -> None:
     """Run the server until interrupted (uvicorn, as `datasette serve` does)."""
     import asyncio
 
     import uvicorn
 
-    ds = make_datasette(db_path, time_limit_ms=time_limit_ms)
+    ds = make_datasette(db_path, time_limit_ms=time_limit_ms, immutable=immutable)
     check_port(host, port)
     asyncio.run(ds.invoke_startup())
     if on_ready:

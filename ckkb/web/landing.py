@@ -25,7 +25,7 @@ def landing_data(conn: sqlite3.Connection) -> dict[str, Any]:
 
 
 async def loaded_choices(db: Any) -> dict[str, list[tuple[str, str]]]:
-    """choices.load, once per served database (immutable: never stale)."""
+    """choices.load, once per served file (ckkb.web.live drops it when a build replaces it)."""
     cache = getattr(db, "_ckkb_choices", None)
     if cache is None:
         cache = db._ckkb_choices = await db.execute_fn(choices.load)

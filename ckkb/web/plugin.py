@@ -75,6 +75,10 @@ async def instance_view(datasette, request):
             "Not an instance id",
             [f"'{raw}' is not an instance id: expected an integer, e.g. /-/ckkb/instance/42"],
         )
+    if not -(2**63) <= instance_id < 2**63:  # beyond SQLite's integers: no such instance
+        return await pages.error(
+            datasette, request, "No such instance", [f"no instance {instance_id}"], status=404
+        )
     db = pages.kb_database(datasette, request)
     if db is None:
         return await pages.no_kb(datasette, request)
@@ -241,8 +245,9 @@ def extra_template_vars(template, database, view_name, request, datasette):
 
 @hookimpl
 def prepare_connection(conn, database, datasette):
-    # Belt and braces: `ckkb serve` opens the knowledge base immutable, and every connection is
-    # also query_only, so no statement that slips past Datasette's SELECT check can write.
+    # Belt and braces: `ckkb serve` opens the knowledge base read-only (ckkb.web.live), and every
+    # connection is also query_only, so no statement that slips past Datasette's SELECT check
+    # can write.
     if not database.startswith("_"):
         conn.execute("pragma query_only = 1")
 

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -387,7 +388,9 @@ def test_write_attempts_fail(ds, get, web_db):
         r = asyncio.run(ds.client.post(path, json={"row": {"id": 1}}))
         assert r.status_code in (403, 404, 405), (path, r.status_code)
     assert rows_of(get, "gate_census", kind="", arch="") == before
-    assert ds.databases["ckkb"].is_mutable is False
+    # served live (ingests and builds may change the file) but never writable through Datasette
+    with pytest.raises(sqlite3.OperationalError, match="read-only"):
+        ds.databases["ckkb"].connect(write=True)
 
 
 def test_arbitrary_sql_read_only_and_time_limited(get):

@@ -105,10 +105,13 @@ def test_bad_port_is_one_line(empty_kb, captured_run):
     assert captured_run == []
 
 
-def test_datasette_is_immutable_time_limited_with_plugin(empty_kb):
+def test_datasette_is_live_time_limited_with_plugin(empty_kb):
+    from ckkb.web.live import LiveDatabase
+
+    # live by default (ingests and builds change the file under it); immutable only on request
+    assert isinstance(app.make_datasette(empty_kb).databases["kb"], LiveDatabase)
+    assert app.make_datasette(empty_kb, immutable=True).databases["kb"].is_mutable is False
     ds = app.make_datasette(empty_kb, time_limit_ms=250)
-    db = ds.databases["kb"]
-    assert db.is_mutable is False
     assert ds.setting("sql_time_limit_ms") == 250
     from datasette.plugins import pm
 
@@ -124,9 +127,8 @@ def test_no_write_through_datasette(empty_kb):
     async def go():
         await ds.invoke_startup()
         db = ds.databases["kb"]
-        with pytest.raises(
-            AssertionError
-        ):  # Datasette refuses a write connection to an immutable file
+        # no write connection: ckkb.web.live refuses to open one
+        with pytest.raises(sqlite3.OperationalError, match="read-only"):
             await db.execute_write("delete from build_info")
         # read connections are query_only (plugin) on top of immutable
         with pytest.raises(

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import time
 from collections import deque
@@ -25,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import ckkb
-from ckkb import settings
+from ckkb import procs, settings
 from ckkb.diagnostics import Diagnostic
+from ckkb.kb import atomic, lock
 from ckkb.kb import db as kbdb
 from ckkb.kb.build import workers
 from ckkb.kb.build.cache import Cache, CacheRow
@@ -116,6 +116,8 @@ class _Build:
         self.force = force
         self.progress = progress
         self.summary = BuildSummary(db_path=db_path)
+        lock.clean_temp(db_path)  # left by builds killed before their rename
+        lock.recover(db_path)  # a hot journal left by a killed ingest
         self.has_old = check_old(db_path)
         db_path.parent.mkdir(parents=True, exist_ok=True)
         self.cache = Cache(db_path.with_name(db_path.name + ".cache"))
@@ -196,13 +198,13 @@ class _Build:
     def write(self) -> None:
         """Extract the misses and combine each stage into `<db>.tmp-<pid>`, then rename it."""
         sqlite_utils = kbdb.sqlite_utils_module()  # imported here: a no-op build never needs it
-        tmp = self.db_path.with_name(f"{self.db_path.name}.tmp-{os.getpid()}")
+        tmp = atomic.tmp_path(self.db_path)  # beside the link's target when db_path is a link
         tmp.unlink(missing_ok=True)
         phases = self.summary.timings.setdefault("(build)", {})
         try:
             db = sqlite_utils.Database(tmp)
             db.execute("pragma journal_mode = off")
-            db.execute("pragma synchronous = off")
+            db.execute("pragma synchronous = off")  # private until atomic.replace fsyncs it
             kbdb.create_tables(db)
             sources = tree_sources(self.trees)
             insert_rows(db, sources.values())
@@ -213,11 +215,24 @@ class _Build:
             self.cache.store(self.store)
             phases["cache_store"] = time.perf_counter() - t_phase
             t_phase = time.perf_counter()
-            self.finish(db)
-            os.replace(tmp, self.db_path)
+            # From the copy of the ingested rows (in finish) to the rename, ingests wait
+            # (ckkb.kb.lock): each is in the old file before the copy, or goes into the new one.
+            procs.fault_point("build-locking")
+            writer = lock.acquire(self.db_path, "build")
+            try:
+                lock.recover(self.db_path, locked=True)
+                self.finish(db)
+                procs.fault_point("build-before-rename")
+                atomic.replace(tmp, self.db_path)  # fsync; permissions kept; a link stays a link
+                procs.fault_point("build-after-rename")
+            finally:
+                writer.release()
             phases["finish"] = time.perf_counter() - t_phase
-        except BaseException:
+        except BaseException as e:
             tmp.unlink(missing_ok=True)
+            err = atomic.write_error(e, tmp)
+            if err is not None:
+                raise err from None
             raise
 
     def extract_and_combine(self, db: Any, source_ids: dict[str, int]) -> None:
@@ -253,8 +268,9 @@ class _Build:
             for d in diags
         ]
         insert_rows(db, drows)
-        if self.has_old:
+        if check_old(self.db_path):  # again, under the lock: an ingest may have made it since
             self.summary.carried = carry_ingested(db, self.db_path)
+            procs.fault_point("build-carried")
         kbdb.finish_schema(db, fts_fresh=self.fts_fresh - self.fts_stale)
         kbdb.set_info(db, "fingerprint", fingerprint(self.fp_parts))
         kbdb.set_info(db, "ckkb_version", ckkb.__version__)

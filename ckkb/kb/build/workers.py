@@ -13,6 +13,7 @@ import pickle
 import time
 from pathlib import Path
 
+from ckkb import procs
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.cpp import shared_parses
 from ckkb.kb.stages import FileResult, Stage, get_stage
@@ -72,7 +73,9 @@ def _unreadable(stage_name: str, rel: str, e: OSError, t0: float) -> Extracted:
 
 def worker_init() -> None:
     """A worker runs at a lower priority than the parent: the parent's combines are the build's
-    critical path (each waits for the one before it), a worker's next file can wait a moment."""
+    critical path (each waits for the one before it), a worker's next file can wait a moment.
+    And it dies with the parent: a build killed by `kill -9` takes its workers with it."""
+    procs.die_with_parent()
     try:
         os.nice(WORKER_NICENESS)
     except OSError:  # not permitted here: same priority, same result
