@@ -1,4 +1,5 @@
-"""The harness reads shapes from the installed wheel's aiter configs; the H200 shape list came from them."""
+"""The harness reads shapes from the installed wheel's aiter configs; the H200 shape list came from
+them."""
 
 from __future__ import annotations
 

@@ -480,7 +480,8 @@ def test_race_spread_chart(get, web_db):
     assert re.search(r'href="/-/ckkb/instance/\d+"', r.text)  # bars link to explain pages
     # gfx942 is an MI300X: its data sheet's dense fp16/bf16 peak (ckkb.harness.roofline.PEAKS)
     assert "MI300X peak 1,307" in r.text and 'class="ckkb-refline"' in r.text
-    # each bar's link is an instance `ckkb locate --dtype bf16 NAME` finds (name_queries.locate itself)
+    # each bar's link is an instance `ckkb locate --dtype bf16 NAME` finds (name_queries.locate
+    # itself)
     db = sqlite_utils.Database(web_db)
     bars = re.findall(
         r'<a href="/-/ckkb/instance/(\d+)"><text class="ckkb-label" data-name="([^"]+)"', r.text

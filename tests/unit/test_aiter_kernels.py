@@ -1,4 +1,5 @@
-"""aiter kernel lists read statically with libcst: fields, ids, names, duplicates, unsupported constructs."""
+"""aiter kernel lists read statically with libcst: fields, ids, names, duplicates, unsupported
+constructs."""
 
 from __future__ import annotations
 
@@ -164,7 +165,7 @@ def test_op_of_and_normalised():
     )
 
 
-# ---------------------------------------------------------------- property: static name == Python's name
+# ------------------------------------------------------- property: static name == Python's name
 
 _words = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJ", min_size=1, max_size=8)
 _ints = st.integers(min_value=-5, max_value=4096)
@@ -235,12 +236,23 @@ def _aiter_python_files() -> list[tuple[str, bytes]]:
 
 
 EDGE_CASES = [
-    "@dataclass\nclass K:\n    a: int\n    b: int = 2\n\n\nx = {  # c\n    0: K(1,  # one\n         3),\n    (1): K(\n        2\n    ),\n    **extra,\n    2: [K(1)],\n}\n",
+    (
+        "@dataclass\nclass K:\n    a: int\n    b: int = 2\n\n\n"
+        "x = {  # c\n    0: K(1,  # one\n         3),\n    (1): K(\n        2\n    ),\n"
+        "    **extra,\n    2: [K(1)],\n}\n"
+    ),
     "@dataclass\nclass K:\n    a: int\n\n\nx = {0: K(1)} | {}\n",
     "@dataclass\nclass K:\n    a: int\n\n\nx = {0: K('''a\n{b}'''), 'k' \\\n  'j': K(\"}\")}\n",
-    "@dataclass\nclass K:\n    a: int\n\n\nx = y = {0: K(1)}\nz = {0: K(2)}; w = 1\nif True: q = {0: K(3)}\n",
+    (
+        "@dataclass\nclass K:\n    a: int\n\n\n"
+        "x = y = {0: K(1)}\nz = {0: K(2)}; w = 1\nif True: q = {0: K(3)}\n"
+    ),
     "@dataclass\nclass K:\n    a: int\n\n\nx = {0: K(1), 1: K(",
-    "@dataclass\nclass K:\n    a: int\n    b: int = 0\n\n\nx = {0: K(a=(1), b = 2,), 1: K(*y), 2: K(), 3: K(1, b=[2, (3)]  # c\n), 4: K(x == 1), 5: K(f(1, 2)), 6: K(1)(2)}\n",
+    (
+        "@dataclass\nclass K:\n    a: int\n    b: int = 0\n\n\n"
+        "x = {0: K(a=(1), b = 2,), 1: K(*y), 2: K(), 3: K(1, b=[2, (3)]  # c\n), "
+        "4: K(x == 1), 5: K(f(1, 2)), 6: K(1)(2)}\n"
+    ),
 ]
 
 
@@ -273,7 +285,8 @@ FIELDS = {"A": 16, "B": 2, "S": "Intrawave", "F": True}
 @pytest.mark.parametrize(
     "expr",
     [
-        '("_").join(["a", ("x").join(map(lambda x: str(x), [self.A, self.B])), self.S.lower(), f"v{self.A}"])',
+        '("_").join(["a", ("x").join(map(lambda x: str(x), [self.A, self.B])), '
+        'self.S.lower(), f"v{self.A}"])',
         '"p" + str(int(self.F)) if self.A > 1 else "q"',
         '("x").join(str(self.A))',
         'f"{self.A!r}{self.S!s}"',

@@ -1,4 +1,5 @@
-"""ck.instances on the hand-written ck_mini tree: lists, comments, aliases, named fields, bad input."""
+"""ck.instances on the hand-written ck_mini tree: lists, comments, aliases, named fields, bad
+input."""
 
 from __future__ import annotations
 
@@ -189,13 +190,19 @@ def test_aliases_from_included_header(copy_tree):
         "namespace ck { namespace tensor_operation { namespace device { namespace instance {\n"
         "using inline_instances = std::tuple<\n"
         "    // Tiny\n"
-        "    DeviceGemm_Xdl_CShuffleV3< Row, Col, Row, BF16, BF16, BF16, F32, BF16, PassThrough, PassThrough, PassThrough,"
-        " GemmKPadding, 64, 16, 16, 64, 8, 8, 16, 16, 1, 1, S<8, 8, 1>, S<1, 0, 2>, S<1, 0, 2>, 2, 8, 8, 0, S<8, 8, 1>,"
-        " S<1, 0, 2>, S<1, 0, 2>, 2, 8, 8, 0, 1, 1, S<1, 16, 1, 4>, 4, Interwave, BlockGemmPipelineVersion::v2>\n"
+        "    DeviceGemm_Xdl_CShuffleV3< Row, Col, Row, BF16, BF16, BF16, F32, BF16,"
+        " PassThrough, PassThrough, PassThrough,"
+        " GemmKPadding, 64, 16, 16, 64, 8, 8, 16, 16, 1, 1, S<8, 8, 1>, S<1, 0, 2>, S<1, 0, 2>,"
+        " 2, 8, 8, 0, S<8, 8, 1>,"
+        " S<1, 0, 2>, S<1, 0, 2>, 2, 8, 8, 0, 1, 1, S<1, 16, 1, 4>, 4, Interwave,"
+        " BlockGemmPipelineVersion::v2>\n"
         "#ifdef CK_ENABLE_FP8\n"
-        "    , DeviceGemm_Xdl_CShuffleV3< Row, Col, Row, BF16, BF16, BF16, F32, BF16, PassThrough, PassThrough, PassThrough,"
-        " GemmDefault, 64, 32, 16, 64, 8, 8, 16, 16, 1, 1, S<8, 8, 1>, S<1, 0, 2>, S<1, 0, 2>, 2, 8, 8, 0, S<8, 8, 1>,"
-        " S<1, 0, 2>, S<1, 0, 2>, 2, 8, 8, 0, 1, 1, S<1, 16, 1, 4>, 4, Intrawave, BlockGemmPipelineVersion::v1>\n"
+        "    , DeviceGemm_Xdl_CShuffleV3< Row, Col, Row, BF16, BF16, BF16, F32, BF16,"
+        " PassThrough, PassThrough, PassThrough,"
+        " GemmDefault, 64, 32, 16, 64, 8, 8, 16, 16, 1, 1, S<8, 8, 1>, S<1, 0, 2>, S<1, 0, 2>,"
+        " 2, 8, 8, 0, S<8, 8, 1>,"
+        " S<1, 0, 2>, S<1, 0, 2>, 2, 8, 8, 0, 1, 1, S<1, 16, 1, 4>, 4, Intrawave,"
+        " BlockGemmPipelineVersion::v1>\n"
         "#endif\n"
         "#if 0\n"
         "    , Broken< that does not parse ,,, >\n"
@@ -221,7 +228,8 @@ def test_malformed_and_binary_files_are_diagnosed(copy_tree):
     (bad_dir / "device_broken_instance.cpp").write_text(
         "namespace ck {\n"
         "using broken_instances = std::tuple<\n"
-        "    DeviceGemmXdl< F16, F16, F16, F32, Row, Row, Row, PassThrough, PassThrough, PassThrough, GemmDefault, 256, 256, 128, 4, 8 }}}\n"
+        "    DeviceGemmXdl< F16, F16, F16, F32, Row, Row, Row, PassThrough, PassThrough,"
+        " PassThrough, GemmDefault, 256, 256, 128, 4, 8 }}}\n"
         "    , Unknown_Op<1, 2>\n"
         "  >;\n"
         "void f() { if (x) { {\n"
@@ -264,8 +272,10 @@ def test_build_writes_tables(fixtures, tmp_db):
     build(tmp_db, {"ck": tree}, stages=[templates.STAGE, instances.STAGE], jobs=1)
     db = sqlite_utils.Database(tmp_db)
     row = db.execute(
-        "select i.fields, i.tile_m, i.status, l.comment, d.name from instances i join instance_lists l on l.id = i.list_id "
-        "join device_ops d on d.id = i.device_op_id where i.list_name = ? and i.status = 'commented_out'",
+        "select i.fields, i.tile_m, i.status, l.comment, d.name from instances i "
+        "join instance_lists l on l.id = i.list_id "
+        "join device_ops d on d.id = i.device_op_id "
+        "where i.list_name = ? and i.status = 'commented_out'",
         [PART2],
     ).fetchone()
     assert json.loads(row[0])["MPerBlock"] == 256
@@ -361,19 +371,22 @@ def test_preprocessor_mask_keeps_offsets(lines):
 
 
 def test_list_alias_instantiates_another_list(copy_tree):
-    """`using X_instances = other_list<args>;` is a list with other_list's entries, its parameters bound."""
+    """`using X_instances = other_list<args>;` is a list with other_list's entries, its parameters
+    bound."""
     root = copy_tree("ck_mini")
     (root / UNIV / "device_alias_instance.cpp").write_text(
         '#include "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn.hpp"\n'
         "// bound to KPadding here\n"
-        "using bf16_kpad_instances = device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances<Interwave, GemmKPadding>;\n"
+        "using bf16_kpad_instances ="
+        " device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances"
+        "<Interwave, GemmKPadding>;\n"
         "using spelled_apart_instances = std::\n    tuple<DeviceGemmXdl<half_t>>;\n"
     )
     lists, insts, _ = run(root)
     a = lists["bf16_kpad_instances"]
     assert (
-        a.alias_of
-        == "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances<Interwave, GemmKPadding>"
+        a.alias_of == "device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn_mem_instances"
+        "<Interwave, GemmKPadding>"
     )
     assert (a.entries, a.comment, a.line, a.dir) == (
         2,
@@ -394,7 +407,8 @@ def test_list_alias_instantiates_another_list(copy_tree):
 @settings(max_examples=60, deadline=None)
 @given(st.binary(min_size=1, max_size=40), st.integers(0, 10_000))
 def test_damaged_header_never_raises(junk, where):
-    """Bytes spliced anywhere into a real instance header: extract answers (rows or diagnostics), never raises."""
+    """Bytes spliced anywhere into a real instance header: extract answers (rows or diagnostics),
+    never raises."""
     src = (Path(__file__).parents[1] / "fixtures" / "ck_mini" / HDR).read_bytes()
     k = where % len(src)
     data = src[:k] + junk + src[k:]

@@ -62,13 +62,20 @@ def fixture_schemas() -> names.SchemaSet:
 SCHEMAS = fixture_schemas()
 
 UNIVERSAL = (
-    "DeviceGemmXdlUniversal<MNKPadding, RCR> BlkSize: 256, BlkTile: 256x256x64, WaveTile: 32x32, WaveMap: 4x4, "
-    "VmemReadVec: 8x8, BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v3, BlkGemmPipelinePrefetchStages: 2, Kpack: 8"
+    "DeviceGemmXdlUniversal<MNKPadding, RCR> BlkSize: 256, BlkTile: 256x256x64, "
+    "WaveTile: 32x32, WaveMap: 4x4, "
+    "VmemReadVec: 8x8, BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v3, "
+    "BlkGemmPipelinePrefetchStages: 2, Kpack: 8"
 )
-CSHUFFLE_V2 = "DeviceGemm_Xdl_CShuffleV2<Default, 256, 256, 256, 32, 8, 8, 32, 32, 4, 4, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v1"
+CSHUFFLE_V2 = (
+    "DeviceGemm_Xdl_CShuffleV2<Default, 256, 256, 256, 32, 8, 8, 32, 32, 4, 4, 8, 8, 1, 1> "
+    "LoopScheduler: Default, PipelineVersion: v1"
+)
 MX = (
-    "DeviceGemmMX_Xdl_CShuffleV3<Default, RCR> BlkSize: 256, BlkTile: 128x128x256, WaveTile: 16x16, "
-    "BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v3, BlkGemmPipelinePrefetchStages: 2, ScaleBlockSize: 32"
+    "DeviceGemmMX_Xdl_CShuffleV3<Default, RCR> BlkSize: 256, BlkTile: 128x128x256, "
+    "WaveTile: 16x16, "
+    "BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v3, "
+    "BlkGemmPipelinePrefetchStages: 2, ScaleBlockSize: 32"
 )
 
 
@@ -103,7 +110,8 @@ def test_sample_forms_field_by_field():
     # 001: an old DeviceGemmXdl with three properties; ck_mini's DeviceGemmXdl prints no properties,
     # so the name is generic and the leading arguments map to the schema's parameters one by one
     p = names.parse(
-        "DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2> NumPrefetch: 1, LoopScheduler: Interwave, PipelineVersion: v1",
+        "DeviceGemmXdl<256, 128, 128, 4, 8, 32, 32, 2, 2> "
+        "NumPrefetch: 1, LoopScheduler: Interwave, PipelineVersion: v1",
         SCHEMAS,
     )
     assert p.schema == "generic"
@@ -130,7 +138,8 @@ def test_sample_forms_field_by_field():
     assert p.fields == {"BlockSize": 128, "MPerBlock": 128, "NPerBlock": 64, "K0PerBlock": 4}
     # 024: no schema for DeviceGemm_Xdl_CShuffle in ck_mini: grammar only
     p = names.parse(
-        "DeviceGemm_Xdl_CShuffle<Default, 64, 32, 64, 32, 8, 8, 32, 32, 1, 2, 8, 8, 1, 1> LoopScheduler: Default, PipelineVersion: v2",
+        "DeviceGemm_Xdl_CShuffle<Default, 64, 32, 64, 32, 8, 8, 32, 32, 1, 2, 8, 8, 1, 1> "
+        "LoopScheduler: Default, PipelineVersion: v2",
         SCHEMAS,
     )
     assert (p.op, p.schema, p.fields) == ("DeviceGemm_Xdl_CShuffle", "generic", {})
@@ -148,13 +157,15 @@ def test_sample_forms_field_by_field():
     ]
     # 011: a name glued into one word, and ckProfiler's own ", KBatch 2" suffix
     p = names.parse(
-        "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8 LoopScheduler: Default, PipelineVersion: v2, KBatch 2"
+        "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8 "
+        "LoopScheduler: Default, PipelineVersion: v2, KBatch 2"
     )
     assert p.op == "GemmXdlSplitKCShuffle_MNKPadding_RRR_B128_Vec8x1x4_32x16x8x8" and p.args == []
     assert p.props == {"LoopScheduler": "Default", "PipelineVersion": "v2", "KBatch": "2"}
     # 007: a multi-line block's name
     p = names.parse(
-        "DeviceGroupedConvBwdDataMultipleD_Xdl_CShuffle_v1<256, 128, 256, 32, 8, 2, Default, 32, 32, 2, 4, 8, 4, 1, 1>"
+        "DeviceGroupedConvBwdDataMultipleD_Xdl_CShuffle_v1"
+        "<256, 128, 256, 32, 8, 2, Default, 32, 32, 2, 4, 8, 4, 1, 1>"
     )
     assert (
         p.op == "DeviceGroupedConvBwdDataMultipleD_Xdl_CShuffle_v1"
@@ -317,7 +328,8 @@ def test_real_forms_the_grammar_holds():
             ["1", "TransposeTransferSrcScalarPerVector: 4", "2"],
             {},
         ),
-        "DeviceGemmMultipleDLayernorm_Wmma_CShuffleV3>BlkSize: 256, BlkTile: 128, 64, 32, GemmSpec: Default": (
+        "DeviceGemmMultipleDLayernorm_Wmma_CShuffleV3>"
+        "BlkSize: 256, BlkTile: 128, 64, 32, GemmSpec: Default": (
             [],
             {"BlkSize": "256", "BlkTile": "128, 64, 32", "GemmSpec": "Default"},
         ),

@@ -1,9 +1,9 @@
-"""`ckkb race` with a stand-in ckProfiler: a Python script, written here, run through exactly the code
-path that runs the real binary (argv list, own process group, timeout, streamed output).
+"""`ckkb race` with a stand-in ckProfiler: a Python script, written here, run through exactly the
+code path that runs the real binary (argv list, own process group, timeout, streamed output).
 
-By M (argv[8]) it replays a real recorded output from ../shared/ckprofiler_samples/ (M=49152: 001.txt,
-M=32: 024.txt), crashes with SIGSEGV after some output (M=1), hangs with a child process (M=2), prints
-binary garbage and exits 0 (M=3), or exits 3 (M=5).
+By M (argv[8]) it replays a real recorded output from ../shared/ckprofiler_samples/ (M=49152:
+001.txt, M=32: 024.txt), crashes with SIGSEGV after some output (M=1), hangs with a child process
+(M=2), prints binary garbage and exits 0 (M=3), or exits 3 (M=5).
 """
 
 from __future__ import annotations
@@ -148,7 +148,8 @@ def test_failures_recorded_and_normal_results_stored(kb, standin, tmp_path):
     ]
     # the hang's child was in the killed process group
     assert not _alive(int((tmp_path / "child.pid").read_text()))
-    # argv: verification on for the first run of each shape only, warm-up/iterations above the defaults
+    # argv: verification on for the first run of each shape only, warm-up/iterations above the
+    # defaults
     argvs = (tmp_path / "args.txt").read_text().splitlines()
     assert argvs[0] == "gemm 1 0 1 1 0 1 49152 3072 768 768 3072 3072 5 20"
     assert argvs[5] == "gemm 1 0 0 1 0 1 49152 3072 768 768 3072 3072 5 20"
@@ -161,7 +162,8 @@ def test_failures_recorded_and_normal_results_stored(kb, standin, tmp_path):
     assert summary.races_added == 6 and summary.errors == []
     con = sqlite3.connect(kb)
     rows = con.execute(
-        "select status, failure, exit_code, M, verification, warmup, iterations, arch, host from races order by id"
+        "select status, failure, exit_code, M, verification, warmup, iterations, arch, host "
+        "from races order by id"
     ).fetchall()
     assert [r[:3] for r in rows] == [
         ("ok", None, 0),
@@ -179,7 +181,8 @@ def test_failures_recorded_and_normal_results_stored(kb, standin, tmp_path):
     ).fetchone() == (102,)
     assert con.execute("select best_tflops from races where id = 1").fetchone() == (127.579,)
     assert ingest(kb, [out]).races_added == 0
-    # raced before with this op, dtype and layout: verification stays off; another dtype is a new shape
+    # raced before with this op, dtype and layout: verification stays off; another dtype is a new
+    # shape
     db = kbdb.open_db(kb)
     again = runner.read_shapes(_shapes(tmp_path, [(49152, 3072, 768)]))
     for dtype, verify in (("fp16", "0"), ("bf16", "1")):

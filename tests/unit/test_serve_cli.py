@@ -1,4 +1,5 @@
-"""`ckkb serve`: refuses bad databases with one line, binds 127.0.0.1 by default, read-only Datasette."""
+"""`ckkb serve`: refuses bad databases with one line, binds 127.0.0.1 by default, read-only
+Datasette."""
 
 from __future__ import annotations
 
@@ -147,7 +148,10 @@ def test_no_write_through_datasette(empty_kb):
     asyncio.run(go())
 
 
-SLOW_SQL = "with recursive c(x) as (select 1 union all select x + 1 from c where x < 100000000) select count(*) from c"
+SLOW_SQL = (
+    "with recursive c(x) as (select 1 union all select x + 1 from c where x < 100000000) "
+    "select count(*) from c"
+)
 
 
 def test_arbitrary_sql_is_time_limited(empty_kb):

@@ -102,7 +102,8 @@ def test_old_style_matched_and_mx_with_macros(fixtures):
     assert [t.get("conv") for t in v2["tokens"] if "ref" in t][-2:] == ["enum", "enum"]
     xdl = s["DeviceGemmXdl"]
     assert xdl["status"] == "matched" and len([t for t in xdl["tokens"] if "ref" in t]) == 9
-    # a macro-only line, `#if 0` with an unbalanced brace and enable_if<X >= 16> do not hide the class
+    # a macro-only line, `#if 0` with an unbalanced brace and enable_if<X >= 16> do not hide the
+    # class
     mx = s["DeviceGemmMX_Xdl_CShuffleV3"]
     assert [p["name"] for p in mx["params"]][:5] == [
         "ALayout",
@@ -154,7 +155,8 @@ def test_conditionals_and_delegation(fixtures):
     param = s["DeviceConvDelegatingToParam"]
     assert param["status"] == "unsupported"
     assert param["reasons"] == [
-        "delegates to GemmOp{}.GetTypeString(): GemmOp is a template parameter, so the name is that op's"
+        "delegates to GemmOp{}.GetTypeString(): GemmOp is a template parameter, "
+        "so the name is that op's"
     ]
 
 
@@ -174,10 +176,11 @@ def test_delegation_spliced_in_combine(fixtures):
     row = next(r for r in out.rows if r.device_op == "DeviceGemmXdlSplitKDelegating")
     assert (row.status, row.ops) == ("matched", ["GemmSplitKFixture"])
     assert row.reasons == [
-        "via GridwiseGemmSplitK::GetTypeString() (include/ck/tensor_operation/gpu/grid/gridwise_gemm_splitk_names.hpp:15)"
+        "via GridwiseGemmSplitK::GetTypeString() "
+        "(include/ck/tensor_operation/gpu/grid/gridwise_gemm_splitk_names.hpp:15)"
     ]
-    # the gridwise parameters became the device op's own: Spec_ -> GemmSpec, BlockSize_ -> BlockSize,
-    # K1 (a Number<K1Value>{} constant) -> K1Value -> K1
+    # the gridwise parameters became the device op's own: Spec_ -> GemmSpec,
+    # BlockSize_ -> BlockSize, K1 (a Number<K1Value>{} constant) -> K1Value -> K1
     assert [t.get("ref") for t in row.tokens if "ref" in t] == ["GemmSpec", "BlockSize", "K1"]
     schemas = names.SchemaSet(
         {
@@ -195,7 +198,10 @@ def test_delegation_spliced_in_combine(fixtures):
 
 
 def test_for_parsing_keeps_offsets():
-    src = b"struct A {\n  MACRO_LINE_IMPL\n#if 0\n  void f( {\n#else\n  int x;\n#endif\n  enable_if<N >= 1>\n};\n"
+    src = (
+        b"struct A {\n  MACRO_LINE_IMPL\n#if 0\n  void f( {\n#else\n  int x;\n#endif\n"
+        b"  enable_if<N >= 1>\n};\n"
+    )
     out = cpp.for_parsing(src)
     assert len(out) == len(src) and out.count(b"\n") == src.count(b"\n")
     assert b"MACRO" not in out and b"void f" not in out and b"int x;" in out and b"N == 1" in out
@@ -296,8 +302,10 @@ def test_instance_keys_join(fixtures):
     assert {r.status for r in keys if r.instance_id == 4} == {"commented_out"}
     k = next(r for r in keys if r.instance_id == 1 and r.registration_id == 8)
     assert k.printed_name == (
-        "DeviceGemmXdlUniversal<MNKPadding, RCR> BlkSize: 256, BlkTile: 128x128x64, WaveTile: 32x32, WaveMap: 2x2, "
-        "VmemReadVec: 8x8, BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v1, BlkGemmPipelinePrefetchStages: 2, Kpack: 16"
+        "DeviceGemmXdlUniversal<MNKPadding, RCR> BlkSize: 256, BlkTile: 128x128x64, "
+        "WaveTile: 32x32, WaveMap: 2x2, "
+        "VmemReadVec: 8x8, BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v1, "
+        "BlkGemmPipelinePrefetchStages: 2, Kpack: 16"
     )
     assert k.complete and k.derived == ["PrefetchStages", "AMmaKStride"]
     assert k.key == re.sub(r"\s", "", k.printed_name).replace("Stages:2", "Stages:*").replace(
@@ -328,8 +336,8 @@ def test_instance_keys_join(fixtures):
     # the coverage summary is a build diagnostic; the delegating op is a warning with its reason
     msgs = [d.message for d in out.diagnostics]
     assert (
-        "GetTypeString() name schemas: 6 of 7 implementations (3 matched, 3 partial with derived or conditional values, 1 unsupported)"
-        in msgs
+        "GetTypeString() name schemas: 6 of 7 implementations "
+        "(3 matched, 3 partial with derived or conditional values, 1 unsupported)" in msgs
     )
     assert any(
         "DeviceConvDelegatingToParam" in m and "GemmOp is a template parameter" in m for m in msgs
@@ -406,7 +414,8 @@ def test_build_locate_and_coverage_on_ck_mini(fixtures, tmp_db):
     assert cov["without_schema"][0]["device_op"] == "DeviceConvDelegatingToParam"
     row = next(
         db.query(
-            "select k.printed_name, i.file, i.line from instance_keys k join instances i on i.id = k.instance_id "
+            "select k.printed_name, i.file, i.line from instance_keys k "
+            "join instances i on i.id = k.instance_id "
             "where k.complete = 1 and k.op = 'DeviceGemmXdlUniversal' order by i.line limit 1"
         )
     )
@@ -499,7 +508,8 @@ def _random_fields(rng, names):
 
 
 def test_column_groups_read_only_their_inputs():
-    """instance_keys memoises each group of normalised columns by its _INPUTS: nothing else may change them."""
+    """instance_keys memoises each group of normalised columns by its _INPUTS: nothing else may
+    change them."""
     import random
 
     from ckkb.fields import SYNONYMS, normalise
@@ -538,7 +548,8 @@ def test_render_reads_only_fields_read(fixtures):
 
 
 def test_instance_keys_memo_tells_values_apart():
-    """1 and True are equal dict keys but print differently; a list value (conv "at") is memoised too."""
+    """1 and True are equal dict keys but print differently; a list value (conv "at") is memoised
+    too."""
     from ckkb.kb.schema.names import NameSchemaRow
 
     tokens = [
@@ -595,8 +606,8 @@ def test_render_keeps_braces_and_unknowns():
 
 
 def test_render_fills_slots_in_token_order():
-    """A run-time value before a ref: the name's slots follow the tokens, not refs-then-values; a list
-    value (conv "at") prints the same from the memo as the first time."""
+    """A run-time value before a ref: the name's slots follow the tokens, not refs-then-values; a
+    list value (conv "at") prints the same from the memo as the first time."""
     toks = [
         {"lit": "X< "},
         {"derived": "S", "expr": "N * 2"},
