@@ -1,4 +1,5 @@
-"""`ckkb audit` speed on the whole default aiter config set (the installed amd-aiter wheel): issue 5.
+"""`ckkb audit` speed on the whole default aiter config set (the installed amd-aiter wheel):
+issue 5.
 
     python3 benchmarks/audit.py [--aiter PATH] [--repeat N]
 
@@ -27,7 +28,7 @@ GOAL_S = 2.0
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--aiter", default=None)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
@@ -48,7 +49,8 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         f"default aiter config set: {files} CSV files, {rows} rows; {len(r.findings)} findings "
-        f"({c['error']} errors, {c['warning']} warnings, {c['note']} notes); median of {args.repeat}"
+        f"({c['error']} errors, {c['warning']} warnings, {c['note']} notes); "
+        f"median of {args.repeat}"
     )
     print(f"{'run':<34}{'seconds':>9}{'rows/s':>12}")
     for name, xs in (("in-process (extraction + audit)", runs), ("CLI, subprocess", cli)):

@@ -105,7 +105,8 @@ def find_op(ctx, op: str):
 )
 @json_option
 def merge_cmd(op, aiter_path, env_file, as_json):
-    """Preview what the runtime loads for OP (such as gemm_a8w8_blockscale): files, merged rows, losers."""
+    """Preview what the runtime loads for OP (such as gemm_a8w8_blockscale): files, merged rows,
+    losers."""
     from ckkb.audit.rules_keys import merge_preview
 
     ctx = _ctx(aiter_path, env_file)
@@ -114,7 +115,8 @@ def merge_cmd(op, aiter_path, env_file, as_json):
         emit_json(p)
         return
     click.echo(
-        f"op {p['op']}: {p['env_var']} {'set (--env): only these files' if p['env_set'] else 'unset: default set'}"
+        f"op {p['op']}: {p['env_var']} "
+        f"{'set (--env): only these files' if p['env_set'] else 'unset: default set'}"
     )
     r = p["rule"]
     click.echo(f"rule {r['id']} ({r['file']}:{r['line']}): {r['description']}")
@@ -125,12 +127,14 @@ def merge_cmd(op, aiter_path, env_file, as_json):
     same = [lo for lo in p["losers"] if lo["same_part"]]
     click.echo(
         f"rows losing a duplicate contest: {len(p['losers'])} ({len(same)} same part, "
-        f"{len(p['losers']) - len(same)} of other parts dropped; by cu_num: {p['dropped_by_cu_num'] or '-'})"
+        f"{len(p['losers']) - len(same)} of other parts dropped; "
+        f"by cu_num: {p['dropped_by_cu_num'] or '-'})"
     )
     for lo in p["losers"][:20]:
         w = lo["winner"]
         click.echo(
-            f"  {lo['file']}:{lo['line']} cu_num={lo['cu_num']} us={lo['us']} loses to {w['file']}:{w['line']} cu_num={w['cu_num']} us={w['us']}"
+            f"  {lo['file']}:{lo['line']} cu_num={lo['cu_num']} us={lo['us']} "
+            f"loses to {w['file']}:{w['line']} cu_num={w['cu_num']} us={w['us']}"
         )
     if len(p["losers"]) > 20:
         click.echo(f"  ... {len(p['losers']) - 20} more (--json lists all)")

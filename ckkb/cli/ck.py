@@ -29,7 +29,8 @@ def _field(fields: dict, *names: str) -> str:
 
 
 def _short(path: str | None) -> str:
-    """Paths under the instance directory, shortened to gpu/... for people (JSON keeps them whole)."""
+    """Paths under the instance directory, shortened to gpu/... for people (JSON keeps them
+    whole)."""
     p = path or ""
     return "gpu/" + p[len(CK_INSTANCE_DIR) + 1 :] if p.startswith(CK_INSTANCE_DIR + "/") else p
 
@@ -82,7 +83,9 @@ def gates_cmd(kind, arch, db_path, as_json):
     "where",
     multiple=True,
     metavar="FIELD=VALUE",
-    help="Filter on a CK parameter (MPerBlock=256) or a normalised column (tile_m=256); repeatable.",
+    help=(
+        "Filter on a CK parameter (MPerBlock=256) or a normalised column (tile_m=256); repeatable."
+    ),
 )
 @arch_option
 @click.option("--limit", type=checks.COUNT, default=None, help="At most this many instances.")
@@ -180,7 +183,8 @@ def why_cmd(tile, where, dir_, arch, db_path, as_json):
     ok = sum(1 for m in res["matches"] if m["available"])
     console.print(
         f"[bold]{len(res['matches'])}[/bold] instance(s) match {desc}: "
-        f"[green]{ok} available[/green], [red]{len(res['matches']) - ok} not available[/red] on {arch}.\n"
+        f"[green]{ok} available[/green], "
+        f"[red]{len(res['matches']) - ok} not available[/red] on {arch}.\n"
     )
     for m in res["matches"]:
         i = m["instance"]
@@ -192,7 +196,8 @@ def why_cmd(tile, where, dir_, arch, db_path, as_json):
         for g in i["registrations"]:
             state = "[green]adds it[/green]" if g["available"] else "[red]does not add it[/red]"
             _say(
-                f"    registered    {_short(g['file'])}:{g['line']} {g['function']}<{', '.join(map(str, g['args']))}> {state}"
+                f"    registered    {_short(g['file'])}:{g['line']} "
+                f"{g['function']}<{', '.join(map(str, g['args']))}> {state}"
             )
         for r in m["reasons"]:
             _say(

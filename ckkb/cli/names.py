@@ -38,7 +38,8 @@ def _schemas(db_path: str | None) -> names.SchemaSet | None:
         if db_path:
             raise CkkbError(f"knowledge base not found: {path}", hint=kbdb.BUILD_HINT)
         warn(
-            f"no knowledge base at {path}: names are read by the grammar only (no CK parameter names); run `ckkb build`"
+            f"no knowledge base at {path}: names are read by the grammar only "
+            "(no CK parameter names); run `ckkb build`"
         )
         return None
     try:
@@ -116,12 +117,16 @@ def parse_cmd(name_args, db_path, as_json):
 @click.option(
     "--dtype",
     default=None,
-    help="Data type of the race (bf16, f16, fp8, ...): printed names carry none, so lists of several types share them.",
+    help=(
+        "Data type of the race (bf16, f16, fp8, ...): printed names carry none, "
+        "so lists of several types share them."
+    ),
 )
 @db_option
 @json_option
 def locate_cmd(name, dtype, db_path, as_json):
-    """Find the instance-list entry (file:line), registrations and per-arch availability of a printed name."""
+    """Find the instance-list entry (file:line), registrations and per-arch availability of a
+    printed name."""
     path = settings.db_path(db_path)
     db = kbdb.open_db(path, readonly=True)
     try:
@@ -222,8 +227,10 @@ def coverage_cmd(db_path, as_json):
         emit_json(out)
         return
     console.print(
-        f"{out['with_schema']} of {out['implementations']} GetTypeString() implementations have a name schema "
-        f"({out['matched']} matched, {out['partial']} partial: derived or conditional values); {out['unsupported']} do not",
+        f"{out['with_schema']} of {out['implementations']} GetTypeString() implementations "
+        "have a name schema "
+        f"({out['matched']} matched, {out['partial']} partial: derived or conditional values); "
+        f"{out['unsupported']} do not",
         highlight=False,
         soft_wrap=True,
     )

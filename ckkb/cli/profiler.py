@@ -364,7 +364,8 @@ def race_cmd(
     if do_ingest:
         ing = result["ingest"]
         console.print(
-            f"ingested into {settings.db_path(db_path)}: {ing['races_added']} races, {ing['results_added']} results",
+            f"ingested into {settings.db_path(db_path)}: {ing['races_added']} races, "
+            f"{ing['results_added']} results",
             highlight=False,
         )
     else:

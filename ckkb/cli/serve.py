@@ -15,7 +15,10 @@ from ckkb.web import app
     "--host",
     default=app.DEFAULT_HOST,
     show_default=True,
-    help="Interface to bind. The default serves this machine only; 0.0.0.0 exposes it to the network.",
+    help=(
+        "Interface to bind. The default serves this machine only; "
+        "0.0.0.0 exposes it to the network."
+    ),
 )
 @click.option(
     "--port",

@@ -185,9 +185,10 @@ def _arch_table(conn: sqlite3.Connection, regs: list[dict[str, Any]]) -> list[di
 
 def race_links(conn: sqlite3.Connection) -> dict[int, list[int]]:
     """race_results.id -> the instances `ckkb locate --dtype <the race's dtype> NAME` finds
-    (ckkb.queries.names.locate itself: the result's printed name keyed with this tree's GetTypeString()
-    schemas, entries kept by the race's data type). Names printed by another CK release, or that
-    no schema keys, link to nothing. Computed once per served (immutable) knowledge base."""
+    (ckkb.queries.names.locate itself: the result's printed name keyed with this tree's
+    GetTypeString() schemas, entries kept by the race's data type). Names printed by another CK
+    release, or that no schema keys, link to nothing. Computed once per served (immutable)
+    knowledge base."""
     import sqlite_utils
 
     from ckkb.errors import CkkbError
