@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -118,7 +119,7 @@ def _packed_strides(
     return sa, sb, N
 
 
-def quirk_applies(q: dict[str, Any], values: dict[int, int]) -> bool | None:
+def quirk_applies(q: dict[str, Any], values: Mapping[int, int | None]) -> bool | None:
     tests = q.get("details", {}).get("tests") or []
     if not tests:
         return None

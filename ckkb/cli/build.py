@@ -13,8 +13,10 @@ from ckkb.kb.build import build
 from ckkb.kb.schema_doc import schema_markdown
 
 
-def _trees(ck_path: str | None, aiter_path: str | None, no_aiter: bool) -> dict:
-    trees = {"ck": sources.ck_tree(ck_path)}
+def _trees(
+    ck_path: str | None, aiter_path: str | None, no_aiter: bool
+) -> dict[str, sources.CkTree | sources.AiterTree]:
+    trees: dict[str, sources.CkTree | sources.AiterTree] = {"ck": sources.ck_tree(ck_path)}
     if not no_aiter:
         trees["aiter"] = sources.aiter_tree(aiter_path)
     return trees

@@ -43,7 +43,7 @@ def coverage(db: Any) -> dict[str, Any]:
     }
 
 
-def _dtype_ok(want: set[str], a_dtype: str | None) -> bool | None:
+def _dtype_ok(want: frozenset[str], a_dtype: str | None) -> bool | None:
     """True/False when the entry's A data type is known; None when the source leaves it open."""
     w = (a_dtype or "").rsplit("::", 1)[-1]
     if not w or w[0].isupper() and vocabulary.dtype(w) is None:
@@ -82,11 +82,11 @@ def locate(
         )
     want = None
     if dtype:
-        known = vocabulary.dtype(dtype)
-        if known is None:
+        dt = vocabulary.dtype(dtype)
+        if dt is None:
             names = ", ".join(sorted(d.name for d in vocabulary.DTYPES))
             raise CkkbError(f"unknown data type {dtype!r}", hint=f"one of {names}")
-        want = known.spellings
+        want = dt.spellings
     rows = _query(db, "names_locate", {"key": p.key})
     if want is not None:
         rows = [r for r in rows if _dtype_ok(want, r["a_dtype"]) is not False]
