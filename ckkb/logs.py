@@ -9,17 +9,21 @@ CK's profiler/include/profiler/*_impl.hpp):
   (right-aligned times; no TFlops field for softmax; NAME may wrap onto indented lines)
 - unsupported instance      `NAME does not support this problem`
 - verification              `error: 0` after a Perf line (2022), `Error: Incorrect results!` /
-                            `... failed verification` before the Perf line of the failing instance (current CK)
-- best line                 `Best Perf for datatype = f16 ALayout = RowMajor ... M = . N = . K = . ... : t ms, x TFlops, y GB/s, NAME`,
-                            `Best Perf: t ms, x TFlops, y GB/s[, NAME]`, `Best perf = t ms, y GB/s, NAME`,
-                            and the multi-line `Best configuration parameters:` block (`name:`, `avg_time:`, `tflops:`, `GB/s:`)
+                            `... failed verification` before the Perf line of the failing
+                            instance (current CK)
+- best line                 `Best Perf for datatype = f16 ALayout = RowMajor ... M = . N = . K = .
+                            ... : t ms, x TFlops, y GB/s, NAME`, `Best Perf: t ms, x TFlops,
+                            y GB/s[, NAME]`, `Best perf = t ms, y GB/s, NAME`, and the
+                            multi-line `Best configuration parameters:` block (`name:`,
+                            `avg_time:`, `tflops:`, `GB/s:`)
 - chatter ckProfiler prints that carries no result (`launch_and_time_kernel: ...`, `Warm up 1 time`
   (-> warm-up), `Start running 100 times...` (-> iterations), DL debug `arg.e_grid_desc_m_n_{...}`).
 
 Lines ckProfiler did not print (shell prompts, `#` comments, the provenance header of the samples)
-are skipped, not errors; a `# command: ...` comment is kept as the race's command when nothing better
-is known. A line that starts like a ckProfiler line but cannot be read (a truncated `Perf:` line, a
-`found` without a number) becomes a `ParseError` with its line number and parsing goes on.
+are skipped, not errors; a `# command: ...` comment is kept as the race's command when nothing
+better is known. A line that starts like a ckProfiler line but cannot be read (a truncated
+`Perf:` line, a `found` without a number) becomes a `ParseError` with its line number and parsing
+goes on.
 
 A log may hold several races: a race ends after its Best line (or Best block); tensor descriptors
 arriving after a race already has results also start a new one.
@@ -28,62 +32,11 @@ arriving after a race already has results also start a new one.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Generator, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-# ----------------------------------------------------------------------------- events
-
-
-@dataclass(slots=True)
-class Result:
-    """One instance line: timed, unsupported, or (rarely) untimed."""
-
-    line: int
-    name: str
-    raw: str
-    ms: float | None = None
-    tflops: float | None = None
-    gbps: float | None = None
-    supported: bool = True
-    verified: bool | None = None
-    kbatch: int | None = None
-
-
-@dataclass(slots=True)
-class ParseError:
-    line: int
-    message: str
-    text: str
-
-
-@dataclass(slots=True)
-class RaceStart:
-    line: int
-
-
-@dataclass
-class RaceEnd:
-    """Everything the log said about one race except its results (those came as Result events)."""
-
-    line: int  # first line of the race
-    end_line: int
-    results: int = 0
-    timed: int = 0
-    command: str | None = None  # from a '# command:' comment
-    descriptors: list[dict[str, Any]] = field(default_factory=list)
-    instances_found: int | None = None
-    warmup: int | None = None
-    iterations: int | None = None
-    best: dict[str, Any] | None = None  # {"ms","tflops","gbps","name","line", header keys...}
-    header: dict[str, Any] = field(
-        default_factory=dict
-    )  # Best-line header: datatype, ALayout, M, N, ...
-    recognised: int = 0  # lines ckProfiler printed that we understood
-    skipped: int = 0  # lines not printed by ckProfiler (skipped)
-
-
-Event = Result | ParseError | RaceStart | RaceEnd
+from ckkb.log_events import Event, ParseError, RaceEnd, RaceStart, Result
 
 # ----------------------------------------------------------------------------- line shapes
 
@@ -95,7 +48,8 @@ _BODY = re.compile(
     rf"^\s*(?P<ms>{_NUM})\s*ms\s*(?:,\s*(?P<tflops>{_NUM})\s*TFlops)?\s*(?:,\s*(?P<gbps>{_NUM})\s*GB/s)?\s*(?:,\s*(?P<name>.*))?$"
 )
 _DESC = re.compile(
-    r"^(?P<name>[A-Za-z_][\w ]*?)\s*: dim (?P<dim>\d+), lengths \{(?P<len>[^}]*)\}, strides \{(?P<str>[^}]*)\}\s*$"
+    r"^(?P<name>[A-Za-z_][\w ]*?)\s*: dim (?P<dim>\d+), "
+    r"lengths \{(?P<len>[^}]*)\}, strides \{(?P<str>[^}]*)\}\s*$"
 )
 _FOUND = re.compile(r"^found (?P<n>\d+) instances?\s*$")
 _UNSUP = re.compile(r"^(?P<name>\S.*?) does not support this problem\s*$")
@@ -198,10 +152,11 @@ def _best_header(hdr: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the parser
 
 
-def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
+def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event | _Verify]:
     """Parse ckProfiler output line by line (str lines, with or without newlines).
 
-    Yields RaceStart, then that race's Result / ParseError events in order, then RaceEnd; again per race.
+    Yields RaceStart, then that race's Result / ParseError events in order, then RaceEnd; again
+    per race.
     Results are yielded once their (possibly wrapped) name is complete, so memory stays flat.
     """
     race: RaceEnd | None = None
@@ -229,6 +184,7 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
                 race.best["kbatch"] = p.kbatch
             pending_is_best = False
             return
+        assert race is not None  # a pending result is always read inside an open race
         race.results += 1
         if p.ms is not None:
             race.timed += 1
@@ -257,14 +213,16 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
             or r.recognised == 0
         ):
             yield r
-        # else: only chatter (e.g. 'launch_and_time_kernel' after a Best line): not a race of its own
+        # else: only chatter ('launch_and_time_kernel' after a Best line): not a race of its own
 
-    def ensure_race(at: int) -> Iterator[Event]:
+    def ensure_race(at: int) -> Generator[Event, None, RaceEnd]:
+        """Start a race at `at` unless one is open; the open race (so callers hold a RaceEnd)."""
         nonlocal race, command_hint
         if race is None:
             race = RaceEnd(line=at, end_line=at, command=command_hint)
             command_hint = None
             yield RaceStart(at)
+        return race
 
     for raw_line in lines:
         lineno += 1
@@ -280,7 +238,7 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
             if race is None or race.best is not None or best_block is not None:
                 if race is not None:
                     yield from end_race(lineno - 1)
-                yield from ensure_race(lineno)
+                race = yield from ensure_race(lineno)
             res = _perf_fast(s, lineno)
             if res is None:
                 m = _PERF.match(s)
@@ -335,6 +293,7 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
                 pending.name = name
                 if kb is not None:
                     pending.kbatch = kb
+                assert race is not None  # a pending result is always read inside an open race
                 race.recognised += 1
                 continue
             yield from finish_pending()
@@ -351,6 +310,7 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
             key, sep, val = s.partition(":")
             key = key.strip()
             if sep and key in ("name", "avg_time", "tflops", "GB/s"):
+                assert race is not None  # a Best block is only opened inside a race
                 race.recognised += 1
                 if key == "name":
                     best_block["name"] = val.strip()
@@ -369,7 +329,7 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
 
         low = s[:9].lower()
         if low.startswith("best perf"):
-            yield from ensure_race(lineno)
+            race = yield from ensure_race(lineno)
             race.recognised += 1
             best, err = _parse_best(s, lineno)
             if err:
@@ -387,7 +347,7 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
                 pending_is_best = True
             continue
         if s.startswith("Best configuration parameters"):
-            yield from ensure_race(lineno)
+            race = yield from ensure_race(lineno)
             race.recognised += 1
             best_block = {"line": lineno}
             continue
@@ -401,7 +361,7 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
         if m:
             if race is not None and race.results:
                 yield from end_race(lineno - 1)
-            yield from ensure_race(lineno)
+            race = yield from ensure_race(lineno)
             race.recognised += 1
             try:
                 race.descriptors.append(
@@ -417,11 +377,11 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
                 )
             continue
         if " dim " in s and ", lengths {" in s:
-            yield from ensure_race(lineno)
+            race = yield from ensure_race(lineno)
             yield ParseError(lineno, "malformed tensor descriptor", line[:500])
             continue
         if s.startswith("found "):
-            yield from ensure_race(lineno)
+            race = yield from ensure_race(lineno)
             m = _FOUND.match(s)
             if m:
                 race.recognised += 1
@@ -430,7 +390,7 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
                 yield ParseError(lineno, "malformed 'found N instances' line", line[:500])
             continue
         if s.endswith("does not support this problem"):
-            yield from ensure_race(lineno)
+            race = yield from ensure_race(lineno)
             m = _UNSUP.match(s)
             if m is None:
                 yield ParseError(
@@ -449,7 +409,7 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
             m = _ERRV.match(s)
             v = _f(m.group("v")) if m else None
             if v is None or last is None or race is None:
-                yield from ensure_race(lineno)
+                race = yield from ensure_race(lineno)
                 yield ParseError(
                     lineno,
                     "verification line 'error: N' not after a Perf: line"
@@ -462,24 +422,24 @@ def parse_lines(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
             yield _Verify(last.line, v == 0)
             continue
         if s.startswith(_VERIFY_FAIL) or "failed verification" in s:
-            yield from ensure_race(lineno)
+            race = yield from ensure_race(lineno)
             race.recognised += 1
             fail_next = True
             continue
         m = _WARM.match(s)
         if m:
-            yield from ensure_race(lineno)
+            race = yield from ensure_race(lineno)
             race.recognised += 1
             race.warmup = int(m.group("n"))
             continue
         m = _RUNS.match(s)
         if m:
-            yield from ensure_race(lineno)
+            race = yield from ensure_race(lineno)
             race.recognised += 1
             race.iterations = int(m.group("n"))
             continue
         if s.startswith(_CHATTER):
-            yield from ensure_race(lineno)
+            race = yield from ensure_race(lineno)
             race.recognised += 1
             continue
         # not printed by ckProfiler (shell chatter, banners ...): skipped, not an error
@@ -553,7 +513,7 @@ def _parse_best(s: str, lineno: int) -> tuple[dict[str, Any], str | None]:
     return best, None
 
 
-# ----------------------------------------------------------------------------- whole-log convenience
+# ------------------------------------------------------------------------- whole-log convenience
 
 
 @dataclass
@@ -605,33 +565,3 @@ def iter_events(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
         yield ev
     if held is not None:
         yield held
-
-
-DTYPE_ALIASES = {
-    "f16": "fp16",
-    "half": "fp16",
-    "f32": "fp32",
-    "float": "fp32",
-    "f8": "fp8",
-    "bf8": "bf8",
-    "i8": "int8",
-    "f64": "fp64",
-}
-
-
-def normalise_dtype(label: str | None) -> str | None:
-    """'f16' -> 'fp16' (the Best line spells types as CK's short names; the legends say fp16)."""
-    if label is None:
-        return None
-    low = label.strip().lower()
-    return DTYPE_ALIASES.get(low, low)
-
-
-def layout_from_best(header: dict[str, Any]) -> str | None:
-    """ALayout/BLayout of a Best line -> mk_kn / mk_nk / km_kn / km_nk."""
-    a, b = header.get("ALayout"), header.get("BLayout")
-    if not isinstance(a, str) or not isinstance(b, str):
-        return None
-    am = {"RowMajor": "mk", "ColumnMajor": "km"}.get(a)
-    bm = {"RowMajor": "kn", "ColumnMajor": "nk"}.get(b)
-    return f"{am}_{bm}" if am and bm else None

@@ -44,15 +44,15 @@ from ckkb.errors import CkkbError
 from ckkb.kb import atomic, lock, validate
 from ckkb.kb import db as kbdb
 from ckkb.kb.schema import INGESTED, TABLES
-from ckkb.logs import (
+from ckkb.log_events import (
     ParseError,
     RaceEnd,
     RaceStart,
     Result,
-    iter_events,
     layout_from_best,
     normalise_dtype,
 )
+from ckkb.logs import iter_events
 from ckkb.profiler_cmd import interpret_argv, split_command
 from ckkb.profiler_legend import Legend
 from ckkb.queries.profiler import load_legend
