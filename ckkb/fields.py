@@ -143,6 +143,8 @@ def _first(fields: dict[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
+# Per key set, how to normalise it (module state on purpose: a pure function of the key set,
+# asked once per row; a build has a few dozen distinct key sets).
 _PLANS: dict[tuple[str, ...], list[tuple[str, tuple[str, ...], bool]]] = {}
 
 

@@ -146,6 +146,8 @@ def _parse(rel: str, data: bytes, diags: list[Diagnostic]) -> cst.Module | None:
     return None
 
 
+# One class per process (module state on purpose): defining it imports libcst, which workers
+# that read no Python never pay for.
 @functools.lru_cache(maxsize=1)
 def _calls_visitor() -> type:
     """The visitor class, defined on first use (subclassing cst.CSTVisitor imports libcst)."""

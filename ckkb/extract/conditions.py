@@ -98,6 +98,7 @@ class NodeIndex:
         return [out[i] for i in sorted(range(len(out)), key=keys.__getitem__)]
 
 
+# Compiled queries per process (module state on purpose): compiling one costs more than a walk.
 @lru_cache(maxsize=16)
 def _type_query(types: tuple[str, ...]) -> ts.Query:
     """One pattern per type, each captured under its type's name."""
@@ -314,6 +315,8 @@ def directives(data: bytes) -> Directives:
     return stacks, sections
 
 
+# Process-wide memo of a pure function of its arguments (why module state): a tree repeats the same
+# few `#if` lines in thousands of files; each parse is a tree-sitter run.
 @lru_cache(maxsize=4096)
 def directive_expr(directive: str) -> dict[str, Any]:
     """`#ifdef X` / `#if defined(A) || B` -> expression tree (parsed by tree-sitter on its own)."""

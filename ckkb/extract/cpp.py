@@ -11,6 +11,8 @@ import tree_sitter as ts
 import tree_sitter_cpp
 
 
+# The grammar and the parser are made once per process (module state on purpose): both are
+# immutable and every C++ reader needs them.
 @lru_cache(maxsize=1)
 def language() -> ts.Language:
     return ts.Language(tree_sitter_cpp.language())
@@ -355,6 +357,7 @@ def template_params(plist: ts.Node, src: bytes) -> list[dict]:
     return out
 
 
+# Compiled queries per process (module state on purpose): compiling one costs more than a walk.
 @lru_cache(maxsize=64)
 def _query(pattern: str) -> ts.Query:
     return ts.Query(language(), pattern)

@@ -86,11 +86,15 @@ _TEMPLATE_ARGS = re.compile(r"<.*")
 _LAYOUT_NAME = re.compile(r"G?N[DHW]*[CGK]+[DHW]*[CGK]*|G?K[ZYX]*[CG]+[ZYX]*|N[A-Z]+|G[A-Z]+")
 
 
+# Process-wide memo of a pure function of its arguments (why module state): a factory file repeats
+# the same few type names thousands of times.
 @lru_cache(maxsize=4096)
 def _last(name: str) -> str:
     return (_TEMPLATE_ARGS.sub("", name) if "<" in name else name).rsplit("::", 1)[-1].strip()
 
 
+# Process-wide memo of a pure function of its arguments (why module state): asked per
+# template argument.
 @lru_cache(maxsize=4096)
 def _is_layout(v: str, param: str | None = None) -> bool:
     if param is not None:
@@ -99,6 +103,8 @@ def _is_layout(v: str, param: str | None = None) -> bool:
     return w in _LAYOUT_WORDS or bool(_LAYOUT_NAME.fullmatch(w))
 
 
+# Process-wide memo of a pure function of its arguments (why module state): asked per
+# template argument.
 @lru_cache(maxsize=4096)
 def _is_dtype(v: str, param: str | None = None) -> bool:
     if param is not None:

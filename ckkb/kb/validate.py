@@ -117,6 +117,8 @@ def _table_schema(name: str) -> dict[str, Any]:
     return {"type": "object", "required": required, "properties": props}
 
 
+# One compiled JSON Schema validator per record kind and process (module state on purpose):
+# compiling costs more than validating a record, and the schemas are constants.
 @cache
 def _validator(record: str) -> Any:
     import jsonschema  # noqa: PLC0415  (only ingest needs it)

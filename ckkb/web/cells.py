@@ -46,6 +46,7 @@ DIGITS = {
 }
 
 
+# Package data, read once per process (module state on purpose): it never changes while serving.
 @cache
 def _static() -> tuple[dict[str, str], frozenset[str]]:
     meta = metadata.static_metadata()

@@ -43,6 +43,7 @@ CANNED_LIMIT_MS = 10_000
 _canned = contextvars.ContextVar("ckkb_canned_query", default=False)
 
 
+# Package data, read once per process (module state on purpose): it never changes while serving.
 @cache
 def _canned_sql() -> frozenset[str]:
     from ckkb.web.metadata import canned_queries  # noqa: PLC0415
