@@ -168,7 +168,8 @@ def build_command(
     missing = [r for r in ("dtype", "M", "N", "K") if r not in roles]
     if missing:
         raise CkkbError(
-            f"ckProfiler {legend.op} has no positional {', '.join(missing)} in its legend; the command builder handles GEMM-style legends",
+            f"ckProfiler {legend.op} has no positional {', '.join(missing)} in its legend; "
+            "the command builder handles GEMM-style legends",
             hint=f"read it with `ckkb profiler legend {legend.op}`",
         )
     values: dict[int, str] = {}
@@ -207,7 +208,8 @@ def build_command(
             and not str(layout).lower().startswith(derived)
         ):
             warnings.append(
-                f"layout {layout!r} is code {lcode}, whose legend text says {layout_label!r} ({derived})"
+                f"layout {layout!r} is code {lcode}, "
+                f"whose legend text says {layout_label!r} ({derived})"
                 + (f" while its enum name is {enum}" if enum else "")
                 + ": the meanings differ, check which one the op really runs"
             )
@@ -239,7 +241,8 @@ def build_command(
         if packed and given >= 0 and given < packed[idx]:
             lead = {0: "A", 1: "B", 2: "C"}[idx]
             warnings.append(
-                f"{roles[r]['name']}={given} is inconsistent with layout {layout_name(layout_label or '')}: "
+                f"{roles[r]['name']}={given} is inconsistent with layout "
+                f"{layout_name(layout_label or '')}: "
                 f"{lead} needs a leading dimension of at least {packed[idx]}"
             )
     if kbatch is not None:
@@ -279,7 +282,8 @@ def build_command(
         db, legend.op, M, N, K, _label(roles["dtype"], dcode), _layout_label(roles, values)
     ):
         warnings.append(
-            "verification is off on a shape never raced before: turn it on (--verify) for the first run of every new shape"
+            "verification is off on a shape never raced before: "
+            "turn it on (--verify) for the first run of every new shape"
         )
     if not time_kernel and "time" in roles:
         warnings.append("time kernel is off: ckProfiler will print no timings")
@@ -308,7 +312,8 @@ def build_command(
         applies = quirk_applies(q, nums)
         if applies:
             warnings.append(
-                f"quirk of {legend.op} ({q['file']}:{q['line']}): {q['summary']}; it applies to this shape, so read its results with that in mind"
+                f"quirk of {legend.op} ({q['file']}:{q['line']}): {q['summary']}; "
+                "it applies to this shape, so read its results with that in mind"
             )
     return Command(argv, warnings)
 

@@ -26,8 +26,8 @@ def test_race_stopped(kb, tmp_path, sig):
     shapes.write_text("M,N,K\n49152,3072,768\n2,64,64\n32,64,64\n")  # done, hangs, never run
     out = tmp_path / "race.jsonl"
     proc = start(
-        "race", "gemm", "--dtype", "fp16", "--layout", "mk_nk", "--shapes", shapes, "--profiler", exe,
-        "--out", out, "--db", kb, "--quiet",
+        "race", "gemm", "--dtype", "fp16", "--layout", "mk_nk", "--shapes", shapes,
+        "--profiler", exe, "--out", out, "--db", kb, "--quiet",
         STANDIN_ARGS=str(tmp_path / "args.txt"),
         STANDIN_CHILD=str(child_file),
     )  # fmt: skip

@@ -133,7 +133,10 @@ def test_serve_bounds_sql(shared_server):
     status, body = _get(server, "/kb.json?sql=" + urllib.parse.quote(hostile))
     assert status == 400 and b"too big" in body, body[:300]
     # rows are capped (max_returned_rows), and CSV streaming of everything is off
-    many = "with recursive c(x) as (select 1 union all select x + 1 from c limit 20000) select x from c"
+    many = (
+        "with recursive c(x) as (select 1 union all select x + 1 from c limit 20000) "
+        "select x from c"
+    )
     status, body = _get(server, "/kb.json?sql=" + urllib.parse.quote(many))
     data = json.loads(body)
     assert status == 200 and len(data["rows"]) == 5000 and data["truncated"] is True
