@@ -307,6 +307,16 @@ def races_cmd(race_id, db_path, as_json):
     help="Ingest the bundle into --db when done.",
 )
 @click.option("--quiet", is_flag=True, help="Do not stream ckProfiler's output.")
+@click.option(
+    "--gpus",
+    default=None,
+    help="all | N | i,j,...: one Dask worker per GPU of this host (needs ckkb[fleet]).",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    help="Address of a Dask scheduler whose workers offer GPU=1 (needs ckkb[fleet]).",
+)
 @db_option
 @json_option
 def race_cmd(
@@ -321,6 +331,8 @@ def race_cmd(
     iters,
     do_ingest,
     quiet,
+    gpus,
+    scheduler,
     db_path,
     as_json,
 ):
@@ -334,19 +346,38 @@ def race_cmd(
     shapes = runner.read_shapes(shapes_path)
     out = out or f"race-{op}-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
     echo = None if (quiet or as_json) else (lambda s: (sys.stderr.write(s), sys.stderr.flush()))
-    summary = runner.race(
-        legend,
-        shapes,
-        dtype=dtype,
-        layout=layout,
-        out=out,
-        profiler=profiler,
-        timeout=timeout,
-        warmup=warmup,
-        iters=iters,
-        db=db,
-        echo=echo,
-    )
+    if gpus or scheduler:
+        from ckkb.fleet.cli import race_fleet  # noqa: PLC0415
+
+        summary = race_fleet(
+            legend,
+            shapes,
+            dtype=dtype,
+            layout=layout,
+            out=out,
+            profiler=profiler,
+            timeout=timeout,
+            warmup=warmup,
+            iters=iters,
+            db=db,
+            gpus=gpus,
+            scheduler=scheduler,
+            echo=None if as_json else (lambda s: sys.stderr.write(s)),
+        )
+    else:
+        summary = runner.race(
+            legend,
+            shapes,
+            dtype=dtype,
+            layout=layout,
+            out=out,
+            profiler=profiler,
+            timeout=timeout,
+            warmup=warmup,
+            iters=iters,
+            db=db,
+            echo=echo,
+        )
     db.close()
     result: dict[str, Any] = summary.to_json()
     if do_ingest:

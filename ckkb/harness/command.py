@@ -3,6 +3,7 @@ so that `python -m ckkb.harness` runs it on a GPU host that has only torch, clic
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -18,6 +19,8 @@ def run_command(
     limit: int | None,
     passes: int,
     quiet: bool = False,
+    gpus: str | None = None,
+    scheduler: str | None = None,
 ) -> Path:
     """Read and check the shapes, time them, write the bundle. Returns the bundle path."""
     from ckkb.harness.bundle import write_bundle
@@ -40,6 +43,16 @@ def run_command(
         raise CkkbError(f"--out is a folder: {out_path}")
     if not (out_path.parent if str(out_path.parent) else Path(".")).is_dir():
         raise CkkbError(f"output folder does not exist: {out_path.parent}")
+    if gpus or scheduler:
+        from ckkb.fleet.cli import harness_fleet
+
+        done = harness_fleet(shapes, passes, out_path, gpus, scheduler, quiet)
+        print(
+            f"wrote {out_path}: {done['written']} records from {done['tasks']} tasks "
+            f"({done['failed']} failed) in {done['wall_seconds']} s",
+            file=sys.stderr,
+        )
+        return out_path
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -121,11 +134,22 @@ def run_command(
     help="Passes over the whole shape set (two give the run-to-run spread).",
 )
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def harness_command(shapes_file, from_config, dtype, out, limit, passes, quiet):
+@click.option(
+    "--gpus",
+    default=None,
+    help="all | N | i,j,...: one Dask worker per GPU of this host, results streamed to --out "
+    "(needs ckkb[fleet]).",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    help="Address of a Dask scheduler whose workers offer GPU=1 (needs ckkb[fleet]).",
+)
+def harness_command(shapes_file, from_config, dtype, out, limit, passes, quiet, gpus, scheduler):
     """Time GEMMs warm and cold on this host's GPU, with a roofline; write a bundle for `ckkb ingest`.
 
     Warm: one operand set, back to back (what tuners measure). Cold: operand sets rotated past the
     last-level cache. Each output is verified against an fp32 reference before it is timed.
     Needs torch and a GPU (`pip install 'ckkb[gpu]'`).
     """
-    run_command(shapes_file, from_config, dtype, out, limit, passes, quiet)
+    run_command(shapes_file, from_config, dtype, out, limit, passes, quiet, gpus, scheduler)

@@ -193,8 +193,6 @@ def run_harness(
 ) -> RunResult:
     if dev is None:
         dev = preflight(shapes)
-    import torch
-
     from ckkb.harness import torch_backend as tb
 
     notes: list[str] = []
@@ -215,7 +213,37 @@ def run_harness(
         if progress:
             progress("ceilings")
     ceil = ceilings_from(measured, peaks)
-    common = {
+    common = common_extra(dev, policy, ast.message)
+    backend = tb.TorchBackend(dev)
+    results: list[HarnessResultRow] = []
+    for p in range(1, passes + 1):
+        for s in shapes:
+            results += time_one(
+                s,
+                p,
+                backend=backend,
+                policy=policy,
+                aiter=ast.available,
+                run_id=run_id,
+                dev=dev,
+                ceilings=ceil,
+                peaks=peaks,
+                common=common,
+            )
+            if progress:
+                progress(f"pass {p} {s.label}")
+    host = dev.host()
+    host["clocks_end"] = tb.read_clocks()
+    host["platform"] = platform.platform()
+    ceil_rows = ceiling_rows(run_id, dev, measured)
+    return RunResult(created, host, results, ceil_rows, notes)
+
+
+def common_extra(dev, policy: Policy, aiter_message: str) -> dict[str, Any]:
+    """The methodology every result row of a run carries in `extra`."""
+    from ckkb.harness import torch_backend as tb
+
+    return {
         "torch": dev.torch_version,
         "runtime": dev.runtime,
         "clocks_start": dev.clocks,
@@ -232,50 +260,64 @@ def run_harness(
         "graph_below_us": tb.TorchTimer.GRAPH_BELOW_US,
         "warmup_min_calls": tb.TorchTimer.WARMUP_MIN_CALLS,
         "warmup_min_us": tb.TorchTimer.WARMUP_MIN_US,
-        "aiter": ast.message,
+        "aiter": aiter_message,
     }
-    backend = tb.TorchBackend(dev)
-    results: list[HarnessResultRow] = []
-    for p in range(1, passes + 1):
-        for s in shapes:
-            cands = candidates_for(s, aiter=ast.available)
-            try:
-                ms = time_shape(s, cands, backend, policy)
-            except torch.cuda.OutOfMemoryError as e:
-                ms = [
-                    Measurement(s, c, r, "error", note=f"out of memory: {str(e).splitlines()[0]}")
-                    for c in cands
-                    for r in ("warm", "cold")
-                ]
-                torch.cuda.empty_cache()
-            except Exception as e:  # one shape's failure is recorded; the run goes on
-                first = (str(e).splitlines() or [""])[0]
-                ms = [
-                    Measurement(s, c, r, "error", note=f"{type(e).__name__}: {first}")
-                    for c in cands
-                    for r in ("warm", "cold")
-                ]
-            clk = tb.read_clocks()
-            shape_common = dict(
-                common, sm_mhz_after=clk.get("sm_mhz"), temp_c_after=clk.get("temp_c")
-            )
-            results += rows_for(
-                ms,
-                run_id=run_id,
-                device=dev.name,
-                arch=dev.arch,
-                ceilings=ceil,
-                peaks=peaks,
-                pass_no=p,
-                common=shape_common,
-            )
-            torch.cuda.empty_cache()
-            if progress:
-                progress(f"pass {p} {s.label}")
-    host = dev.host()
-    host["clocks_end"] = tb.read_clocks()
-    host["platform"] = platform.platform()
-    ceil_rows = [
+
+
+def time_one(
+    s: Shape,
+    pass_no: int,
+    *,
+    backend,
+    policy: Policy,
+    aiter: bool,
+    run_id: str,
+    dev,
+    ceilings: Ceilings,
+    peaks: Peaks | None,
+    common: dict[str, Any],
+) -> list[HarnessResultRow]:
+    """One shape, one pass: every candidate in both regimes, as rows. A shape's failure (out of
+    memory, an exception in a candidate) is recorded in its rows; it never stops the run."""
+    import torch
+
+    from ckkb.harness import torch_backend as tb
+
+    cands = candidates_for(s, aiter=aiter)
+    try:
+        ms = time_shape(s, cands, backend, policy)
+    except torch.cuda.OutOfMemoryError as e:
+        ms = [
+            Measurement(s, c, r, "error", note=f"out of memory: {str(e).splitlines()[0]}")
+            for c in cands
+            for r in ("warm", "cold")
+        ]
+        torch.cuda.empty_cache()
+    except Exception as e:  # one shape's failure is recorded; the run goes on
+        first = (str(e).splitlines() or [""])[0]
+        ms = [
+            Measurement(s, c, r, "error", note=f"{type(e).__name__}: {first}")
+            for c in cands
+            for r in ("warm", "cold")
+        ]
+    clk = tb.read_clocks()
+    shape_common = dict(common, sm_mhz_after=clk.get("sm_mhz"), temp_c_after=clk.get("temp_c"))
+    rows = rows_for(
+        ms,
+        run_id=run_id,
+        device=dev.name,
+        arch=dev.arch,
+        ceilings=ceilings,
+        peaks=peaks,
+        pass_no=pass_no,
+        common=shape_common,
+    )
+    torch.cuda.empty_cache()
+    return rows
+
+
+def ceiling_rows(run_id: str, dev, measured: list[dict[str, Any]]) -> list[HarnessCeilingRow]:
+    return [
         HarnessCeilingRow(
             run_id=run_id,
             device=dev.name,
@@ -291,4 +333,3 @@ def run_harness(
         )
         for m in measured
     ]
-    return RunResult(created, host, results, ceil_rows, notes)

@@ -43,6 +43,7 @@ from ckkb import names, procs
 from ckkb.errors import CkkbError
 from ckkb.kb import atomic, lock, validate
 from ckkb.kb import db as kbdb
+from ckkb.kb.ingest_keys import StoredKeys
 from ckkb.kb.schema import INGESTED, TABLES
 from ckkb.log_events import (
     ParseError,
@@ -85,13 +86,17 @@ class Summary:
     rows_added: dict[str, int] = field(default_factory=dict)  # other tables (bundle records)
     errors: list[dict[str, Any]] = field(default_factory=list)
     files: list[dict[str, Any]] = field(default_factory=list)
+    duplicates: int = 0  # records whose key was already stored (ckkb.kb.ingest_keys)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "races_added": self.races_added,
             "results_added": self.results_added,
             "errors": self.errors,
         }
+        if self.duplicates:  # records whose key was stored before (fleet bundles)
+            out["duplicates"] = self.duplicates
+        return out
 
 
 def _now() -> str:
@@ -148,6 +153,7 @@ class _Writer:
         self.error_id = conn.execute("select coalesce(max(id), 0) from ingest_errors").fetchone()[0]
         self.legends: dict[str, Legend | None] = {}
         self.names = _NameParser(db)
+        self.keys = StoredKeys(conn)
         self._rsql = f"insert into race_results ({', '.join(RESULT_COLS)}) values ({', '.join('?' * len(RESULT_COLS))})"
 
     def flush_names(self) -> None:
@@ -481,6 +487,9 @@ def _ingest_bundle(
                     w.add_error(file, sha, lineno, f"{name} record: {'; '.join(bad)}; skipped", s)
                 )
                 continue
+            if "key" in rec and not w.keys.claim(name, rec["key"]):
+                summary.duplicates += 1
+                continue
             if name == "bundle":
                 header = rec
                 kind = f"{rec.get('kind') or 'unknown'}_bundle"
@@ -588,7 +597,10 @@ def _ingest_race_log(
         "failure": rec.get("failure"),
         "exit_code": rec.get("exit_code"),
     }
-    extra: dict[str, Any] = {k: rec[k] for k in ("seconds", "shape", "timeout") if k in rec}
+    keep = ("seconds", "shape", "timeout", "key", "attempts")
+    extra: dict[str, Any] = {k: rec[k] for k in keep if k in rec}
+    if "key" in rec:  # a fleet record: where it ran, for fleet_spread
+        extra["provenance"] = rec.get("host")
     output = rec.get("output") or ""
     if not isinstance(output, str):
         summary.errors.append(w.add_error(file, sha, lineno, "race_log output is not text"))

@@ -190,9 +190,13 @@ class RunResult:
 
 
 def run_once(
-    argv: list[str], timeout: float, echo: Callable[[str], None] | None = None
+    argv: list[str],
+    timeout: float,
+    echo: Callable[[str], None] | None = None,
+    on_spawn: Callable[[int], None] | None = None,
 ) -> RunResult:
-    """Run one ckProfiler command (argv list, no shell, own process group), streaming its output."""
+    """Run one ckProfiler command (argv list, no shell, own process group), streaming its output.
+    `on_spawn(pid)` learns the process group as soon as it exists (the fleet kills it on SIGINT)."""
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.monotonic()
     try:
@@ -207,6 +211,8 @@ def run_once(
         return RunResult(
             argv, "", None, "exit", f"cannot start {argv[0]}: {e.strerror or e}", 0.0, started_at
         )
+    if on_spawn is not None:
+        on_spawn(proc.pid)
     chunks: list[str] = []
 
     def pump() -> None:
@@ -333,6 +339,69 @@ def race(
     if not out.parent.exists():
         raise CkkbError(f"output folder does not exist: {out.parent}")
     # Build every command first: a bad dtype/layout/shape fails before anything runs.
+    plans = plan_race(
+        legend, shapes, dtype=dtype, layout=layout, profiler=exe, db=db, warmup=warmup, iters=iters
+    )
+    facts = host if host is not None else host_facts()
+    summary = RaceSummary(out)
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    # SIGTERM stops a race like Ctrl-C: the running shape's process group is killed, the shapes
+    # already finished stay in the bundle (each record is flushed and fsynced as it ends)
+    def kept() -> str:
+        return f"{len(summary.runs)} finished shape(s) kept in {out}"
+
+    with procs.stop_on_term(kept), open(out, "a", encoding="utf-8") as f:
+        if f.tell() == 0:
+            f.write(
+                json.dumps({"record": "bundle", "kind": "race", "created": created, "host": facts})
+                + "\n"
+            )
+            f.flush()
+        for s, cmd in plans:
+            if echo:
+                echo(f"$ {' '.join(cmd.argv)}\n")
+            r = run_once(cmd.argv, timeout, echo)
+            rec = race_record(legend, s, cmd, r, timeout, facts)
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+            summary.runs.append(
+                {
+                    "M": s.M,
+                    "N": s.N,
+                    "K": s.K,
+                    "status": r.status,
+                    "failure": r.failure,
+                    "exit_code": r.exit_code,
+                    "seconds": round(r.seconds, 3),
+                }
+            )
+            if echo and r.status != "ok":
+                echo(f"ckkb: {legend.op} M={s.M} N={s.N} K={s.K}: {r.status}: {r.failure}\n")
+    return summary
+
+
+def first_is_verify(legend: Legend, argv: list[str]) -> bool:
+    v = legend.by_role().get("verify")
+    if v is None or v["position"] >= len(argv):
+        return False
+    return argv[v["position"]] == "1"
+
+
+def plan_race(
+    legend: Legend,
+    shapes: list[Shape],
+    *,
+    dtype: str,
+    layout: str | None,
+    profiler: str,
+    db,
+    warmup: int = DEFAULT_WARMUP,
+    iters: int = DEFAULT_ITERS,
+) -> list[tuple[Shape, Any]]:
+    """Every shape's command, built before anything runs (a bad dtype, layout or shape fails
+    first). Verification is on for a shape's first run when the knowledge base never raced it."""
     roles = legend.by_role()
     dlabel = (
         code_label(roles["dtype"], resolve_code(roles["dtype"], dtype, "data type")[0])
@@ -365,68 +434,31 @@ def race(
             stride_b=s.stride_b,
             stride_c=s.stride_c,
             kbatch=s.kbatch,
-            profiler=exe,
+            profiler=profiler,
             db=db,
         )
         plans.append((s, cmd))
-    facts = host if host is not None else host_facts()
-    summary = RaceSummary(out)
-    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-    # SIGTERM stops a race like Ctrl-C: the running shape's process group is killed, the shapes
-    # already finished stay in the bundle (each record is flushed and fsynced as it ends)
-    def kept() -> str:
-        return f"{len(summary.runs)} finished shape(s) kept in {out}"
-
-    with procs.stop_on_term(kept), open(out, "a", encoding="utf-8") as f:
-        if f.tell() == 0:
-            f.write(
-                json.dumps({"record": "bundle", "kind": "race", "created": created, "host": facts})
-                + "\n"
-            )
-            f.flush()
-        for s, cmd in plans:
-            if echo:
-                echo(f"$ {' '.join(cmd.argv)}\n")
-            r = run_once(cmd.argv, timeout, echo)
-            rec = {
-                "record": "race_log",
-                "op": legend.op,
-                "argv": [PROFILER] + cmd.argv[1:],
-                "executable": cmd.argv[0],
-                "shape": {"M": s.M, "N": s.N, "K": s.K, "line": s.line},
-                "verification": first_is_verify(legend, cmd.argv),
-                "warnings": cmd.warnings,
-                "output": r.output,
-                "exit_code": r.exit_code,
-                "status": r.status,
-                "failure": r.failure,
-                "seconds": round(r.seconds, 3),
-                "started_at": r.started_at,
-                "timeout": timeout,
-                "host": facts,
-            }
-            f.write(json.dumps(rec) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-            summary.runs.append(
-                {
-                    "M": s.M,
-                    "N": s.N,
-                    "K": s.K,
-                    "status": r.status,
-                    "failure": r.failure,
-                    "exit_code": r.exit_code,
-                    "seconds": round(r.seconds, 3),
-                }
-            )
-            if echo and r.status != "ok":
-                echo(f"ckkb: {legend.op} M={s.M} N={s.N} K={s.K}: {r.status}: {r.failure}\n")
-    return summary
+    return plans
 
 
-def first_is_verify(legend: Legend, argv: list[str]) -> bool:
-    v = legend.by_role().get("verify")
-    if v is None or v["position"] >= len(argv):
-        return False
-    return argv[v["position"]] == "1"
+def race_record(
+    legend: Legend, s: Shape, cmd, r: RunResult, timeout: float, facts: dict[str, Any]
+) -> dict[str, Any]:
+    """The bundle's `race_log` record of one run (see ckkb.kb.ingest for the format)."""
+    return {
+        "record": "race_log",
+        "op": legend.op,
+        "argv": [PROFILER] + cmd.argv[1:],
+        "executable": cmd.argv[0],
+        "shape": {"M": s.M, "N": s.N, "K": s.K, "line": s.line},
+        "verification": first_is_verify(legend, cmd.argv),
+        "warnings": cmd.warnings,
+        "output": r.output,
+        "exit_code": r.exit_code,
+        "status": r.status,
+        "failure": r.failure,
+        "seconds": round(r.seconds, 3),
+        "started_at": r.started_at,
+        "timeout": timeout,
+        "host": facts,
+    }
