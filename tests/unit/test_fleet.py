@@ -14,10 +14,14 @@ log, a second record written apart from the bundle. By M it:
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
 import stat
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -57,7 +61,7 @@ STANDIN = textwrap.dedent(
         if not os.path.exists(marker):
             open(marker, "w").close()
             os.kill(os.getppid(), signal.SIGKILL)
-            time.sleep(30)
+            os._exit(1)
         replay("001.txt")
     elif M == 1:
         print("a_m_k: dim 2, lengths {{1, 64}}, strides {{64, 1}}", flush=True)
@@ -178,3 +182,141 @@ def test_every_shape_once_pinned_and_equal_to_serial(kb, fleet_env, tmp_path):
         db.write_bytes(Path(kb).read_bytes())
         assert ingest(db, [b]).races_added == len(ms)
     assert _results(db_f) == _results(db_s) and len(_results(db_f)) > 100
+
+
+def test_worker_killed_mid_shape_is_requeued(kb, fleet_env, tmp_path):
+    exe, log = fleet_env
+    ms = [49152, 7, 64, 128]
+    out = tmp_path / "fleet.jsonl"
+    code, output = _race(kb, exe, _shapes(tmp_path, ms), out, "--gpus", "0,1")
+    assert code == 0, output
+    starts = [s["M"] for s in _log(log)]
+    # M=7 started twice (its first worker was killed), every other shape once
+    assert sorted(starts) == sorted([*ms, 7])
+    recs = _records(out)
+    assert sorted(r["shape"]["M"] for r in recs) == sorted(ms)
+    assert {r["status"] for r in recs} == {"ok"}
+
+
+def test_profiler_that_always_crashes_is_failed_after_three_tries(kb, fleet_env, tmp_path):
+    exe, log = fleet_env
+    out = tmp_path / "fleet.jsonl"
+    code, output = _race(kb, exe, _shapes(tmp_path, [1, 49152]), out, "--gpus", "0,1")
+    assert code == 0, output
+    assert sorted(s["M"] for s in _log(log)) == [1, 1, 1, 49152]
+    recs = {r["shape"]["M"]: r for r in _records(out)}
+    assert len(_records(out)) == 2
+    assert recs[1]["status"] == "crash" and recs[1]["attempts"] == 3
+    assert recs[1]["failure"] == "profiler crashed 3 times; last: killed by SIGSEGV"
+    assert recs[49152]["status"] == "ok"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_sigint_leaves_no_child_process(kb, fleet_env, tmp_path):
+    exe, log = fleet_env
+    out = tmp_path / "fleet.jsonl"
+    argv = [sys.executable, "-m", "ckkb", "race", "gemm", "--dtype", "fp16", "--layout", "mk_kn"]
+    argv += ["--shapes", str(_shapes(tmp_path, [2, 2, 49152])), "--profiler", str(exe)]
+    argv += ["--db", str(kb), "--out", str(out), "--gpus", "all", "--quiet"]
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        entries = _log(log)
+        if sum(1 for e in entries if e["M"] == -2) == 2:
+            break
+        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the two stand-ins never started")
+    proc.send_signal(signal.SIGINT)
+    try:
+        rc = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the driver did not stop on SIGINT")
+    text = proc.stdout.read().decode() if proc.stdout else ""
+    assert rc == 130, text
+    assert "Traceback" not in text
+    pids = [e["pid"] for e in _log(log)] + [e["ppid"] for e in _log(log) if e["M"] == 2]
+    time.sleep(1.0)
+    assert [p for p in pids if _alive(p)] == []
+    # what had finished is in the bundle, which stays valid: header and whole records only
+    for line in out.read_text().splitlines():
+        json.loads(line)
+
+
+def test_partial_bundle_ingests_and_merged_bundle_adds_nothing(kb, fleet_env, tmp_path):
+    exe, _ = fleet_env
+    out = tmp_path / "fleet.jsonl"
+    code, output = _race(kb, exe, _shapes(tmp_path, [49152, 32, 64]), out, "--gpus", "2")
+    assert code == 0, output
+    lines = out.read_text().splitlines(keepends=True)
+    assert len(lines) == 4
+    partial = tmp_path / "partial.jsonl"  # a run killed while writing its third record
+    partial.write_text(lines[0] + lines[1] + lines[2][: len(lines[2]) // 2])
+    db = tmp_path / "kb.db"
+    db.write_bytes(Path(kb).read_bytes())
+    first = ingest(db, [partial])
+    assert first.races_added == 1
+    assert len(first.errors) == 1 and first.errors[0]["line"] == 3
+    whole = ingest(db, [out])
+    assert (whole.races_added, whole.duplicates, whole.errors) == (2, 1, [])
+    merged = tmp_path / "merged.jsonl"
+    merged.write_text("".join(lines) + "".join(lines[1:]))
+    again = ingest(db, [merged])
+    assert (again.races_added, again.results_added, again.duplicates) == (0, 0, 6)
+
+
+def test_scheduler_address_with_a_local_cluster(kb, fleet_env, tmp_path):
+    from distributed import LocalCluster
+
+    exe, log = fleet_env
+    ms = [49152, 32, 64, 128]
+    out = tmp_path / "fleet.jsonl"
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, resources={"GPU": 1}, dashboard_address=None
+    ) as cluster:
+        code, output = _race(
+            kb, exe, _shapes(tmp_path, ms), out, "--scheduler", cluster.scheduler_address
+        )
+    assert code == 0, output
+    assert sorted(s["M"] for s in _log(log)) == sorted(ms)
+    recs = _records(out)
+    assert sorted(r["shape"]["M"] for r in recs) == sorted(ms)
+    assert len({r["task"]["pid"] for r in recs}) == 2  # both workers took shapes
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster:
+        code, output = _race(
+            kb,
+            exe,
+            _shapes(tmp_path, ms),
+            tmp_path / "x.jsonl",
+            "--scheduler",
+            cluster.scheduler_address,
+        )
+    assert code == 2
+    assert "no worker offers the resource GPU" in output
+
+
+def test_without_dask_one_line_says_what_to_install(kb, fleet_env, tmp_path, monkeypatch):
+    exe, _ = fleet_env
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    code, output = _race(kb, exe, _shapes(tmp_path, [64]), tmp_path / "x.jsonl", "--gpus", "all")
+    assert code == 2
+    lines = [x for x in output.splitlines() if x.strip()]
+    assert lines == [
+        "ckkb: error: --gpus and --scheduler need Dask: pip install 'ckkb[fleet]' "
+        "(dask[distributed])"
+    ]
