@@ -53,10 +53,12 @@ def register_plugin() -> None:
     whether or not the package's entry point is installed."""
     from datasette.plugins import pm
 
-    from ckkb.web import plugin
+    from ckkb.web import fleet, plugin
 
     if not pm.is_registered(plugin) and pm.get_plugin("ckkb") is None:
         pm.register(plugin, name="ckkb")
+    if not pm.is_registered(fleet) and pm.get_plugin("ckkb_fleet") is None:
+        pm.register(fleet, name="ckkb_fleet")  # the fleet_spread chart (ckkb.web.fleet)
 
 
 def make_datasette(

@@ -21,6 +21,7 @@ from ckkb.queries import names as name_queries
 from ckkb.web import app
 from ckkb.web.metadata import canned_queries
 from tests.conftest import SAMPLES
+from tests.fleet_bundles import harness_fleet_bundle
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "web"
 FIXTURE_RACE = FIXTURES / "gemm_universal_bf16_race.txt"  # hand-written, gfx942
@@ -87,6 +88,7 @@ def web_db(request, tmp_path_factory) -> Path:
     assert ingest(path, [FIXTURE_RACE], arch="gfx942").races_added == 1
     assert ingest(path, [FIXTURE_RACE_950], arch="gfx950").races_added == 1
     ingest(path, [_harness_bundle(d / "harness.jsonl")])
+    ingest(path, [harness_fleet_bundle(d / "fleet.jsonl")])  # fleet_spread: 3 GPUs, 1 slow
     return path
 
 
@@ -263,6 +265,16 @@ def _registration_id(get) -> str:
     return str(next(r["registration_id"] for r in rows if r["list_name"] == PART2))
 
 
+def check_fleet_spread(get, rows):
+    # tests/fleet_bundles.py: GPU g2 of node7 is the slow one on both shapes
+    assert sorted((r["gpu"], r["M"]) for r in rows if r["outlier"]) == [("g2", 64), ("g2", 4096)]
+    svg = get("/-/ckkb/chart/fleet-spread.svg", arch="gfx942")
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
+    assert "node7 g2: 2 of 2 rows outliers" in svg.text
+    page = get("/ckkb/fleet_spread", arch="gfx942")
+    assert "/-/ckkb/chart/fleet-spread.svg" in page.text  # the script that puts the chart there
+
+
 CASES = {
     "why_missing": (lambda get: {"tile": "256x224x64", "arch": "gfx950"}, check_why_missing),
     "pool": (lambda get: {"dir": "gemm_universal", "arch": "gfx950"}, check_pool),
@@ -282,6 +294,7 @@ CASES = {
         lambda get: {"registration_id": _registration_id(get)},
         check_names_availability,
     ),
+    "fleet_spread": (lambda get: {"arch": "gfx942", "slack": ""}, check_fleet_spread),
 }
 
 
