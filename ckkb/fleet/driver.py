@@ -32,6 +32,7 @@ from ckkb.fleet.gpus import Gpu, pin_env
 
 ALLOWED_FAILURES = 2  # a shape whose worker dies a third time is recorded as failed
 RETRIES = 2  # a profiler crash is tried three times in all
+WINDOW_PER_GPU, WINDOW_MIN = 4, 64  # jobs submitted ahead: per GPU worker, and at least
 
 
 def require_dask() -> None:
@@ -200,23 +201,41 @@ def run_jobs(
     client, cluster = _connect(scheduler, gpus, runtime)
     bundle = StreamingBundle(out, header)
     outcome = Outcome()
-    futures = []
+    futures: set[Any] = set()  # in flight, for SIGINT
     try:
         client.register_plugin(ChildReaper())
         by_key = {j.key: j for j in jobs}
-        for i, j in enumerate(jobs):
-            futures.append(
-                client.submit(
-                    j.fn,
-                    j.payload,
-                    key=j.key,
-                    resources={"GPU": 1},
-                    retries=RETRIES,
-                    priority=len(jobs) - i,
-                    pure=False,
-                )
+        pending = iter(enumerate(jobs))
+
+        def submit_next() -> Any:
+            nxt = next(pending, None)
+            if nxt is None:
+                return None
+            i, j = nxt
+            fut = client.submit(
+                j.fn,
+                j.payload,
+                key=j.key,
+                resources={"GPU": 1},
+                retries=RETRIES,
+                priority=len(jobs) - i,
+                pure=False,
             )
-        for fut in as_completed(futures):
+            futures.add(fut)
+            return fut
+
+        # A window of jobs in flight, refilled as each finishes: the scheduler holds a few
+        # tasks per GPU, not the whole run (a full race is millions of shapes).
+        gpus_now = sum(
+            1 for w in client.scheduler_info()["workers"].values() if w["resources"].get("GPU")
+        )
+        window = max(WINDOW_MIN, WINDOW_PER_GPU * gpus_now)
+        ac = as_completed([f for f in (submit_next() for _ in range(window)) if f is not None])
+        for fut in ac:
+            nxt = submit_next()
+            if nxt is not None:
+                ac.add(nxt)
+            futures.discard(fut)
             job = by_key[fut.key]
             received = time.time()
             if fut.status == "finished":
@@ -239,7 +258,7 @@ def run_jobs(
                 echo(f"{task.get('worker') or '-'} {job.label}: {status}\n")
             fut.release()
     except KeyboardInterrupt:
-        client.cancel(futures, force=True)
+        client.cancel(list(futures), force=True)
         _reap(client)
         raise
     finally:
