@@ -36,10 +36,17 @@ def race_fleet(
 ):
     """`ckkb race --gpus/--scheduler`: the same commands as a serial race, one task per shape."""
     from ckkb.fleet.jobs import pick_gpus, run_race
+    from ckkb.profiler_cmd import PROFILER
     from ckkb.runner import RaceSummary, plan_race, resolve_profiler
 
     picked, _ = pick_gpus(gpus, scheduler, "race")
-    exe = resolve_profiler(profiler)
+    try:
+        exe = resolve_profiler(profiler)
+    except CkkbError:
+        if not scheduler:
+            raise
+        # the workers may be other hosts: their own PATH finds it there
+        exe = profiler or PROFILER
     path = _out_path(out)
     plans = plan_race(
         legend, shapes, dtype=dtype, layout=layout, profiler=exe, db=db, warmup=warmup, iters=iters
