@@ -7,27 +7,27 @@ from __future__ import annotations
 
 import sqlite3
 
+from ckkb.queries import lookup
+
 # record name -> the table whose `extra` holds its key
 KEYED_TABLES = {"race_log": "races", "harness_results": "harness_results"}
 KEYED_TABLES["harness_ceilings"] = "harness_ceilings"
 
 
 class StoredKeys:
-    """The keys of one ingest: those in the knowledge base (read once per table) and those this
-    ingest has stored so far."""
+    """The keys of one ingest: those in the knowledge base (read once, with the first keyed
+    record) and those this ingest has stored so far."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self.keys: dict[str, set[str]] = {}
+        self.keys: dict[str, set[str]] | None = None
         self.skipped = 0
 
     def _table(self, table: str) -> set[str]:
-        if table not in self.keys:
-            rows = self.conn.execute(
-                f"select json_extract(extra, '$.key') from [{table}] "
-                "where json_extract(extra, '$.key') is not null"
-            ).fetchall()
-            self.keys[table] = {r[0] for r in rows}
+        if self.keys is None:
+            self.keys = {t: set() for t in set(KEYED_TABLES.values())}
+            for t, k in self.conn.execute(lookup("stored_keys")):
+                self.keys[t].add(k)
         return self.keys[table]
 
     def claim(self, record: str, key: object) -> bool:
