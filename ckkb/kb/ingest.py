@@ -741,6 +741,7 @@ def _ingest_locked(db_path, paths, arch, gpu, cu, rocm, command, host) -> Summar
                 summary.results_added,
                 sum(summary.rows_added.values()),
                 len(summary.errors),
+                summary.duplicates,
             )
             if _looks_binary(p):
                 summary.errors.append(
@@ -776,7 +777,8 @@ def _ingest_locked(db_path, paths, arch, gpu, cu, rocm, command, host) -> Summar
             races = summary.races_added - before[0]
             results = summary.results_added - before[1]
             other = sum(summary.rows_added.values()) - before[2]
-            if races == 0 and other == 0:
+            dups = summary.duplicates - before[4]  # every record already stored: not an error
+            if races == 0 and other == 0 and dups == 0:
                 summary.errors.append(
                     {
                         "file": file,
