@@ -321,3 +321,68 @@ def test_without_dask_one_line_says_what_to_install(kb, fleet_env, tmp_path, mon
         "ckkb: error: --gpus and --scheduler need Dask: pip install 'ckkb[fleet]' "
         "(dask[distributed])"
     ]
+
+
+def fake_harness_shape(job: dict) -> dict:
+    """A CPU stand-in for ckkb.fleet.tasks.harness_shape: one record per shape and pass; M=13
+    always raises (an infrastructure error, as a lost CUDA context would)."""
+    s = job["shape"]
+    if s.M == 13:
+        raise RuntimeError("stand-in failure")
+    t0 = time.time()
+    rec = {
+        "record": "harness_results",
+        "M": s.M,
+        "pass_no": job["pass_no"],
+        "key": f"{job['run_id']}|#{job['index']}|{job['pass_no']}",
+    }
+    return {"records": [rec], "task": {"start": t0, "end": time.time(), "worker": os.getpid()}}
+
+
+def test_harness_jobs_pass_order_and_failed_shape(tmp_path, monkeypatch):
+    from distributed import LocalCluster
+
+    from ckkb.fleet import jobs
+    from ckkb.harness.timing import Shape
+
+    shapes = [Shape(m, 64, 64) for m in (16, 13, 32, 48)]
+    js = jobs.harness_jobs(shapes, 2, run_id="r", token="t")
+    for j in js:
+        j.fn = fake_harness_shape
+    out = tmp_path / "h.jsonl"
+    header = {"record": "bundle", "kind": "harness"}
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, resources={"GPU": 1}, dashboard_address=None
+    ) as cluster:
+        res = jobs.run_jobs(js, out, header, scheduler=cluster.scheduler_address)
+    recs = _records(out)
+    ok = [r for r in recs if "extra" not in r]
+    # one worker: every shape of pass 1 ran before any of pass 2
+    by_start = sorted(ok, key=lambda r: r["task"]["start"])
+    assert [(r["pass_no"], r["M"]) for r in by_start] == [
+        (1, 16),
+        (1, 32),
+        (1, 48),
+        (2, 16),
+        (2, 32),
+        (2, 48),
+    ]
+    failed = [r for r in recs if "extra" in r]
+    # M=13 failed in both passes: one error row per candidate and regime, with the cause
+    assert res.failed == 2 and {r["M"] for r in failed} == {13}
+    assert {r["status"] for r in failed} == {"error"}
+    assert {r["extra"]["note"] for r in failed} == {"RuntimeError: stand-in failure"}
+    assert len({r["key"] for r in recs}) == len(recs)
+
+
+def test_harness_gpus_without_torch_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    shapes = tmp_path / "s.csv"
+    shapes.write_text("M,N,K\n64,64,64\n")
+    res = CliRunner().invoke(
+        main, ["harness", "--shapes", str(shapes), "--gpus", "all", "--out", str(tmp_path / "h")]
+    )
+    assert res.exit_code == 3
+    assert res.output.splitlines()[0] == (
+        "ckkb: error: torch is not installed: the harness times GEMMs through torch"
+    )
