@@ -24,9 +24,13 @@ from typing import Any
 from ckkb import __version__
 from ckkb.fleet.gpus import kfd_gpus, pinned_device
 
+# Module-level on purpose: a Dask worker process runs many tasks, and these outlive each one.
+# _CHILDREN: process groups in flight, for kill_children (SIGINT, worker close).
+# _STATE: what a worker reads or measures once (its GPU's provenance; the harness device,
+# backend and ceilings), not again for every shape.
 _CHILDREN: set[int] = set()
 _LOCK = threading.Lock()
-_STATE: dict[str, Any] = {}  # per worker process: provenance, the harness session
+_STATE: dict[str, Any] = {}
 AMDGPU_VERSION = Path("/sys/module/amdgpu/version")
 
 
