@@ -78,8 +78,8 @@ def run_command(
             prog.update(task, advance=1, description=label)
 
         res = run_harness(shapes, passes=passes, progress=step, on_start=on_start, dev=dev)
-    for n in res.notes:
-        err.print(f"note: {n}", highlight=False)
+    for note in res.notes:
+        err.print(f"note: {note}", highlight=False)
     n = write_bundle(out_path, res.created, res.host, [*res.ceilings, *res.results])
     ok = sum(1 for r in res.results if r.status == "ok")
     bad = len(res.results) - ok
