@@ -37,6 +37,7 @@ def run_command(
         p = resolve_config(from_config)
         shapes = read_shapes(p, config=config_name(p), dtypes=dtypes, limit=limit)
     else:
+        assert shapes_file is not None  # exactly one of the two was given (checked above)
         shapes = read_shapes(shapes_file, dtypes=dtypes, limit=limit)
     out_path = Path(out) if out else Path("harness.jsonl")
     if out_path.exists() and out_path.is_dir():
