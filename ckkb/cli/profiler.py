@@ -310,7 +310,8 @@ def races_cmd(race_id, db_path, as_json):
 @click.option(
     "--gpus",
     default=None,
-    help="all | N | i,j,...: one Dask worker per GPU of this host (needs ckkb[fleet]).",
+    help="all | N (the first N) | i,j,... (3, is GPU 3 alone): one Dask worker per GPU of this "
+    "host (needs ckkb[fleet]).",
 )
 @click.option(
     "--scheduler",
@@ -362,7 +363,7 @@ def race_cmd(
             db=db,
             gpus=gpus,
             scheduler=scheduler,
-            echo=None if as_json else (lambda s: sys.stderr.write(s)),
+            echo=None if (as_json or quiet) else (lambda s: sys.stderr.write(s)),
         )
     else:
         summary = runner.race(

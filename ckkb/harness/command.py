@@ -138,8 +138,8 @@ def run_command(
 @click.option(
     "--gpus",
     default=None,
-    help="all | N | i,j,...: one Dask worker per GPU of this host, results streamed to --out "
-    "(needs ckkb[fleet]).",
+    help="all | N (the first N) | i,j,... (3, is GPU 3 alone): one Dask worker per GPU of this "
+    "host, results streamed to --out (needs ckkb[fleet]).",
 )
 @click.option(
     "--scheduler",
