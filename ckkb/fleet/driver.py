@@ -158,7 +158,7 @@ def _connect(scheduler: str | None, gpus: list[Gpu] | None, runtime: str):
             cluster.close()
         raise CkkbError(
             f"--scheduler {scheduler}: no worker offers the resource GPU",
-            hint="start one worker per GPU: HIP_VISIBLE_DEVICES=i dask worker ADDR --resources GPU=1",
+            hint="one worker per GPU: HIP_VISIBLE_DEVICES=i dask worker ADDR --resources GPU=1",
         )
     return client, cluster
 

@@ -47,7 +47,8 @@ STANDIN = textwrap.dedent(
     env = {{k: os.environ.get(k) for k in
            ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CKKB_FLEET_GPU")}}
     with open(os.environ["STANDIN_LOG"], "a") as f:
-        f.write(json.dumps({{"pid": os.getpid(), "ppid": os.getppid(), "M": M, "env": env}}) + "\\n")
+        rec = {{"pid": os.getpid(), "ppid": os.getppid(), "M": M, "env": env}}
+        f.write(json.dumps(rec) + "\\n")
 
     def replay(name):
         for line in open(os.path.join(SAMPLES, name)):
