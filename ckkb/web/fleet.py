@@ -21,6 +21,7 @@ from datasette.utils.asgi import Response
 
 from ckkb import queries
 from ckkb.web import charts
+from ckkb.web.pages import kb_database
 
 QUERY = "fleet_spread"
 ROUTE = "/-/ckkb/chart/fleet-spread.svg"
@@ -53,9 +54,7 @@ def per_gpu(conn: sqlite3.Connection, arch: str, slack: str) -> list[charts.Bar]
 
 
 async def chart_view(datasette, request):
-    from ckkb.web.plugin import _kb_database
-
-    db = _kb_database(datasette, request)
+    db = kb_database(datasette, request)
     if db is None:
         return Response.text("no ckkb knowledge base is being served\n", status=404)
     arch = (request.args.get("arch") or "").strip()
