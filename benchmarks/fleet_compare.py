@@ -1,6 +1,8 @@
 """Compare harness bundles of the same shapes timed in different ways (benchmarks/fleet_h200.py).
 
-    python3 benchmarks/fleet_compare.py benchmarks/results/fleet_h200
+    python3 benchmarks/fleet_compare.py benchmarks/results/fleet_h200 [--base plain]
+
+(`--base gpus1` for a two-GPU call of `fleet_h200.py --modes gpus1,gpus`: one GPU against all.)
 
 Prints, for every bundle against `plain`: how far the same (shape, candidate, regime, pass)
 timing moved (median, p90, max of |x - plain| / plain), beside the run-to-run spread inside one
@@ -59,23 +61,29 @@ def tasks(recs: list[dict]) -> list[dict]:
 
 
 def main() -> int:
-    folder = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results/fleet_h200")
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("folder", nargs="?", default="benchmarks/results/fleet_h200", type=Path)
+    ap.add_argument("--base", default="plain", help="the bundle the others are compared with")
+    a = ap.parse_args()
+    folder = a.folder
     walls = json.loads((folder / "walls.json").read_text())
     bundles = {p.stem: load(p) for p in sorted(folder.glob("*.jsonl"))}
-    plain = timings(bundles["plain"])
+    plain = timings(bundles[a.base])
     p1 = {k[:-1]: v for k, v in plain.items() if k[-1] == 1}
     p2 = {k[:-1]: v for k, v in plain.items() if k[-1] == 2}
-    print(f"{walls['shapes']} shapes x {walls['passes']} passes; {len(plain)} plain timings")
-    print(f"run-to-run inside plain (pass 2 vs pass 1): {stats(diffs(p1, p2))}")
+    print(f"{walls['shapes']} shapes x {walls['passes']} passes; {len(plain)} {a.base} timings")
+    print(f"run-to-run inside {a.base} (pass 2 vs pass 1): {stats(diffs(p1, p2))}")
     print(
-        "| bundle | wall s | vs plain (same pass) | tasks | idle gap per task | task mean | "
+        f"| bundle | wall s | vs {a.base} (same pass) | tasks | idle gap per task | task mean | "
         "gap/task | result received after end |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, recs in bundles.items():
         wall = (walls.get(name) or {}).get("wall_s")
         t = timings(recs)
-        vs = stats(diffs(plain, t)) if name != "plain" else "-"
+        vs = stats(diffs(plain, t)) if name != a.base else "-"
         ts = tasks(recs)
         if ts:
             gaps = [
