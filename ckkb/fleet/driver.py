@@ -118,6 +118,7 @@ def local_cluster(gpus: list[Gpu], runtime: str):
                 "host": "127.0.0.1",
                 "dashboard": False,
                 "silence_logs": logging.ERROR,
+                "preload": ["ckkb.fleet.worker_setup"],  # ignores SIGINT: the driver handles it
             },
         }
         for g in gpus

@@ -224,14 +224,19 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_sigint_leaves_no_child_process(kb, fleet_env, tmp_path):
+@pytest.mark.parametrize("to", ["driver", "group"])
+def test_sigint_leaves_no_child_process(kb, fleet_env, tmp_path, to):
+    """SIGINT to the driver alone, and to its whole process group (Ctrl-C in a terminal, which
+    the local workers receive too)."""
     exe, log = fleet_env
     out = tmp_path / "fleet.jsonl"
     argv = [sys.executable, "-m", "ckkb", "race", "gemm", "--dtype", "fp16", "--layout", "mk_kn"]
     argv += ["--shapes", str(_shapes(tmp_path, [2, 2, 49152])), "--profiler", str(exe)]
     argv += ["--db", str(kb), "--out", str(out), "--gpus", "all", "--quiet"]
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         entries = _log(log)
@@ -242,7 +247,10 @@ def test_sigint_leaves_no_child_process(kb, fleet_env, tmp_path):
     else:
         proc.kill()
         pytest.fail("the two stand-ins never started")
-    proc.send_signal(signal.SIGINT)
+    if to == "group":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGINT)
     try:
         rc = proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
