@@ -38,10 +38,12 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("ckkb.queries", 4),
     ("ckkb.profiler_cmd", 4),
     ("ckkb.kb.ingest", 5),
+    ("ckkb.kb.ingest_keys", 5),  # the result keys ingest skips (reads a lookup)
     ("ckkb.audit", 5),
     ("ckkb.pipeline", 6),
     ("ckkb.harness", 7),
     ("ckkb.runner", 7),
+    ("ckkb.fleet", 7),  # race and harness on a Dask cluster
     ("ckkb.web", 7),
     ("ckkb.cli", 8),
     ("ckkb.__main__", 8),
