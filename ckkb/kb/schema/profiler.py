@@ -1,7 +1,7 @@
 """Tables for the profiler part of the knowledge base (declared with @table; see base.py).
 
 Built (from CK's `profiler/src/`, by ckkb/extract/profiler.py): `profiler_ops`, `profiler_args`,
-`profiler_quirks`. Ingested (ckProfiler logs and race bundles, by ckkb/kb/ingest.py, carried over by
+`profiler_quirks`. Ingested (ckProfiler logs and race bundles, by ckkb/kb/ingest/, carried over by
 every rebuild): `races`, `race_results`, `ingest_errors`.
 """
 
