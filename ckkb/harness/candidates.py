@@ -1,4 +1,5 @@
-"""What to time for a shape: torch candidates on any GPU, aiter's op on a ROCm host where it imports.
+"""What to time for a shape: torch candidates on any GPU, aiter's op on a ROCm host where it
+imports.
 
 `candidates_for` is pure (tests call it); `make_operands` / `make_call` build the device side and
 import torch inside the functions, so `import ckkb.harness` works without torch.
@@ -36,7 +37,8 @@ def aiter_status() -> AiterStatus:
             if getattr(torch.version, "hip", None) is None:
                 _AITER = AiterStatus(
                     False,
-                    "aiter candidates skipped: not a ROCm host (aiter needs ROCm); timing torch candidates only",
+                    "aiter candidates skipped: not a ROCm host (aiter needs ROCm); "
+                    "timing torch candidates only",
                 )
             else:
                 import aiter  # noqa: F401
@@ -45,7 +47,8 @@ def aiter_status() -> AiterStatus:
         except Exception as e:  # ImportError, or aiter's own start-up failing
             _AITER = AiterStatus(
                 False,
-                f"aiter candidates skipped: `import aiter` failed ({type(e).__name__}: {e}); timing torch candidates only",
+                f"aiter candidates skipped: `import aiter` failed ({type(e).__name__}: {e}); "
+                "timing torch candidates only",
             )
     return _AITER
 

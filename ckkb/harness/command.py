@@ -85,7 +85,8 @@ def run_command(
     ok = sum(1 for r in res.results if r.status == "ok")
     bad = len(res.results) - ok
     err.print(
-        f"wrote {out_path}: {n} records ({ok} timed, {bad} not timed) on {res.host['device']} ({res.host['arch']})",
+        f"wrote {out_path}: {n} records ({ok} timed, {bad} not timed) "
+        f"on {res.host['device']} ({res.host['arch']})",
         highlight=False,
     )
     for c in res.ceilings:
@@ -94,7 +95,8 @@ def run_command(
         burst = c.extra.get("burst_us")
         b = f"; burst {burst:.1f} us" if burst else ""
         err.print(
-            f"ceiling {c.what} {c.size}: harness {c.us:.1f} us ({c.value:.0f} {c.unit}), do_bench {db}, ratio {ratio}{b}",
+            f"ceiling {c.what} {c.size}: harness {c.us:.1f} us ({c.value:.0f} {c.unit}), "
+            f"do_bench {db}, ratio {ratio}{b}",
             highlight=False,
         )
     return out_path
@@ -113,7 +115,8 @@ def run_command(
     "from_config",
     type=click.Path(dir_okay=False),
     default=None,
-    help="An aiter tuned/untuned GEMM config CSV (a path, or a name under the installed aiter's configs/, e.g. bf16_tuned_gemm.csv); its rows' M,N,K and dtype are timed.",
+    help="An aiter tuned/untuned GEMM config CSV (a path, or a name under the installed aiter's "
+    "configs/, e.g. bf16_tuned_gemm.csv); its rows' M,N,K and dtype are timed.",
 )
 @click.option(
     "--dtype",
@@ -147,7 +150,8 @@ def run_command(
     help="Address of a Dask scheduler whose workers offer GPU=1 (needs ckkb[fleet]).",
 )
 def harness_command(shapes_file, from_config, dtype, out, limit, passes, quiet, gpus, scheduler):
-    """Time GEMMs warm and cold on this host's GPU, with a roofline; write a bundle for `ckkb ingest`.
+    """Time GEMMs warm and cold on this host's GPU, with a roofline; write a bundle for
+    `ckkb ingest`.
 
     Warm: one operand set, back to back (what tuners measure). Cold: operand sets rotated past the
     last-level cache. Each output is verified against an fp32 reference before it is timed.

@@ -62,7 +62,8 @@ PEAKS: dict[str, Peaks] = {
     # 2516.6 TFLOPS dense, FP8 5033.2 TFLOPS dense, 8 TB/s HBM3E, 256 MB AMD Infinity Cache.
     "MI355X": Peaks("MI355X", 2516.6, 5033.2, 8000.0, 256 * MB, "MALL (Infinity Cache)"),
     # NVIDIA H100 Tensor Core GPU data sheet, SXM column: BF16 1979 TFLOPS and FP8 3958 TFLOPS
-    # "with sparsity" (dense: half), 3.35 TB/s HBM3; 50 MB L2 (NVIDIA Hopper architecture whitepaper).
+    # "with sparsity" (dense: half), 3.35 TB/s HBM3; 50 MB L2 (NVIDIA Hopper architecture
+    # whitepaper).
     "H100 SXM": Peaks("H100 SXM", 989.4, 1978.9, 3350.0, 50 * MB, "L2"),
     # NVIDIA H200 Tensor Core GPU data sheet, SXM column: BF16 1979 TFLOPS and FP8 3958 TFLOPS
     # "with sparsity" (dense: half, the same as H100), 4.8 TB/s HBM3e, 141 GB; 60 MB L2 as the

@@ -31,7 +31,8 @@ _DTYPE_ALIASES = {
 
 
 def parse_dtype(text: str) -> str | None:
-    """bf16 | fp16 | fp8 for the spellings aiter's configs use; None for what the harness can't time."""
+    """bf16 | fp16 | fp8 for the spellings aiter's configs use; None for what the harness can't
+    time."""
     t = text.strip().lower()
     if t in _DTYPE_ALIASES:
         return _DTYPE_ALIASES[t]
@@ -178,7 +179,8 @@ def read_shapes(
 
 def resolve_config(name: str | Path) -> Path:
     """A config path as given, else the same name under the default aiter tree's configs dir
-    (`--from-config bf16_tuned_gemm.csv`, `--from-config model_configs/llama70B_untuned_gemm_bf16.csv`)."""
+    (`--from-config bf16_tuned_gemm.csv`,
+    `--from-config model_configs/llama70B_untuned_gemm_bf16.csv`)."""
     p = Path(name)
     if p.exists() or p.is_absolute():
         return p

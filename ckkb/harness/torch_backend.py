@@ -324,7 +324,9 @@ def compare_with_do_bench(
             "spread": max(spreads),
             "settle_calls": n_settle,
             "window_ms": window_ms,
-            "do_bench": f"triton.testing.do_bench(warmup=25, rep={window_ms}, return_mode='median')",
+            "do_bench": (
+                f"triton.testing.do_bench(warmup=25, rep={window_ms}, return_mode='median')"
+            ),
             "burst_us": burst,
             "burst_spread": burst_spread,
             "sm_mhz_after_rounds": clocks,

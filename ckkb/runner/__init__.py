@@ -311,7 +311,8 @@ def resolve_profiler(profiler: str | None) -> str:
     if found is None:
         raise CkkbError(
             f"{p} is not on PATH",
-            hint="install ckProfiler (apt package composablekernel-ckprofiler) or pass --profiler PATH",
+            hint="install ckProfiler (apt package composablekernel-ckprofiler) "
+            "or pass --profiler PATH",
         )
     return found
 

@@ -1,4 +1,5 @@
-"""Harness bundles: the writer, the round trip through `ckkb ingest`, the views and the real H200 bundle."""
+"""Harness bundles: the writer, the round trip through `ckkb ingest`, the views and the real H200
+bundle."""
 
 from __future__ import annotations
 
@@ -223,7 +224,8 @@ def _add_config_row(db, **kw):
     row.update(kw)
     c = sqlite3.connect(db)
     c.execute(
-        f"insert into aiter_config_rows ({', '.join('[' + k + ']' for k in row)}) values ({', '.join('?' * len(row))})",
+        f"insert into aiter_config_rows ({', '.join('[' + k + ']' for k in row)}) "
+        f"values ({', '.join('?' * len(row))})",
         list(row.values()),
     )
     c.commit()
@@ -300,7 +302,8 @@ def test_real_bundle_header_and_coverage(real_db):
     cov = _db_rows(
         real_db,
         "select count(*) n, sum(status = 'ok') ok, count(distinct pass_no) passes, "
-        "count(distinct regime) regimes, sum(method = 'graph') graphs, sum(method = 'events') ev from harness_results",
+        "count(distinct regime) regimes, sum(method = 'graph') graphs, "
+        "sum(method = 'events') ev from harness_results",
     )[0]
     assert cov["n"] == cov["ok"] == 504 and cov["passes"] == 2 and cov["regimes"] == 2
     assert cov["graphs"] > 0 and cov["ev"] > 0
@@ -334,7 +337,8 @@ def test_real_warm_vs_cold(real_db):
     # a 41 MiB shape (fits the 60 MiB L2) is much faster warm than cold ...
     r = _db_rows(
         real_db,
-        "select * from harness_warm_cold where M = 64 and N = 2560 and K = 8192 and candidate = 'torch.linear' and pass_no = 1",
+        "select * from harness_warm_cold where M = 64 and N = 2560 and K = 8192 "
+        "and candidate = 'torch.linear' and pass_no = 1",
     )[0]
     assert r["cold_over_warm"] > 1.15 and r["cold_buffers"] >= 3
     assert (
@@ -342,7 +346,8 @@ def test_real_warm_vs_cold(real_db):
         * json.loads(
             _db_rows(
                 real_db,
-                "select extra from harness_results where M = 64 and N = 2560 and K = 8192 and regime = 'cold' limit 1",
+                "select extra from harness_results where M = 64 and N = 2560 and K = 8192 "
+                "and regime = 'cold' limit 1",
             )[0]["extra"]
         )["set_bytes"]
         > 60 * 2**20
@@ -350,7 +355,8 @@ def test_real_warm_vs_cold(real_db):
     # ... while a 256 MiB weight read (far larger than the L2) is the same either way
     r = _db_rows(
         real_db,
-        "select * from harness_warm_cold where M = 1 and N = 8192 and K = 8192 and candidate = 'torch.linear' and pass_no = 1",
+        "select * from harness_warm_cold where M = 1 and N = 8192 and K = 8192 "
+        "and candidate = 'torch.linear' and pass_no = 1",
     )[0]
     assert abs(r["cold_over_warm"] - 1) < 0.03
     assert r["bound"] == "memory" and r["cold_pct_of_bound"] > 80
@@ -359,7 +365,8 @@ def test_real_warm_vs_cold(real_db):
 def test_real_compute_bound_shapes_reach_most_of_the_ceiling(real_db):
     rows = _db_rows(
         real_db,
-        "select pct_of_bound, tflops from harness_results where dtype = 'bf16' and M >= 1024 and bound = 'compute' and N >= 4096 and K >= 4096",
+        "select pct_of_bound, tflops from harness_results where dtype = 'bf16' and M >= 1024 "
+        "and bound = 'compute' and N >= 4096 and K >= 4096",
     )
     assert (
         rows and min(r["pct_of_bound"] for r in rows) > 70 and max(r["tflops"] for r in rows) > 650
@@ -371,7 +378,8 @@ def test_real_run_to_run_spread_is_small(real_db):
         real_db,
         """
         select abs(b.us - a.us) / a.us d from harness_results a join harness_results b
-          on a.M = b.M and a.N = b.N and a.K = b.K and a.dtype = b.dtype and a.candidate = b.candidate
+          on a.M = b.M and a.N = b.N and a.K = b.K and a.dtype = b.dtype"""
+        """ and a.candidate = b.candidate
          and a.regime = b.regime and a.pass_no = 1 and b.pass_no = 2""",
     )
     d = sorted(r["d"] for r in rows)

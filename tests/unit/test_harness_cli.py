@@ -1,4 +1,5 @@
-"""`ckkb harness`: shapes from CSVs and aiter configs, and every refusal as one line, nothing written."""
+"""`ckkb harness`: shapes from CSVs and aiter configs, and every refusal as one line, nothing
+written."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ def test_any_positive_shapes_round_trip(tmp_path, dims):
     assert [(s.M, s.N, s.K) for s in read_shapes(p)] == dims
 
 
-# ----- the command: refusals, one line each, nothing written ------------------------------------------
+# ----- the command: refusals, one line each, nothing written ---------------------------------
 
 
 def _one_line_error(res, text):
@@ -231,7 +232,8 @@ def test_harness_package_imports_without_torch():
 
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import ckkb.harness.roofline, ckkb.harness.timing, ckkb.harness.candidates, ckkb.harness.shapes\n"
+        "import ckkb.harness.roofline, ckkb.harness.timing, ckkb.harness.candidates, "
+        "ckkb.harness.shapes\n"
         "import ckkb.harness.bundle, ckkb.harness.run, ckkb.harness.command, ckkb.cli.harness\n"
         "print('ok')\n"
     )
