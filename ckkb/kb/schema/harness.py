@@ -8,7 +8,7 @@ record whose `record` field names one of these tables, column by column. The ait
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ckkb.kb.schema.base import INGESTED, col, table
 
@@ -23,6 +23,9 @@ from ckkb.kb.schema.base import INGESTED, col, table
 )
 @dataclass(kw_only=True, slots=True)
 class HarnessResultRow:
+    if TYPE_CHECKING:  # @table sets it at run time; not a dataclass field
+        __table__: ClassVar[str]
+
     run_id: str = col(
         "id of the harness run (bundle creation time and host); rows of one run share it"
     )
@@ -93,6 +96,9 @@ class HarnessResultRow:
 )
 @dataclass(kw_only=True, slots=True)
 class HarnessCeilingRow:
+    if TYPE_CHECKING:  # @table sets it at run time; not a dataclass field
+        __table__: ClassVar[str]
+
     run_id: str = col("id of the harness run; matches harness_results.run_id")
     device: str = col("device name")
     arch: str = col("gfx arch or sm_XY compute capability")
