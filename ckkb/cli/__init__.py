@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import sqlite3
 import sys
+from typing import Any
 
 import click
 
@@ -50,7 +51,8 @@ class CkkbGroup(click.Group):
             importlib.import_module(COMMANDS[name]).register(self)
         return self.commands.get(name)
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
+
         try:
             return super().invoke(ctx)
         except CkkbError as e:

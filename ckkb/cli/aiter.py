@@ -45,7 +45,15 @@ from ckkb.errors import CkkbError
     help="Knowledge base for the rules that need one (baselines, CK gates); default $CKKB_DB, else "
     "db/ckkb.db. When it does not exist those rules are reported as skipped, never passed.",
 )
-def audit_cmd(csvs, aiter_path, arch, env_file, fmt, fail_on, db_path):
+def audit_cmd(
+    csvs: tuple[str, ...],
+    aiter_path: str | None,
+    arch: str | None,
+    env_file: str | None,
+    fmt: str,
+    fail_on: str,
+    db_path: str | None,
+) -> None:
     """Audit aiter tuned/untuned config CSVs (default: the aiter tree's own configs).
 
     Each finding has a rule id, severity, file, line, message and evidence. Exit 1 when a finding
@@ -68,7 +76,7 @@ def audit_cmd(csvs, aiter_path, arch, env_file, fmt, fail_on, db_path):
 
 
 @click.group("aiter")
-def aiter_group():
+def aiter_group() -> None:
     """aiter's kernel lists, tuned configs and runtime merge."""
 
 
@@ -84,7 +92,7 @@ def _ctx(aiter_path: str | None, env_file: str | None = None, tables: bool = Tru
     return ctx
 
 
-def find_op(ctx, op: str):
+def find_op(ctx: Any, op: str) -> Any:
     want = op.lower().removeprefix("aiter_config_")
     for rc in ctx.runtime:
         if want in (rc.op, (rc.tuned_name or "").lower(), rc.env_var.lower()):
@@ -104,7 +112,7 @@ def find_op(ctx, op: str):
     help="Shell/env file setting AITER_CONFIG_<OP>.",
 )
 @json_option
-def merge_cmd(op, aiter_path, env_file, as_json):
+def merge_cmd(op: str, aiter_path: str | None, env_file: str | None, as_json: bool) -> None:
     """Preview what the runtime loads for OP (such as gemm_a8w8_blockscale): files, merged rows,
     losers."""
     from ckkb.audit.rules_keys import merge_preview
@@ -149,7 +157,7 @@ def merge_cmd(op, aiter_path, env_file, as_json):
 @aiter_group.command("summary")
 @aiter_option
 @json_option
-def summary_cmd(aiter_path, as_json):
+def summary_cmd(aiter_path: str | None, as_json: bool) -> None:
     """Kernel lists, kernel ids and tuned rows per op."""
     from ckkb.audit.summary import summary
 

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from ckkb import pipeline, settings, sources
 from ckkb.cli import checks
@@ -37,7 +44,15 @@ def _trees(
     help="Worker processes (default: $CKKB_JOBS or one per core).",
 )
 @json_option
-def build_cmd(ck_path, aiter_path, no_aiter, db_path, force, jobs, as_json):
+def build_cmd(
+    ck_path: str | None,
+    aiter_path: str | None,
+    no_aiter: bool,
+    db_path: str | None,
+    force: bool,
+    jobs: int | None,
+    as_json: bool,
+) -> None:
     """Read the CK (and aiter) source trees into the knowledge base.
 
     Atomic: a failed or interrupted build leaves the previous database untouched. Ingested
@@ -54,7 +69,7 @@ def build_cmd(ck_path, aiter_path, no_aiter, db_path, force, jobs, as_json):
         transient=True,
         disable=as_json,
     ) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(phase: str, done: int, total: int) -> None:
             if phase not in tasks:
@@ -117,7 +132,7 @@ def build_cmd(ck_path, aiter_path, no_aiter, db_path, force, jobs, as_json):
 
 
 @click.command("schema")
-def schema_cmd():
+def schema_cmd() -> None:
     """Print the knowledge-base schema (tables, columns, meanings) as Markdown."""
     click.echo(schema_markdown(), nl=False)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import click
+import sqlite_utils
 from rich.table import Table
 
 from ckkb import settings
@@ -17,7 +18,7 @@ from ckkb.queries import ck as q
 from ckkb.sources import CK_INSTANCE_DIR
 
 
-def _db(db_path):
+def _db(db_path: str | None) -> sqlite_utils.Database:
     return open_db(settings.db_path(db_path), readonly=True)
 
 
@@ -53,7 +54,7 @@ def _tile(fields: dict) -> str:
 @arch_option
 @db_option
 @json_option
-def gates_cmd(kind, arch, db_path, as_json):
+def gates_cmd(kind: str | None, arch: str | None, db_path: str | None, as_json: bool) -> None:
     """Guards around instance registrations, per directory under gpu/.
 
     `exclude`: the guarded adds do not happen on the arch; `only`: they happen only there.
@@ -91,7 +92,14 @@ def gates_cmd(kind, arch, db_path, as_json):
 @click.option("--limit", type=checks.COUNT, default=None, help="At most this many instances.")
 @db_option
 @json_option
-def instances_cmd(dir_, where, arch, limit, db_path, as_json):
+def instances_cmd(
+    dir_: str | None,
+    where: tuple[str, ...],
+    arch: str | None,
+    limit: int | None,
+    db_path: str | None,
+    as_json: bool,
+) -> None:
     """Instances of CK's instance lists, with the add functions that register them."""
     res = q.instances(_db(db_path), dir_, where, arch, limit)
     if as_json:
@@ -144,7 +152,14 @@ def instances_cmd(dir_, where, arch, limit, db_path, as_json):
 @arch_option
 @db_option
 @json_option
-def why_cmd(tile, where, dir_, arch, db_path, as_json):
+def why_cmd(
+    tile: str | None,
+    where: tuple[str, ...],
+    dir_: str | None,
+    arch: str | None,
+    db_path: str | None,
+    as_json: bool,
+) -> None:
     """Is an instance registered on ARCH, and if not, which file:line removes it?"""
     res = q.why(_db(db_path), tile, where, arch, dir_)
     if as_json:
@@ -218,7 +233,7 @@ def why_cmd(tile, where, dir_, arch, db_path, as_json):
 )
 @db_option
 @json_option
-def pool_cmd(dir_, dtype, db_path, as_json):
+def pool_cmd(dir_: str, dtype: str, db_path: str | None, as_json: bool) -> None:
     """Per-arch counts of available (instance, registration) pairs per layout."""
     res = q.pool_counts(_db(db_path), dir_, dtype)
     if as_json:

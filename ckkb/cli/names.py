@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import click
 from rich.markup import escape
@@ -18,7 +19,7 @@ from ckkb.queries import names as name_queries
 STDIN_LIMIT = 64 * 1024 * 1024  # read at most this much from standard input
 
 
-def read_stdin_names(stream=None) -> list[str]:
+def read_stdin_names(stream: BinaryIO | None = None) -> list[str]:
     """One name per line from standard input (bytes; invalid UTF-8 becomes an error per line)."""
     data = (stream or sys.stdin.buffer).read(STDIN_LIMIT + 1)
     if len(data) > STDIN_LIMIT:
@@ -91,7 +92,7 @@ def _show(p: names.ParsedName) -> None:
 @click.argument("name_args", metavar="NAME...", nargs=-1, required=True)
 @db_option
 @json_option
-def parse_cmd(name_args, db_path, as_json):
+def parse_cmd(name_args: tuple[str, ...], db_path: str | None, as_json: bool) -> None:
     """Parse printed instance names (what ckProfiler prints) into op, fields, args and properties.
 
     `-` reads names from standard input, one per line. Fields use CK's template parameter names,
@@ -124,7 +125,7 @@ def parse_cmd(name_args, db_path, as_json):
 )
 @db_option
 @json_option
-def locate_cmd(name, dtype, db_path, as_json):
+def locate_cmd(name: str, dtype: str | None, db_path: str | None, as_json: bool) -> None:
     """Find the instance-list entry (file:line), registrations and per-arch availability of a
     printed name."""
     path = settings.db_path(db_path)
@@ -209,14 +210,14 @@ def _show_locate(out: dict) -> None:
 
 
 @click.group("names")
-def names_group():
+def names_group() -> None:
     """Instance-name schemas read from the CK source."""
 
 
 @names_group.command("coverage")
 @db_option
 @json_option
-def coverage_cmd(db_path, as_json):
+def coverage_cmd(db_path: str | None, as_json: bool) -> None:
     """How many GetTypeString() implementations have a name schema; those that do not, and why."""
     db = kbdb.open_db(Path(settings.db_path(db_path)), readonly=True)
     try:

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import click
+import sqlite_utils
 from rich.markup import escape
 
 from ckkb import settings
@@ -21,7 +22,7 @@ from ckkb.queries import sql
 from ckkb.queries.profiler import RACE_KEYS, legend_json, list_ops, load_legend, races_json
 
 
-def _open(db_path, readonly=True):
+def _open(db_path: str | None, readonly: bool = True) -> sqlite_utils.Database:
     return kbdb.open_db(settings.db_path(db_path), readonly=readonly)
 
 
@@ -29,7 +30,7 @@ def _open(db_path, readonly=True):
 
 
 @click.group("profiler")
-def profiler_group():
+def profiler_group() -> None:
     """ckProfiler's ops, their legends, and commands built from them."""
 
 
@@ -37,7 +38,7 @@ def profiler_group():
 @click.option("--gemm", "gemm_only", is_flag=True, help="Only GEMM-family ops.")
 @db_option
 @json_option
-def ops_cmd(gemm_only, db_path, as_json):
+def ops_cmd(gemm_only: bool, db_path: str | None, as_json: bool) -> None:
     """Every op ckProfiler registers (REGISTER_PROFILER_OPERATION in CK's profiler/src)."""
     db = _open(db_path)
     ops = [o for o in list_ops(db) if o["gemm_family"] or not gemm_only]
@@ -57,7 +58,7 @@ def ops_cmd(gemm_only, db_path, as_json):
 @click.argument("op")
 @db_option
 @json_option
-def legend_cmd(op, db_path, as_json):
+def legend_cmd(op: str, db_path: str | None, as_json: bool) -> None:
     """An op's positional legend (arg1..argN) with its code tables, as its usage text prints it."""
     db = _open(db_path)
     lg = legend_json(db, op)
@@ -143,27 +144,27 @@ def legend_cmd(op, db_path, as_json):
 @db_option
 @json_option
 def cmd_cmd(
-    op,
-    dtype,
-    layout,
-    M,
-    N,
-    K,
-    verify,
-    init,
-    log,
-    time_kernel,
-    warmup,
-    iters,
-    stride_a,
-    stride_b,
-    stride_c,
-    kbatch,
-    rotating,
-    profiler,
-    db_path,
-    as_json,
-):
+    op: str,
+    dtype: str,
+    layout: str | None,
+    M: int,
+    N: int,
+    K: int,
+    verify: bool,
+    init: str,
+    log: bool,
+    time_kernel: bool,
+    warmup: int | None,
+    iters: int | None,
+    stride_a: int | None,
+    stride_b: int | None,
+    stride_c: int | None,
+    kbatch: int | None,
+    rotating: int | None,
+    profiler: str,
+    db_path: str | None,
+    as_json: bool,
+) -> None:
     """The exact ckProfiler argv for OP, built from its legend, and the checklist warnings."""
     db = _open(db_path)
     cmd = build_command(
@@ -207,7 +208,17 @@ def cmd_cmd(
 )
 @db_option
 @json_option
-def ingest_cmd(logs, arch, gpu, cu, rocm, host, command, db_path, as_json):
+def ingest_cmd(
+    logs: tuple[str, ...],
+    arch: str | None,
+    gpu: str | None,
+    cu: int | None,
+    rocm: str | None,
+    host: str | None,
+    command: str | None,
+    db_path: str | None,
+    as_json: bool,
+) -> None:
     """Store ckProfiler logs and race/harness bundles (re-ingesting the same file adds nothing)."""
     from ckkb.kb.ingest import ingest  # noqa: PLC0415
 
@@ -253,7 +264,7 @@ def ingest_cmd(logs, arch, gpu, cu, rocm, host, command, db_path, as_json):
 @click.option("--id", "race_id", type=checks.ROW_ID, default=None, help="Only this race.")
 @db_option
 @json_option
-def races_cmd(race_id, db_path, as_json):
+def races_cmd(race_id: int | None, db_path: str | None, as_json: bool) -> None:
     """Per race: instances timed vs registered for its arch, best, worst, spread and winner."""
     db = _open(db_path)
     data = races_json(db, race_id)
@@ -274,6 +285,15 @@ def races_cmd(race_id, db_path, as_json):
         console.print(
             f"{len(moves)} shape/arch pair(s) where the winner moved (canned query winner_moves)"
         )
+
+
+def _echo(s: str) -> None:
+    sys.stderr.write(s)
+
+
+def _echo_flushed(s: str) -> None:
+    sys.stderr.write(s)
+    sys.stderr.flush()
 
 
 @click.command("race")
@@ -321,22 +341,22 @@ def races_cmd(race_id, db_path, as_json):
 @db_option
 @json_option
 def race_cmd(
-    op,
-    dtype,
-    layout,
-    shapes_path,
-    profiler,
-    timeout,
-    out,
-    warmup,
-    iters,
-    do_ingest,
-    quiet,
-    gpus,
-    scheduler,
-    db_path,
-    as_json,
-):
+    op: str,
+    dtype: str,
+    layout: str | None,
+    shapes_path: str,
+    profiler: str | None,
+    timeout: float,
+    out: str | None,
+    warmup: int,
+    iters: int,
+    do_ingest: bool,
+    quiet: bool,
+    gpus: str | None,
+    scheduler: str | None,
+    db_path: str | None,
+    as_json: bool,
+) -> None:
     """Run ckProfiler OP once per shape and write a portable bundle (`ckkb ingest` merges it)."""
     from ckkb import runner  # noqa: PLC0415
 
@@ -346,7 +366,7 @@ def race_cmd(
     legend = load_legend(db, op)
     shapes = runner.read_shapes(shapes_path)
     out = out or f"race-{op}-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
-    echo = None if (quiet or as_json) else (lambda s: (sys.stderr.write(s), sys.stderr.flush()))
+    echo = None if (quiet or as_json) else _echo_flushed
     if gpus or scheduler:
         from ckkb.fleet.cli import race_fleet  # noqa: PLC0415
 
@@ -363,7 +383,7 @@ def race_cmd(
             db=db,
             gpus=gpus,
             scheduler=scheduler,
-            echo=None if (as_json or quiet) else (lambda s: sys.stderr.write(s)),
+            echo=None if (as_json or quiet) else _echo,
         )
     else:
         summary = runner.race(

@@ -5,10 +5,12 @@ A test regenerates it and fails when the committed page drifts from the code.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import click
 
 
-def _walk(cmd: click.Command, path: list[str]):
+def _walk(cmd: click.Command, path: list[str]) -> Iterator[tuple[list[str], click.Command]]:
     yield path, cmd
     if isinstance(cmd, click.Group):
         for name in sorted(cmd.commands):

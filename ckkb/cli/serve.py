@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ckkb import settings
@@ -41,7 +43,9 @@ from ckkb.web import app
     help="Open the file immutable (no locking, a little faster). Only for a file nothing writes "
     "to (a copy, a read-only mount): an ingest or build into it breaks the server.",
 )
-def serve_cmd(db_path, host, port, time_limit_ms, immutable):
+def serve_cmd(
+    db_path: str | None, host: str, port: int, time_limit_ms: int, immutable: bool
+) -> None:
     """Serve the knowledge base with Datasette: tables, canned queries (why_missing, pool,
     gate_census, ...), explain pages for instances (/-/ckkb/instance/ID) and charts (/-/ckkb).
 
@@ -53,7 +57,7 @@ def serve_cmd(db_path, host, port, time_limit_ms, immutable):
     """
     path = app.check_db(settings.db_path(db_path))
 
-    def ready(ds):
+    def ready(ds: Any) -> None:
         shown = "[" + host + "]" if ":" in host else host
         click.echo(
             f"ckkb: serving {path} read-only at http://{shown}:{port}/ (Ctrl-C to stop)", err=True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, overload
 
 from ckkb.errors import CkkbError
 from ckkb.kb import db as kbdb
@@ -28,6 +28,10 @@ RACE_KEYS = (
 )
 
 
+@overload
+def load_legend(db: Any, op: str, *, required: Literal[True] = True) -> Legend: ...
+@overload
+def load_legend(db: Any, op: str, *, required: bool) -> Legend | None: ...
 def load_legend(db: Any, op: str, *, required: bool = True) -> Legend | None:
     """An op's legend; an unknown op is an error naming the close ones (None if not required)."""
     if "profiler_ops" not in db.table_names():
