@@ -12,12 +12,16 @@ and plugin loaded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckkb.errors import CkkbError
 from ckkb.kb.db import open_db
 from ckkb.web.metadata import build_metadata
+
+if TYPE_CHECKING:
+    from datasette.app import Datasette
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8001
@@ -67,7 +71,7 @@ def make_datasette(
     time_limit_ms: int | None = None,
     settings: dict[str, Any] | None = None,
     immutable: bool = False,
-):
+) -> Datasette:
     """A Datasette instance serving the knowledge base read-only (not started)."""
     from datasette.app import Datasette
 
@@ -119,7 +123,7 @@ def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     time_limit_ms: int | None = None,
-    on_ready=None,
+    on_ready: Callable[[Any], None] | None = None,
     immutable: bool = False,
 ) -> None:
     """Run the server until interrupted (uvicorn, as `datasette serve` does)."""

@@ -103,7 +103,10 @@ def _is_race_summary(row: Any) -> bool:
     return {"id", "winner", "spread", "best", "worst"} <= _keys(row)
 
 
-def _links(row: Any, value: Any, column: str, table: str | None, database: str, ds: Any):
+def _links(
+    row: Any, value: Any, column: str, table: str | None, database: str, ds: Any
+) -> markupsafe.Markup | None:
+
     if table == "instances" and column == "id" and isinstance(value, int):
         # the row page's id cell (on the table page Datasette links it to the row itself)
         return _link(

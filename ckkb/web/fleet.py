@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import sqlite3
 import statistics
+from typing import Any
 from urllib.parse import urlencode
 
 from datasette import hookimpl
-from datasette.utils.asgi import Response
+from datasette.utils.asgi import Request, Response
 
 from ckkb import queries
 from ckkb.web import charts
@@ -53,7 +54,7 @@ def per_gpu(conn: sqlite3.Connection, arch: str, slack: str) -> list[charts.Bar]
     return bars
 
 
-async def chart_view(datasette, request):
+async def chart_view(datasette: Any, request: Request) -> Response:
     db = kb_database(datasette, request)
     if db is None:
         return Response.text("no ckkb knowledge base is being served\n", status=404)
@@ -88,17 +89,26 @@ SCRIPT = """
 
 
 @hookimpl
-def register_routes(datasette):
+def register_routes(datasette: Any) -> list[tuple[str, Any]]:
     return [(r"^/-/ckkb/chart/fleet-spread\.svg$", chart_view)]
 
 
 @hookimpl
-def extra_body_script(template, database, table, columns, view_name, request, datasette):
+def extra_body_script(
+    template: str,
+    database: str | None,
+    table: str | None,
+    columns: list[str] | None,
+    view_name: str,
+    request: Request | None,
+    datasette: Any,
+) -> str | None:
     if request is None or not request.path.rstrip("/").endswith(f"/{QUERY}"):
         return None
     url = datasette.urls.path(ROUTE)
     return SCRIPT % {"url": repr(url)}
 
 
-def chart_href(datasette, arch: str = "") -> str:
+def chart_href(datasette: Any, arch: str = "") -> str:
+
     return datasette.urls.path(ROUTE) + ("?" + urlencode({"arch": arch}) if arch else "")

@@ -21,6 +21,8 @@ wrong; see ckkb.web.validate.
 from __future__ import annotations
 
 import re
+import sqlite3
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -28,7 +30,7 @@ import markupsafe
 from datasette import hookimpl
 from datasette.utils import to_css_class
 from datasette.utils.asgi import Request, Response
-from jinja2 import BaseLoader, TemplateNotFound
+from jinja2 import BaseLoader, Environment, TemplateNotFound
 
 from ckkb.archs import ARCHS
 from ckkb.queries import explain
@@ -50,7 +52,7 @@ from ckkb.web.metadata import description_html
 # ---------------------------------------------------------------- views
 
 
-async def index_view(datasette, request):
+async def index_view(datasette: Any, request: Request) -> Response:
     db = pages.kb_database(datasette, request)
     return await pages.page(
         datasette,
@@ -64,7 +66,7 @@ async def index_view(datasette, request):
     )
 
 
-async def instance_view(datasette, request):
+async def instance_view(datasette: Any, request: Request) -> Response:
     raw = request.url_vars["id"]
     try:
         instance_id = int(raw)
@@ -113,7 +115,7 @@ async def instance_view(datasette, request):
     )
 
 
-async def css_view(datasette, request):
+async def css_view(datasette: Any, request: Request) -> Response:
     return Response((pages.STATIC / "ckkb.css").read_text(), content_type="text/css; charset=utf-8")
 
 
@@ -121,7 +123,7 @@ async def css_view(datasette, request):
 
 
 @hookimpl
-def register_routes(datasette):
+def register_routes(datasette: Any) -> list[tuple[str, Any]]:
     return [
         (r"^/$", landing.landing_view),
         (r"^/-/ckkb/?$", index_view),
@@ -134,7 +136,7 @@ def register_routes(datasette):
 
 
 @hookimpl
-def startup(datasette):
+def startup(datasette: Any) -> None:
     # Datasette 0.65's default handle_exception calls rich's print_exception() from a coroutine
     # that runs outside the `except` block; with rich >= 13.8 that raises ValueError, which turns
     # every error page (invalid SQL, query over the time limit, 404) into an unhandled 500.
@@ -145,7 +147,7 @@ def startup(datasette):
 
 
 @hookimpl
-def canned_queries(datasette, database, actor):
+def canned_queries(datasette: Any, database: str, actor: Any) -> dict[str, Any] | None:
     """The canned queries for a ckkb knowledge base even under plain `datasette kb.db` (where our
     metadata is not loaded); under `ckkb serve` these are the same entries the metadata has."""
     db = datasette.databases.get(database)
@@ -166,7 +168,9 @@ class _QueryTemplates(BaseLoader):
     def __init__(self, names: list[str]):
         self.names = {to_css_class(n) for n in names}
 
-    def get_source(self, environment, template):
+    def get_source(
+        self, environment: Environment, template: str
+    ) -> tuple[str, str, Callable[[], bool]]:
         if template.startswith("query-") and template.endswith(".html"):
             stem = template[len("query-") : -len(".html")]
             if any(stem.endswith("-" + n) for n in self.names):
@@ -174,12 +178,12 @@ class _QueryTemplates(BaseLoader):
                 return path.read_text(), str(path), lambda: True
         raise TemplateNotFound(template)
 
-    def list_templates(self):
+    def list_templates(self) -> list[str]:
         return []  # the names it answers depend on the database's name: none to list
 
 
 @hookimpl
-def prepare_jinja2_environment(env, datasette):
+def prepare_jinja2_environment(env: Any, datasette: Any) -> None:
     from jinja2 import ChoiceLoader, FileSystemLoader
 
     # After the user's and Datasette's own loaders, so a --template-dir can still override ours.
@@ -191,7 +195,15 @@ def prepare_jinja2_environment(env, datasette):
         ]
     )
 
-    def ckkb_shape(name, database, columns, rows, display_rows, args, extras):
+    def ckkb_shape(
+        name: str,
+        database: str,
+        columns: list[str],
+        rows: list[Any],
+        display_rows: list[Any],
+        args: Any,
+        extras: Any,
+    ) -> Any:
         return shape.shape(
             specs.spec_for(name),
             columns,
@@ -207,7 +219,13 @@ def prepare_jinja2_environment(env, datasette):
 
 
 @hookimpl
-def extra_template_vars(template, database, view_name, request, datasette):
+def extra_template_vars(
+    template: str | None,
+    database: str | None,
+    view_name: str,
+    request: Request | None,
+    datasette: Any,
+) -> Callable[[], Awaitable[dict[str, Any]]] | None:
     """For a canned query's page: its dropdowns (values from the knowledge base), which
     parameters may be empty, and the given values the knowledge base does not have."""
     if not (template or "").startswith("query-") or request is None or not database:
@@ -244,7 +262,7 @@ def extra_template_vars(template, database, view_name, request, datasette):
 
 
 @hookimpl
-def prepare_connection(conn, database, datasette):
+def prepare_connection(conn: sqlite3.Connection, database: str, datasette: Any) -> None:
     # Belt and braces: `ckkb serve` opens the knowledge base read-only (ckkb.web.live), and every
     # connection is also query_only, so no statement that slips past Datasette's SELECT check
     # can write.
@@ -253,12 +271,20 @@ def prepare_connection(conn, database, datasette):
 
 
 @hookimpl
-def extra_css_urls(template, database, table, columns, view_name, request, datasette):
+def extra_css_urls(
+    template: str,
+    database: str | None,
+    table: str | None,
+    columns: list[str] | None,
+    view_name: str,
+    request: Request | None,
+    datasette: Any,
+) -> list[str]:
     return [datasette.urls.path(f"{pages.PREFIX}/ckkb.css")]
 
 
 @hookimpl
-def menu_links(datasette, actor, request):
+def menu_links(datasette: Any, actor: Any, request: Request | None) -> list[dict[str, str]]:
     return [
         {"href": datasette.urls.path("/"), "label": "ckkb: the questions"},
         {"href": datasette.urls.path(pages.PREFIX), "label": "ckkb: queries and charts"},
@@ -282,7 +308,15 @@ SEARCHED = {
 
 
 @hookimpl
-def extra_body_script(template, database, table, columns, view_name, request, datasette):
+def extra_body_script(
+    template: str,
+    database: str | None,
+    table: str | None,
+    columns: list[str] | None,
+    view_name: str,
+    request: Request | None,
+    datasette: Any,
+) -> str | None:
     """On the tables with full-text search, say what their search box looks in and point to the
     search that looks everywhere."""
     if view_name != "table" or table not in SEARCHED or request is None:
@@ -293,20 +327,22 @@ def extra_body_script(template, database, table, columns, view_name, request, da
 
 
 @hookimpl
-def register_facet_classes():
+def register_facet_classes() -> list[type]:
     return [facets.VocabFacet]
 
 
 @hookimpl
-def render_cell(row, value, column, table, database, datasette):
+def render_cell(
+    row: Any, value: Any, column: str, table: str | None, database: str, datasette: Any
+) -> Any:
     """See ckkb.web.cells: links, yes/no, numbers with units, the vocabulary, whole text."""
     return cells.render(row, value, column, table, database, datasette)
 
 
 @hookimpl
-def asgi_wrapper(datasette):
-    def wrap(app):
-        async def checked_app(scope, receive, send):
+def asgi_wrapper(datasette: Any) -> Callable[[Any], Any]:
+    def wrap(app: Any) -> Any:
+        async def checked_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             if scope.get("type") == "http" and scope.get("method") not in (
                 "GET",
                 "HEAD",
@@ -333,7 +369,7 @@ def asgi_wrapper(datasette):
     return wrap
 
 
-def _default_columns(datasette, scope):
+def _default_columns(datasette: Any, scope: dict[str, Any]) -> dict[str, Any]:
     """A table page whose URL picks no columns shows metadata.yaml's `default_columns` (the
     request is rewritten, not redirected: Datasette's own links then carry the `_col`s)."""
     defaults = metadata.static_metadata().get("default_columns") or {}
@@ -351,7 +387,7 @@ def _default_columns(datasette, scope):
     return {**scope, "query_string": (qs + "&" + extra if qs else extra).encode("latin-1")}
 
 
-async def _dirs(db) -> set[str]:
+async def _dirs(db: Any) -> set[str]:
     cache = getattr(db, "_ckkb_dirs", None)
     if cache is None:
         try:
@@ -365,7 +401,7 @@ async def _dirs(db) -> set[str]:
     return cache
 
 
-async def _check_canned(datasette, scope) -> Response | None:
+async def _check_canned(datasette: Any, scope: dict[str, Any]) -> Response | None:
     """A 400 answer for a canned-query request with bad parameters, a redirect to the normalised
     spelling, or None to let Datasette answer."""
     path = scope.get("path", "")

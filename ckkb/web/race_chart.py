@@ -211,7 +211,8 @@ async def race_chart_view(datasette: Any, request: Request) -> Response:
             lines=lines,
         )
 
-    def shape(s):
+    def shape(s: dict[str, Any]) -> tuple[Any, ...]:
+
         return (
             s["op"],
             s["dtype"],

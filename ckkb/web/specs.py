@@ -214,7 +214,10 @@ def _census_summary(rows: list[Row], args: dict[str, str]) -> str:
     return f"<b>{sum(by.values())} gates</b> in {dirs} directories: {_bits(by)}."
 
 
-def _census_chart(datasette: Any, database: str, rows: list[Row], args: dict[str, str]):
+def _census_chart(
+    datasette: Any, database: str, rows: list[Row], args: dict[str, str]
+) -> tuple[str, str, str]:
+
     from ckkb.web import gate_chart, pages
 
     arch = args.get("arch", "")
