@@ -11,6 +11,7 @@ dict literal, and identical kernels under different ids, are recorded.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -213,7 +214,11 @@ def _is_kernel_call(value: Any, classes: dict[str, KernelClass]) -> bool:
     )
 
 
-def _read_class(stmt: cst.ClassDef, line, report) -> KernelClass:
+def _read_class(
+    stmt: cst.ClassDef,
+    line: Callable[[cst.CSTNode], int],
+    report: Callable[[cst.CSTNode, str], None],
+) -> KernelClass:
     kc = KernelClass(stmt.name.value, line(stmt), [], {})
     for item in stmt.body.body:
         if isinstance(item, cst.SimpleStatementLine):
@@ -248,8 +253,8 @@ def _read_dict(
     stmt_line: int,
     elements: list[tuple[int, Any, Any]],
     classes: dict[str, KernelClass],
-    line,
-    report_at,
+    line: Callable[[cst.CSTNode], int],
+    report_at: Callable[..., None],
     reported: set[tuple[int, str]],
     kf: KernelFile,
 ) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -106,7 +107,9 @@ class TunerFile:
     )  # (module, name) e.g. ("gemm_a8w8_common", "kernels_list")
 
 
-def _pos(module: cst.Module, relevant: tuple[str, ...]):
+def _pos(
+    module: cst.Module, relevant: tuple[str, ...]
+) -> tuple[cst.Module, Callable[[cst.CSTNode], int]]:
     """Line numbers for the top-level statements whose code mentions one of `relevant` (others:
     statement line only)."""
     lines = StatementLines(module)
@@ -178,7 +181,7 @@ def _calls_visitor() -> type:
     return _Calls
 
 
-def _Calls():  # noqa: N802  (reads like the class it builds)
+def _Calls() -> Any:  # noqa: N802  (reads like the class it builds)
     return _calls_visitor()()
 
 
@@ -249,7 +252,7 @@ def _core_statement(
     rel: str,
     module: cst.Module,
     stmt: cst.CSTNode,
-    line,
+    line: Callable[[cst.CSTNode], int],
     facts: CoreFacts,
     by_env: dict[str, RuntimeConfig],
     diags: list[Diagnostic],
@@ -342,7 +345,7 @@ def _op_of_env(env: str) -> str:
     return env[len("AITER_CONFIG_") :].lower() if env.startswith("AITER_CONFIG_") else env.lower()
 
 
-def _merge_rule(fn: cst.FunctionDef, line) -> MergeRule:
+def _merge_rule(fn: cst.FunctionDef, line: Callable[[cst.CSTNode], int]) -> MergeRule:
     v = _Calls()
     fn.visit(v)
     rule = MergeRule(line=line(fn))
@@ -425,7 +428,12 @@ def _tuner_imports(module: cst.Module, stmt: cst.CSTNode, tf: TunerFile) -> None
                     tf.kernel_import = (mod, "kernels_list")
 
 
-def _tuner_defaults(module: cst.Module, item: cst.CSTNode, line, cls: dict[str, Any]) -> None:
+def _tuner_defaults(
+    module: cst.Module,
+    item: cst.CSTNode,
+    line: Callable[[cst.CSTNode], int],
+    cls: dict[str, Any],
+) -> None:
     """`ARG_DEFAULTS = {...}` in a class body."""
     if isinstance(item, cst.SimpleStatementLine):
         for small in item.body:
@@ -455,7 +463,7 @@ def _tuner_options(
     rel: str,
     module: cst.Module,
     calls: list[cst.Call],
-    line,
+    line: Callable[[cst.CSTNode], int],
     tf: TunerFile,
     diags: list[Diagnostic],
 ) -> None:

@@ -34,7 +34,7 @@ CAST_FNS = re.compile(
 # --------------------------------------------------------------------------- per file
 
 
-def _lit(node, src: bytes) -> str:
+def _lit(node: Any, src: bytes) -> str:
     raw = cpp.text(node, src)
     if node.type == "concatenated_string":
         return "".join(
@@ -147,7 +147,7 @@ class Ctx:
         return {"derived": name, "expr": expr}
 
 
-def _ident(node, src: bytes) -> str | None:
+def _ident(node: Any, src: bytes) -> str | None:
     if node is None:
         return None
     if node.type in ("identifier", "field_identifier", "type_identifier"):
@@ -155,7 +155,7 @@ def _ident(node, src: bytes) -> str | None:
     return None
 
 
-def _operand(node, ctx: Ctx) -> list[dict[str, Any]]:
+def _operand(node: Any, ctx: Ctx) -> list[dict[str, Any]]:
     src = ctx.src
     t = node.type
     text = cpp.text(node, src)
@@ -358,7 +358,7 @@ def aliases(body: Any, src: bytes) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _unwrap_string(node, src: bytes):
+def _unwrap_string(node: Any, src: bytes) -> Any:
     """std::string(X) -> X (returns the node itself when not wrapped)."""
     while node is not None and node.type in ("call_expression", "parenthesized_expression"):
         if node.type == "parenthesized_expression":
@@ -377,7 +377,7 @@ def _unwrap_string(node, src: bytes):
     return node
 
 
-def _chain(node, ctx: Ctx) -> list[Any] | None:
+def _chain(node: Any, ctx: Ctx) -> list[Any] | None:
     """Operands of `stream << a << b ...` (left-nested binary expressions), or None when the
     leftmost operand is not one of the op's streams."""
     operands = []
@@ -396,7 +396,7 @@ def _chain(node, ctx: Ctx) -> list[Any] | None:
     return list(reversed(operands))
 
 
-def _declaration(node, ctx: Ctx) -> None:
+def _declaration(node: Any, ctx: Ctx) -> None:
     src = ctx.src
     ty = node.child_by_field_name("type")
     ty_text = cpp.text(ty, src) if ty is not None else ""
@@ -468,9 +468,10 @@ def statements(node: Any, ctx: Ctx) -> list[Any]:
 class _Block:
     """A single statement seen as a block of one (if/else without braces)."""
 
-    def __init__(self, node) -> None:
+    def __init__(self, node: Any) -> None:
         self.named_children = [node] if node is not None else []
 
 
-def _as_block(node):
+def _as_block(node: Any) -> Any:
+
     return node if node is not None and node.type == "compound_statement" else _Block(node)

@@ -60,7 +60,7 @@ def ops_of(tokens: list[Any]) -> list[str]:
     return []
 
 
-def _members(body, src: bytes) -> dict[str, str]:
+def _members(body: Any, src: bytes) -> dict[str, str]:
     out: dict[str, str] = {}
     if body is None:
         return out
@@ -110,7 +110,7 @@ def placeholder(t: dict[str, Any], i: int = 0) -> str:
     return f"{t['ref']}_v"
 
 
-def _is_device_op(node, src: bytes, any_class: bool = False) -> bool:
+def _is_device_op(node: Any, src: bytes, any_class: bool = False) -> bool:
     n = node.child_by_field_name("name")
     return (
         n is not None
@@ -124,7 +124,7 @@ class _Outline:
     query over the whole tree) only when a GetTypeString() is not inside its class (see
     _enclosing_op)."""
 
-    def __init__(self, tree, src: bytes, any_class: bool) -> None:
+    def __init__(self, tree: Any, src: bytes, any_class: bool) -> None:
         self.tree, self.src, self.any_class = tree, src, any_class
 
     @functools.cached_property
@@ -137,7 +137,9 @@ class _Outline:
         return list(cpp.walk(self.tree.root_node, "template_parameter_list"))
 
 
-def _enclosing_op(fn, src: bytes, outline: _Outline, any_class: bool = False):
+def _enclosing_op(
+    fn: Any, src: bytes, outline: _Outline, any_class: bool = False
+) -> tuple[Any, list[dict[str, Any]]]:
     """The device-op class template that defines `fn`, and its template parameters.
 
     Where tree-sitter had to recover from CK's macros (`GET_NXDL_PER_WAVE_IMPL`, `#if 0` inside
@@ -165,7 +167,7 @@ def _enclosing_op(fn, src: bytes, outline: _Outline, any_class: bool = False):
 _GTS = b"GetTypeString"
 
 
-def _type_string_functions(tree, parsed: bytes) -> list[Any]:
+def _type_string_functions(tree: Any, parsed: bytes) -> list[Any]:
     """Every function definition whose name ends in GetTypeString, in source (pre-)order.
 
     Such a name is spelled out in the text, so the definitions are found from the text's occurrences
