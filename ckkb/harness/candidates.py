@@ -12,6 +12,7 @@ needs B column-major (the same `tn` storage) and K, N multiples of 16.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,7 +95,7 @@ def out_dtype(shape: Shape) -> str:
 # ----- device side (torch imported inside) -------------------------------------------------------
 
 
-def torch_dtype(name: str, arch: str = ""):
+def torch_dtype(name: str, arch: str = "") -> Any:
     import torch
 
     if name == "bf16":
@@ -114,7 +115,9 @@ def fp8_supported(arch: str) -> bool:
     return arch.split(":")[0] in ("gfx942", "gfx950")
 
 
-def make_operands(shape: Shape, cand: Candidate, arch: str, generator=None) -> dict[str, Any]:
+def make_operands(
+    shape: Shape, cand: Candidate, arch: str, generator: Any = None
+) -> dict[str, Any]:
     """One operand set on the device, with the fp32 tensors the reference needs (`ref_a`, `ref_b`
     in A (MxK) and B^T (NxK) form) when `generator` asks for them."""
     import torch
@@ -153,7 +156,7 @@ def make_operands(shape: Shape, cand: Candidate, arch: str, generator=None) -> d
     raise Unsupported(f"dtype {shape.dtype}")
 
 
-def make_call(cand: Candidate, shape: Shape):
+def make_call(cand: Candidate, shape: Shape) -> Callable[[dict[str, Any]], Any]:
     """A callable ops -> output tensor for the candidate."""
     import torch
     import torch.nn.functional as F
@@ -175,7 +178,7 @@ def make_call(cand: Candidate, shape: Shape):
         kid = cand.kernel_id or 0
         splitk = shape.splitk or 0
 
-        def call(o):
+        def call(o: dict[str, Any]) -> Any:
             y = torch.empty(shape.M, shape.N, device=o["a"].device, dtype=torch.bfloat16)
             return aiter.gemm_a8w8_tune(o["a"], o["b"], o["sa_rows"], o["sb"], y, kid, splitk)
 

@@ -149,7 +149,17 @@ def run_command(
     default=None,
     help="Address of a Dask scheduler whose workers offer GPU=1 (needs ckkb[fleet]).",
 )
-def harness_command(shapes_file, from_config, dtype, out, limit, passes, quiet, gpus, scheduler):
+def harness_command(
+    shapes_file: str | None,
+    from_config: str | None,
+    dtype: str | None,
+    out: str | None,
+    limit: int | None,
+    passes: int,
+    quiet: bool,
+    gpus: str | None,
+    scheduler: str | None,
+) -> None:
     """Time GEMMs warm and cold on this host's GPU, with a roofline; write a bundle for
     `ckkb ingest`.
 

@@ -10,7 +10,7 @@ import datetime as _dt
 import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckkb.errors import CkkbError
 from ckkb.harness.candidates import (
@@ -21,15 +21,18 @@ from ckkb.harness.candidates import (
     out_dtype,
 )
 from ckkb.harness.roofline import Ceilings, Peaks, achieved, match_part, roofline
-from ckkb.harness.timing import Measurement, Policy, Shape, time_shape
+from ckkb.harness.timing import Backend, Measurement, Policy, Shape, time_shape
 from ckkb.kb.schema.harness import HarnessCeilingRow, HarnessResultRow
+
+if TYPE_CHECKING:  # imports torch: only where timing runs
+    from ckkb.harness.torch_backend import DeviceInfo
 
 
 class GpuUnavailable(CkkbError):
     exit_code = 3
 
 
-def require_torch_gpu():
+def require_torch_gpu() -> Any:
     """torch and a visible GPU, or a one-line error."""
     try:
         import torch
@@ -159,7 +162,7 @@ class RunResult:
     notes: list[str]
 
 
-def preflight(shapes: Sequence[Shape]):
+def preflight(shapes: Sequence[Shape]) -> DeviceInfo:
     """Everything that can be refused before any timing starts: bad shapes, no torch, no GPU, a
     dtype the device cannot run. Returns the device info."""
     if not shapes:
@@ -189,7 +192,7 @@ def run_harness(
     progress: Callable[[str], None] | None = None,
     on_start: Callable[[int], None] | None = None,
     measure_ceiling: bool = True,
-    dev=None,
+    dev: DeviceInfo | None = None,
 ) -> RunResult:
     if dev is None:
         dev = preflight(shapes)
@@ -239,7 +242,7 @@ def run_harness(
     return RunResult(created, host, results, ceil_rows, notes)
 
 
-def common_extra(dev, policy: Policy, aiter_message: str) -> dict[str, Any]:
+def common_extra(dev: DeviceInfo, policy: Policy, aiter_message: str) -> dict[str, Any]:
     """The methodology every result row of a run carries in `extra`."""
     from ckkb.harness import torch_backend as tb
 
@@ -268,11 +271,11 @@ def time_one(
     s: Shape,
     pass_no: int,
     *,
-    backend,
+    backend: Backend,
     policy: Policy,
     aiter: bool,
     run_id: str,
-    dev,
+    dev: DeviceInfo,
     ceilings: Ceilings,
     peaks: Peaks | None,
     common: dict[str, Any],
@@ -316,7 +319,9 @@ def time_one(
     return rows
 
 
-def ceiling_rows(run_id: str, dev, measured: list[dict[str, Any]]) -> list[HarnessCeilingRow]:
+def ceiling_rows(
+    run_id: str, dev: DeviceInfo, measured: list[dict[str, Any]]
+) -> list[HarnessCeilingRow]:
     return [
         HarnessCeilingRow(
             run_id=run_id,

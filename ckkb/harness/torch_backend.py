@@ -11,6 +11,7 @@ import math
 import os
 import platform
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,14 +103,14 @@ def device_info() -> DeviceInfo:
     )
 
 
-def _events(n: int):
+def _events(n: int) -> list[tuple[Any, Any]]:
     return [
         (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
         for _ in range(n)
     ]
 
 
-def time_events(fn, n: int, per: int = 1) -> list[float]:
+def time_events(fn: Callable[[], Any], n: int, per: int = 1) -> list[float]:
     """n samples of fn() with device events around each, microseconds per call (fn does `per`)."""
     ev = _events(n)
     for s, e in ev:
@@ -192,13 +193,13 @@ class TorchTimer:
             "estimate_us": est,
         }
 
-    def _next(self):
+    def _next(self) -> Any:
         o = self.sets[self.i]
         if self.regime == "cold":
             self.i = (self.i + 1) % len(self.sets)
         return self.call(o)
 
-    def _capture(self, per: int):
+    def _capture(self, per: int) -> Any:
         g = torch.cuda.CUDAGraph()
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -261,7 +262,7 @@ class TorchBackend:
 # ----- ceilings and the do_bench cross-check ---------------------------------------------------
 
 
-def _median(fn, n: int = 30, warm: int = 5) -> tuple[float, float]:
+def _median(fn: Callable[[], Any], n: int = 30, warm: int = 5) -> tuple[float, float]:
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
@@ -271,7 +272,7 @@ def _median(fn, n: int = 30, warm: int = 5) -> tuple[float, float]:
     return med, (q[2] - q[0]) / med
 
 
-def _do_bench(fn, rep_ms: int) -> float | None:
+def _do_bench(fn: Callable[[], Any], rep_ms: int) -> float | None:
     try:
         import triton.testing
     except Exception:
@@ -280,7 +281,7 @@ def _do_bench(fn, rep_ms: int) -> float | None:
 
 
 def compare_with_do_bench(
-    fn, *, settle_ms: float = 1000.0, window_ms: int = 300, rounds: int = 2
+    fn: Callable[[], Any], *, settle_ms: float = 1000.0, window_ms: int = 300, rounds: int = 2
 ) -> dict[str, Any]:
     """Time fn with the harness's events and with triton.testing.do_bench over the same window,
     alternating (harness, do_bench, harness, do_bench), after the clocks have settled.
@@ -338,7 +339,7 @@ def _copy_ceiling(copy_bytes: int) -> dict[str, Any]:
     src = torch.empty(copy_bytes, dtype=torch.uint8, device="cuda").random_(0, 255)
     dst = torch.empty_like(src)
 
-    def copy():
+    def copy() -> None:
         dst.copy_(src)
 
     r = compare_with_do_bench(copy)
@@ -360,7 +361,7 @@ def _read_ceiling(read_bytes: int) -> dict[str, Any]:
     can reach, which a copy (half reads, half writes) understates."""
     x = torch.randn(read_bytes // 2, dtype=torch.bfloat16, device="cuda")
 
-    def read():
+    def read() -> None:
         x.sum()
 
     r = compare_with_do_bench(read)
@@ -381,7 +382,7 @@ def _gemm_ceiling(gemm: int) -> dict[str, Any]:
     a = torch.randn(gemm, gemm, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(gemm, gemm, device="cuda", dtype=torch.bfloat16)
 
-    def mm():
+    def mm() -> None:
         torch.mm(a, b)
 
     r = compare_with_do_bench(mm)
@@ -414,7 +415,7 @@ def measure_ceilings(
         ops = cands.make_operands(shape, cand, dev.arch)
         call = cands.make_call(cand, shape)
 
-        def mm8():
+        def mm8() -> None:
             call(ops)
 
         r = compare_with_do_bench(mm8)

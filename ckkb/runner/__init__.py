@@ -34,7 +34,14 @@ from typing import Any
 from ckkb import csvcheck, procs
 from ckkb.errors import CkkbError
 from ckkb.logs import parse_text
-from ckkb.profiler_cmd import INT_MAX, PROFILER, build_command, code_label, resolve_code
+from ckkb.profiler_cmd import (
+    INT_MAX,
+    PROFILER,
+    Command,
+    build_command,
+    code_label,
+    resolve_code,
+)
 from ckkb.profiler_legend import Legend
 from ckkb.queries.profiler import raced_before
 
@@ -328,7 +335,7 @@ def race(
     timeout: float = 600.0,
     warmup: int = DEFAULT_WARMUP,
     iters: int = DEFAULT_ITERS,
-    db=None,
+    db: Any = None,
     echo: Callable[[str], None] | None = None,
     host: dict[str, Any] | None = None,
 ) -> RaceSummary:
@@ -397,7 +404,7 @@ def plan_race(
     dtype: str,
     layout: str | None,
     profiler: str,
-    db,
+    db: Any,
     warmup: int = DEFAULT_WARMUP,
     iters: int = DEFAULT_ITERS,
 ) -> list[tuple[Shape, Any]]:
@@ -443,7 +450,7 @@ def plan_race(
 
 
 def race_record(
-    legend: Legend, s: Shape, cmd, r: RunResult, timeout: float, facts: dict[str, Any]
+    legend: Legend, s: Shape, cmd: Command, r: RunResult, timeout: float, facts: dict[str, Any]
 ) -> dict[str, Any]:
     """The bundle's `race_log` record of one run (see ckkb.kb.ingest for the format)."""
     return {
