@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckkb.errors import CkkbError
+
+if TYPE_CHECKING:
+    from ckkb.harness.timing import Shape as HarnessShape
+    from ckkb.profiler_legend import Legend
+    from ckkb.runner import RaceSummary
+    from ckkb.runner import Shape as RaceShape
 
 
 def _out_path(out: str | Path) -> Path:
@@ -19,8 +25,8 @@ def _out_path(out: str | Path) -> Path:
 
 
 def race_fleet(
-    legend,
-    shapes,
+    legend: Legend,
+    shapes: list[RaceShape],
     *,
     dtype: str,
     layout: str | None,
@@ -29,11 +35,11 @@ def race_fleet(
     timeout: float,
     warmup: int,
     iters: int,
-    db,
+    db: Any,
     gpus: str | None,
     scheduler: str | None,
     echo: Callable[[str], None] | None = None,
-):
+) -> RaceSummary:
     """`ckkb race --gpus/--scheduler`: the same commands as a serial race, one task per shape."""
     from ckkb.fleet.jobs import pick_gpus, run_race
     from ckkb.profiler_cmd import PROFILER
@@ -72,7 +78,12 @@ def race_fleet(
 
 
 def harness_fleet(
-    shapes, passes: int, out: Path, gpus: str | None, scheduler: str | None, quiet: bool
+    shapes: Sequence[HarnessShape],
+    passes: int,
+    out: Path,
+    gpus: str | None,
+    scheduler: str | None,
+    quiet: bool,
 ) -> dict[str, Any]:
     """`ckkb harness --gpus/--scheduler`: one task per shape and pass; the bundle streams."""
     from ckkb.fleet.jobs import pick_gpus, run_harness_fleet

@@ -103,7 +103,7 @@ def driver_facts() -> dict[str, Any]:
     return {"hostname": socket.gethostname(), "ckkb": __version__}
 
 
-def local_cluster(gpus: list[Gpu], runtime: str):
+def local_cluster(gpus: list[Gpu], runtime: str) -> Any:
     """One Nanny worker per GPU, pinned through its environment, offering GPU=1."""
     import dask
     from distributed import Nanny, Scheduler, SpecCluster
@@ -135,7 +135,7 @@ def local_cluster(gpus: list[Gpu], runtime: str):
         )
 
 
-def _connect(scheduler: str | None, gpus: list[Gpu] | None, runtime: str):
+def _connect(scheduler: str | None, gpus: list[Gpu] | None, runtime: str) -> tuple[Any, Any]:
     from distributed import Client
 
     cluster = None
@@ -164,7 +164,7 @@ def _connect(scheduler: str | None, gpus: list[Gpu] | None, runtime: str):
     return client, cluster
 
 
-def _reap(client) -> None:
+def _reap(client: Any) -> None:
     """Kill every ckProfiler process group on every worker (used on SIGINT)."""
     from ckkb.fleet.tasks import kill_children
 
@@ -193,7 +193,8 @@ def run_jobs(
 
         name = "ckkb-child-reaper"
 
-        def teardown(self, worker) -> None:
+        def teardown(self, worker: Any) -> None:
+
             from ckkb.fleet.tasks import kill_children
 
             kill_children()

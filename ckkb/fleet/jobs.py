@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import datetime as _dt
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckkb.errors import CkkbError
 from ckkb.fleet import tasks
 from ckkb.fleet.driver import Job, Outcome, driver_facts, require_dask, run_jobs
 from ckkb.fleet.gpus import Gpu, discover_rocm, discover_torch, parse_spec
+
+if TYPE_CHECKING:
+    from ckkb.harness.timing import Shape as HarnessShape
+    from ckkb.profiler_cmd import Command
+    from ckkb.profiler_legend import Legend
+    from ckkb.runner import Shape as RaceShape
 
 
 def _run_id() -> tuple[str, str]:
@@ -20,7 +26,9 @@ def _run_id() -> tuple[str, str]:
     return created, f"{created}@{driver_facts()['hostname']}"
 
 
-def _header(kind: str, created: str, run_id: str, gpus, scheduler) -> dict[str, Any]:
+def _header(
+    kind: str, created: str, run_id: str, gpus: list[Gpu] | None, scheduler: str | None
+) -> dict[str, Any]:
     return {
         "record": "bundle",
         "kind": kind,
@@ -48,7 +56,14 @@ def pick_gpus(spec: str | None, scheduler: str | None, kind: str) -> tuple[list[
     return parse_spec(spec or "all", found), runtime
 
 
-def race_jobs(legend, plans, *, timeout: float, run_id: str, token: str) -> list[Job]:
+def race_jobs(
+    legend: Legend,
+    plans: list[tuple[RaceShape, Command]],
+    *,
+    timeout: float,
+    run_id: str,
+    token: str,
+) -> list[Job]:
     from ckkb.runner import RunResult, race_record
 
     jobs = []
@@ -57,7 +72,12 @@ def race_jobs(legend, plans, *, timeout: float, run_id: str, token: str) -> list
         template = race_record(legend, s, cmd, blank, timeout, {})
         parts = (legend.op, " ".join(cmd.argv[1:]), f"line{s.line}", "p1")
 
-        def fail(cause: str, last: dict[str, Any] | None, template=template, parts=parts):
+        def fail(
+            cause: str,
+            last: dict[str, Any] | None,
+            template: dict[str, Any] = template,
+            parts: tuple[str, ...] = parts,
+        ) -> list[dict[str, Any]]:
             rec = dict(last or template)
             rec["status"] = (last or {}).get("status") or "crash"
             rec["failure"] = f"{cause}; last: {last['failure']}" if last else cause
@@ -87,8 +107,8 @@ def race_jobs(legend, plans, *, timeout: float, run_id: str, token: str) -> list
 
 
 def run_race(
-    legend,
-    plans,
+    legend: Legend,
+    plans: list[tuple[RaceShape, Command]],
     *,
     out: Path,
     timeout: float,
@@ -103,14 +123,22 @@ def run_race(
     return run_jobs(jobs, out, header, gpus=gpus, scheduler=scheduler, runtime="rocm", echo=echo)
 
 
-def harness_jobs(shapes, passes: int, *, run_id: str, token: str) -> list[Job]:
+def harness_jobs(
+    shapes: Sequence[HarnessShape], passes: int, *, run_id: str, token: str
+) -> list[Job]:
     from ckkb.harness.candidates import candidates_for, out_dtype
 
     jobs = []
     for p in range(1, passes + 1):
         for i, s in enumerate(shapes):
 
-            def fail(cause: str, last: dict[str, Any] | None, s=s, i=i, p=p):
+            def fail(
+                cause: str,
+                last: dict[str, Any] | None,
+                s: HarnessShape = s,
+                i: int = i,
+                p: int = p,
+            ) -> list[dict[str, Any]]:
                 recs = []
                 for c in candidates_for(s, aiter=False):
                     for regime in ("warm", "cold"):
@@ -152,7 +180,7 @@ def harness_jobs(shapes, passes: int, *, run_id: str, token: str) -> list[Job]:
 
 
 def run_harness_fleet(
-    shapes,
+    shapes: Sequence[HarnessShape],
     passes: int,
     *,
     out: Path,
