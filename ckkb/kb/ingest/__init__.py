@@ -64,15 +64,15 @@ def ingest(
     host: str | None = None,
 ) -> Summary:
     """Ingest logs and bundles into the knowledge base at db_path (created empty if missing)."""
-    paths = [Path(p) for p in paths]
-    if not paths:
+    files = [Path(p) for p in paths]
+    if not files:
         raise CkkbError("nothing to ingest", hint="pass one or more ckProfiler logs or bundles")
-    for p in paths:
+    for p in files:
         validate.check_path(p)
     writer = lock.acquire(db_path, "ingest")  # one writer at a time (ckkb.kb.lock)
     try:
         lock.clean_temp(db_path)  # left by a build killed before its rename
-        return _ingest_locked(db_path, paths, arch, gpu, cu, rocm, command, host)
+        return _ingest_locked(db_path, files, arch, gpu, cu, rocm, command, host)
     except (OSError, sqlite3.DatabaseError) as e:
         err = atomic.write_error(e, db_path)
         if err is None:
@@ -82,7 +82,16 @@ def ingest(
         writer.release()
 
 
-def _ingest_locked(db_path, paths, arch, gpu, cu, rocm, command, host) -> Summary:
+def _ingest_locked(
+    db_path: str | Path,
+    paths: list[Path],
+    arch: str | None,
+    gpu: str | None,
+    cu: int | None,
+    rocm: str | None,
+    command: str | None,
+    host: str | None,
+) -> Summary:
     db = kbdb.open_db(db_path, create=True)
     if any(
         t not in db.table_names()
@@ -102,7 +111,8 @@ def _ingest_locked(db_path, paths, arch, gpu, cu, rocm, command, host) -> Summar
         if sum(p.stat().st_size for p in paths) > BULK_BYTES:
             # bulk load: index maintenance per row costs more than one sort at the end
             dropped = conn.execute(
-                "select name, sql from sqlite_master where type = 'index' and tbl_name = 'race_results' and sql is not null"
+                "select name, sql from sqlite_master where type = 'index' "
+                "and tbl_name = 'race_results' and sql is not null"
             ).fetchall()
             for name, _ in dropped:
                 conn.execute(f"drop index [{name}]")
@@ -195,7 +205,8 @@ def _ingest_locked(db_path, paths, arch, gpu, cu, rocm, command, host) -> Summar
                 )
                 continue
             conn.execute(
-                "insert into ingest_files (sha256, path, kind, ingested_at, rows_added) values (?, ?, ?, ?, ?)",
+                "insert into ingest_files (sha256, path, kind, ingested_at, rows_added) "
+                "values (?, ?, ?, ?, ?)",
                 [
                     sha,
                     file,

@@ -11,7 +11,7 @@ from typing import Any
 from ckkb.kb import db as kbdb
 from ckkb.kb import validate
 from ckkb.kb.ingest.writer import Context, Summary, Writer, ingest_lines, race_row
-from ckkb.kb.schema import INGESTED, TABLES
+from ckkb.kb.schema import INGESTED, TABLES, Table
 from ckkb.log_events import (
     RaceEnd,
 )
@@ -20,7 +20,7 @@ from ckkb.log_events import (
 def host_context(base: Context, host: dict[str, Any] | None, explicit: Context) -> Context:
     host = host or {}
 
-    def pick(e, *keys):
+    def pick(e: Any, *keys: str) -> Any:
         if e is not None:
             return e
         for k in keys:
@@ -109,7 +109,14 @@ def ingest_bundle(
 
 
 def insert_generic(
-    w: Writer, t, rec: dict[str, Any], lineno: int, *, file: str, sha: str, summary: Summary
+    w: Writer,
+    t: Table,
+    rec: dict[str, Any],
+    lineno: int,
+    *,
+    file: str,
+    sha: str,
+    summary: Summary,
 ) -> None:
     cols = t.column_names()
     data = {k: v for k, v in rec.items() if k != "record"}
@@ -149,7 +156,8 @@ def insert_generic(
     keys = [c for c in cols if c in data]
     try:
         w.conn.execute(
-            f"insert into [{t.name}] ({', '.join('[' + k + ']' for k in keys)}) values ({', '.join('?' * len(keys))})",
+            f"insert into [{t.name}] ({', '.join('[' + k + ']' for k in keys)}) "
+            f"values ({', '.join('?' * len(keys))})",
             [kbdb.sql_value(data[k]) for k in keys],
         )
     except sqlite3.DatabaseError as e:

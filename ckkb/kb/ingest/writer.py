@@ -7,7 +7,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,7 +116,7 @@ class NameParser:
 class Writer:
     """Allocates ids and batches inserts on one connection (inside the caller's transaction)."""
 
-    def __init__(self, conn: sqlite3.Connection, db) -> None:
+    def __init__(self, conn: sqlite3.Connection, db: Any) -> None:
         self.conn = conn
         self.db = db
         self.race_id = conn.execute("select coalesce(max(id), 0) from races").fetchone()[0]
@@ -125,13 +125,15 @@ class Writer:
         self.legends: dict[str, Legend | None] = {}
         self.names = NameParser(db)
         self.keys = StoredKeys(conn)
-        self._rsql = f"insert into race_results ({', '.join(RESULT_COLS)}) values ({', '.join('?' * len(RESULT_COLS))})"
+        marks = ", ".join("?" * len(RESULT_COLS))
+        self._rsql = f"insert into race_results ({', '.join(RESULT_COLS)}) values ({marks})"
 
     def flush_names(self) -> None:
         """Write the names parsed since the last flush (each distinct name once, ever)."""
         if self.names.new:
             self.conn.executemany(
-                "insert or ignore into race_names (name, op_template, schema, fields) values (?, ?, ?, ?)",
+                "insert or ignore into race_names (name, op_template, schema, fields) "
+                "values (?, ?, ?, ?)",
                 self.names.new,
             )
             self.names.new.clear()
@@ -170,14 +172,16 @@ class Writer:
             "race_id": race_id,
         }
         self.conn.execute(
-            f"insert into ingest_errors ({', '.join(ERROR_COLS)}) values ({', '.join('?' * len(ERROR_COLS))})",
+            f"insert into ingest_errors ({', '.join(ERROR_COLS)}) "
+            f"values ({', '.join('?' * len(ERROR_COLS))})",
             [row[c] for c in ERROR_COLS],
         )
         return {"file": file, "line": line, "message": message}
 
     def add_race(self, row: dict[str, Any]) -> None:
         self.conn.execute(
-            f"insert into races ({', '.join('[' + c + ']' for c in RACE_COLS)}) values ({', '.join('?' * len(RACE_COLS))})",
+            f"insert into races ({', '.join('[' + c + ']' for c in RACE_COLS)}) "
+            f"values ({', '.join('?' * len(RACE_COLS))})",
             [kbdb.sql_value(row.get(c)) for c in RACE_COLS],
         )
 
@@ -197,7 +201,7 @@ def shape_from_descriptors(descs: list[dict[str, Any]]) -> dict[str, int]:
 def race_row(
     info: RaceEnd,
     ctx: Context,
-    legend_for,
+    legend_for: Callable[[str | None], Legend | None],
     *,
     race_id: int,
     file: str,
@@ -213,7 +217,7 @@ def race_row(
     best = info.best or {}
     desc_shape = shape_from_descriptors(info.descriptors)
 
-    def pick(*vals):
+    def pick(*vals: Any) -> Any:
         for v in vals:
             if v is not None:
                 return v
@@ -366,7 +370,8 @@ def ingest_lines(
                 )
             if row["verification"]:
                 w.conn.execute(
-                    "update race_results set verified = 1 where race_id = ? and verified is null and supported = 1 and ms is not null",
+                    "update race_results set verified = 1 where race_id = ? "
+                    "and verified is null and supported = 1 and ms is not null",
                     [race_id],
                 )
             w.add_race(row)
