@@ -16,7 +16,9 @@ from ckkb.kb.stages import Stage
 STAGE_MODULES: tuple[str, ...] = (
     "ckkb.extract.templates",
     "ckkb.extract.instances",
+    "ckkb.extract.archs_stage",
     "ckkb.extract.cmake",
+    "ckkb.extract.instance_gates",
     "ckkb.extract.registrations",
     "ckkb.extract.typestrings",
     "ckkb.extract.aiter",

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "gates": "ckkb.cli.ck",
     "instances": "ckkb.cli.ck",
     "pool": "ckkb.cli.ck",
+    "archs": "ckkb.cli.ck",
     "why": "ckkb.cli.ck",
     "locate": "ckkb.cli.names",
     "names": "ckkb.cli.names",

@@ -1,4 +1,4 @@
-"""`ckkb gates`, `ckkb instances`, `ckkb why`, `ckkb pool`: thin printing over ckkb.queries.ck."""
+"""`ckkb gates`, `ckkb instances`, `ckkb why`, `ckkb pool`, `ckkb archs`: thin printing over ckkb.queries.ck."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import sqlite_utils
 from rich.table import Table
 
 from ckkb import settings
-from ckkb.archs import ARCHS
 from ckkb.cli import checks
 from ckkb.cli.options import arch_option, db_option, json_option
 from ckkb.cli.output import console, emit_json, print_table
@@ -241,7 +240,7 @@ def pool_cmd(dir_: str, dtype: str, db_path: str | None, as_json: bool) -> None:
         return
     rows = [
         [a, *[res["counts"][a][lay] for lay in res["layouts"]], sum(res["counts"][a].values())]
-        for a in ARCHS
+        for a in res["counts"]
     ]
     print_table(
         rows,
@@ -250,6 +249,31 @@ def pool_cmd(dir_: str, dtype: str, db_path: str | None, as_json: bool) -> None:
     )
 
 
+@click.command("archs")
+@db_option
+@json_option
+def archs_cmd(db_path, as_json):
+    """The GPU targets the CK tree names, each with the file:line naming it.
+
+    `built`: availability is computed for it (its CMake builds for it); `families`: the family
+    macros its ck.hpp defines on the target's device pass.
+    """
+    res = q.archs(_db(db_path))
+    if as_json:
+        emit_json(res)
+        return
+    rows = [
+        [
+            a["arch"],
+            f"{a['file']}:{a['line']}" if a["file"] else "(ckkb default)",
+            "yes" if a["evaluated"] else "no",
+            " ".join(a["families"]),
+        ]
+        for a in res["archs"]
+    ]
+    print_table(rows, ["arch", "named at", "built", "families"], title="archs the tree knows")
+
+
 def register(group: click.Group) -> None:
-    for c in (gates_cmd, instances_cmd, why_cmd, pool_cmd):
+    for c in (gates_cmd, instances_cmd, why_cmd, pool_cmd, archs_cmd):
         group.add_command(c)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckkb.archs import ARCHS
+from ckkb.extract.tree_archs import tree_archs
 from ckkb.kb.schema.ck_registrations import AvailabilityRow, FileBuildRow
 from ckkb.kb.stages import BuildContext
 
@@ -149,11 +149,12 @@ DEFAULT_BUILD_DEFINES = (
 def defines_by_arch(
     ctx: BuildContext, ck_defines: dict[str, tuple[str, int]]
 ) -> dict[str, dict[str, str]]:
+    archs = tree_archs(ctx)
     out: dict[str, dict[str, str]] = {
-        a: {k: v for k, (v, _line) in ck_defines.items()} for a in ARCHS
+        a: {k: v for k, (v, _line) in ck_defines.items()} for a in archs
     }
     if not ctx.table_rows("build_defines"):
-        for a in ARCHS:
+        for a in archs:
             out[a].update(dict.fromkeys(DEFAULT_BUILD_DEFINES, "1"))
     for r in ctx.table_rows("build_defines"):
         out.setdefault(r.arch, {k: v for k, (v, _line) in ck_defines.items()})[r.name] = r.value
@@ -189,8 +190,9 @@ def compute(
     rules = {r.id: r for r in ctx.table_rows("build_rules")}
     defs = defines_by_arch(ctx, ck_defines)
     out: list[AvailabilityRow] = []
+    archs = tree_archs(ctx)
     for reg in regs:
-        for arch in ARCHS:
+        for arch in archs:
             fb = _build_row(builds, reg.file, arch, includers or {})
             if fb is not None and not fb.built:
                 rule = rules.get(fb.rule_id) if fb.rule_id is not None else None

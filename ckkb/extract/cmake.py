@@ -16,9 +16,9 @@ as `build_defines` rows). For this CK that means: `DTYPES` and `MIOPEN_REQ_LIBS_
 `DISABLE_DPP_KERNELS` is given. When the root CMakeLists.txt is absent (small trees),
 `DEFAULT_ENV` is used as is (DL/DPP undefined). `hip_VERSION_FLAT` is taken as a current ROCm
 (600300000): it only gates a compression flag.
-add_instance_library runs once per arch and source file name. Whether a source file is listed by
-its directory's CMakeLists.txt is not checked: every `.cpp` (and CMake `.in` template) under
-`gpu/` is evaluated by its file name, as CK's rules do.
+add_instance_library runs once per arch and source file name. A source file that its directory's
+CMakeLists.txt does not name in any add_instance_library call is not built (`not_listed` rule,
+ckkb.extract.cmake_sources); the others are evaluated by file name, as CK's rules do.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from typing import Any
 
 from ckkb.archs import ARCHS
 from ckkb.diagnostics import Diagnostic
+from ckkb.extract.cmake_sources import listed_sources, parse_dir_cmake
 from ckkb.extract.cpp import is_binary
+from ckkb.extract.tree_archs import tree_archs
 from ckkb.kb.schema.ck_registrations import BuildDefineRow, BuildRuleRow, FileBuildRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
 from ckkb.lang.cmake.conditions import variables
@@ -150,9 +152,9 @@ def _rule_rows(
 
 class CMakeStage:
     name = "ck.cmake"
-    version = "1"
+    version = "3"
     tree = "ck"
-    reads = ()
+    reads = ("tree_archs",)
     writes = ("build_defines", "build_rules", "file_builds")
     combine_cost = 1.2  # seconds on the default tree: a scheduling hint
 
@@ -192,7 +194,8 @@ class CMakeStage:
         return FileResult(diagnostics=diags, facts={"stmts": stmts})
 
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
-        envs, rows = root_environments(results.get(ROOT_CMAKE))
+        archs = tree_archs(ctx)
+        envs, rows = root_environments(results.get(ROOT_CMAKE), archs)
         top = results.get(GPU_CMAKE)
         if top is None or "stmts" not in top.facts:
             return StageResult(
@@ -212,7 +215,7 @@ class CMakeStage:
             for k, v in results.items()
             if k not in (GPU_CMAKE, ROOT_CMAKE)
         }
-        more, diags = evaluate_tree(root, top.facts["stmts"], texts, envs=envs)
+        more, diags = evaluate_tree(root, top.facts["stmts"], texts, archs, envs)
         return StageResult(rows=rows + more, diagnostics=diags)
 
 
@@ -297,6 +300,21 @@ def evaluate_tree(
     def rule_for(br: Branch | None) -> BuildRuleRow | None:
         return rules.get(br.line) if br is not None else None
 
+    dir_stmts = {d: parse_dir_cmake(dir_texts.get(_dir_cmake(d), "")) for d in by_dir}
+    unlisted: dict[str, BuildRuleRow] = {}
+
+    def unlisted_rule(d: str, line: int) -> BuildRuleRow:
+        if d not in unlisted:
+            unlisted[d] = BuildRuleRow(
+                id=len(rules) + len(unlisted) + 1,
+                file=_dir_cmake(d),
+                line=line,
+                condition="source not named by any add_instance_library call",
+                action="not_listed",
+            )
+            out.append(unlisted[d])
+        return unlisted[d]
+
     for arch in archs:
         env = (envs or {}).get(arch) or dict(
             DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch
@@ -308,7 +326,17 @@ def evaluate_tree(
                 if not built_dir:
                     out.extend(_skipped_row(path, arch, rule_for(guard)) for _, path, _ in files)
                     continue
+            dir_cmake = dir_stmts.get(d)
+            listed = listed_sources(dir_cmake, env, _dir_cmake(d)) if dir_cmake else None
             for f, path, name in files:
+                # a CMake template (.in) is configured into a source of another name: kept
+                if (
+                    listed is not None
+                    and not f.endswith(".in")
+                    and f.split("/", 1)[1] not in listed[0]
+                ):
+                    out.append(_skipped_row(path, arch, unlisted_rule(d, listed[1])))
+                    continue
                 if name not in verdicts:
                     verdicts[name] = (
                         _run_library(lib, env, f, arch, rule_for) if lib else (True, None)
@@ -325,6 +353,10 @@ def evaluate_tree(
                     )
                 )
     return out, diags
+
+
+def _dir_cmake(d: str) -> str:
+    return f"{CK_INSTANCE_DIR}/{d}/CMakeLists.txt"
 
 
 def _run_dir_loop(

@@ -60,9 +60,9 @@ def _bind_value(raw: str, aliases: dict[str, str]) -> Any:
 
 class RegistrationsStage:
     name = "ck.registrations"
-    version = "8"
+    version = "9"
     tree = "ck"
-    reads = ("instance_lists", "build_defines", "file_builds", "build_rules")
+    reads = ("instance_lists", "build_defines", "file_builds", "build_rules", "tree_archs")
     writes = ("add_functions", "availability", "gates", "registrations")
     combine_cost = 0.1  # seconds on the default tree: a scheduling hint
 

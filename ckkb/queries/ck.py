@@ -28,13 +28,56 @@ class QueryError(CkkbError):
     """Bad query input (unknown arch, malformed tile, unknown field)."""
 
 
-def check_arch(arch: str | None, required: bool = False) -> str | None:
+def known_archs(db: sqlite_utils.Database | None) -> tuple[list[str], list[str]]:
+    """(archs the tree knows, those availability is computed for), from the tree_archs table;
+    ckkb.archs.ARCHS for both when the knowledge base predates it."""
+    if db is None or "tree_archs" not in db.table_names():
+        return list(ARCHS), list(ARCHS)
+    rows = list(db.query("SELECT arch, evaluated FROM tree_archs ORDER BY length(arch), arch"))
+    if not rows:
+        return list(ARCHS), list(ARCHS)
+    return [r["arch"] for r in rows], [r["arch"] for r in rows if r["evaluated"]]
+
+
+def archs(db: sqlite_utils.Database) -> dict[str, Any]:
+    """{"archs": [{"arch", "file", "line", "source", "families", "evaluated"}]}: the targets the
+    tree names, each with the first file:line naming it."""
+    if "tree_archs" not in db.table_names():
+        raise QueryError(
+            "this knowledge base predates `ckkb archs`", hint="rebuild it: ckkb build --force"
+        )
+    rows = db.query(
+        "SELECT arch, file, line, source, families, evaluated FROM tree_archs "
+        "ORDER BY length(arch), arch"
+    )
+    return {
+        "archs": [
+            dict(r, families=json_value(r["families"]) or [], evaluated=bool(r["evaluated"]))
+            for r in rows
+        ]
+    }
+
+
+def check_arch(
+    arch: str | None, required: bool = False, db: sqlite_utils.Database | None = None
+) -> str | None:
+    """The arch, when the tree knows it and answers for it; else a plain QueryError."""
+    known, evaluated = known_archs(db)
     if arch is None:
         if required:
-            raise QueryError("--arch is required", hint=f"one of: {', '.join(ARCHS)}")
+            raise QueryError("--arch is required", hint=f"one of: {', '.join(evaluated)}")
         return None
-    if arch not in ARCHS:
-        raise QueryError(f"unknown arch {arch!r}", hint=f"one of: {', '.join(ARCHS)}")
+    if arch not in known:
+        raise QueryError(
+            f"unknown arch {arch!r}: this tree does not know {arch}; it knows {', '.join(known)}",
+            hint="the archs and where the tree names them: ckkb archs",
+        )
+    if arch not in evaluated:
+        raise QueryError(
+            f"this tree names {arch} but its CMake does not build for it; "
+            f"it builds for {', '.join(evaluated)}",
+            hint="the archs and where the tree names them: ckkb archs",
+        )
     return arch
 
 
@@ -104,7 +147,7 @@ def gates(
     db: sqlite_utils.Database, kind: str | None = None, arch: str | None = None
 ) -> dict[str, Any]:
     """{"gates": [{"kind", "arch", "effect", "dir", "file", "line", "condition", "has_else"}]}."""
-    check_arch(arch)
+    check_arch(arch, db=db)
     q = "SELECT kind, arch, effect, dir, file, line, condition, has_else FROM gates WHERE 1"
     params: list[Any] = []
     if kind:
@@ -121,7 +164,7 @@ def gates(
 def gate_census(
     db: sqlite_utils.Database, kind: str | None = None, arch: str | None = None
 ) -> list[dict[str, Any]]:
-    check_arch(arch)
+    check_arch(arch, db=db)
     return list(db.query(sql("gate_census"), {"kind": kind or "", "arch": arch or ""}))
 
 
@@ -157,14 +200,20 @@ def _instance_dicts(
         )
         for r in db.query(q2, [arch or "", *chunk]):
             regs.setdefault(r["list_id"], []).append(r)
+    gated = _instance_gates(db, [r["id"] for r in rows], arch)
     out = []
     for r in rows:
         rl = regs.get(r["list_id"], [])
         active = r["status"] == "active"
         status = r["status"] if not active or rl else "unregistered"
         reg_out = []
+        gate = gated.get(r["id"])
         for g in rl:
             avail = None if arch is None else bool(active and g["available"])
+            if gate is not None and g["layer"] != "build":
+                # an #if on arch macros inside the list drops the entry (instance_gates)
+                avail = False if arch is not None else None
+                g = dict(g, layer="preprocessor", efile=gate[0], eline=gate[1], condition=gate[2])
             reg_out.append(
                 {
                     "function": g["function"],
@@ -198,6 +247,24 @@ def _instance_dicts(
     return out
 
 
+def _instance_gates(
+    db: sqlite_utils.Database, ids: list[int], arch: str | None
+) -> dict[int, tuple[str, int, str]]:
+    """instance id -> (file, line, condition) of the list-internal #if that drops it on arch."""
+    if arch is None or not ids or "instance_gates" not in db.table_names():
+        return {}
+    out: dict[int, tuple[str, int, str]] = {}
+    for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
+        marks = ",".join("?" * len(chunk))
+        q = (
+            "SELECT instance_id, file, line, condition FROM instance_gates "
+            f"WHERE arch = ? AND instance_id IN ({marks})"
+        )
+        for r in db.query(q, [arch, *chunk]):
+            out[r["instance_id"]] = (r["file"], r["line"], r["condition"])
+    return out
+
+
 def _public(inst: dict[str, Any]) -> dict[str, Any]:
     d = {k: v for k, v in inst.items() if k not in ("id", "reason")}
     d["registrations"] = [
@@ -216,7 +283,7 @@ def instances(
     """{"arch", "instances": [{"template", "dir", "file", "line", "list", "list_comment", "status",
     "fields", "registrations": [{"function", "file", "line", "args", "available"}],
     "available"}]}."""
-    check_arch(arch)
+    check_arch(arch, db=db)
     wsql, params = _filters(db, parse_where(where), dir)
     return {
         "arch": arch,
@@ -275,7 +342,7 @@ def why(
     """{"arch", "query", "matches": [{"instance", "available", "reasons": [{"layer", "file", "line",
     "condition", "list", "list_comment"}]}], "nearest": [...]} (nearest only when nothing
     matches)."""
-    check_arch(arch, required=True)
+    check_arch(arch, required=True, db=db)
     t = parse_tile(tile)
     filters = parse_where(where)
     wsql, params = _filters(db, filters, dir)
@@ -366,8 +433,9 @@ def pool_counts(
     ctype = ""
     if dtype:
         ctype = cpp_type(dtype)
-    counts = {a: dict.fromkeys(LAYOUTS, 0) for a in ARCHS}
-    inst = {a: dict.fromkeys(LAYOUTS, 0) for a in ARCHS}
+    archs = known_archs(db)[1]
+    counts = {a: dict.fromkeys(LAYOUTS, 0) for a in archs}
+    inst = {a: dict.fromkeys(LAYOUTS, 0) for a in archs}
     for r in db.query(sql("pool_counts"), {"dir": dir, "dtype": ctype}):
         if r["arch"] in counts and r["layout"] in LAYOUTS:
             counts[r["arch"]][r["layout"]] = r["available"] or 0
@@ -382,13 +450,13 @@ def pool_counts(
 
 
 def pool(db: sqlite_utils.Database, dir: str, arch: str) -> list[dict[str, Any]]:
-    check_arch(arch, required=True)
+    check_arch(arch, required=True, db=db)
     return list(db.query(sql("pool"), {"dir": dir, "arch": arch}))
 
 
 def arch_diff(db: sqlite_utils.Database, arch_a: str, arch_b: str) -> list[dict[str, Any]]:
-    check_arch(arch_a, required=True)
-    check_arch(arch_b, required=True)
+    check_arch(arch_a, required=True, db=db)
+    check_arch(arch_b, required=True, db=db)
     return list(db.query(sql("arch_diff"), {"arch_a": arch_a, "arch_b": arch_b}))
 
 

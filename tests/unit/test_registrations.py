@@ -460,6 +460,12 @@ def test_add_function_in_a_header_is_built_through_its_includers(copy_tree, tmp_
         "instances)\n"
         "{\n    add_device_templated_instances<BF16>(instances);\n}\n"
     )
+    with (d.parent / "CMakeLists.txt").open("a") as f:  # a source CMake names, so it is built
+        f.write(
+            "add_instance_library(device_gemm_templated_instance "
+            "device_gemm_xdl_universal_bf16_bf16_bf16/"
+            "device_gemm_xdl_universal_bf16_bf16_bf16_templated_instance.cpp)\n"
+        )
     path = tmp_path / "kb.db"
     build(path, {"ck": ck_tree(root)}, jobs=1, stages=pipeline.stages())
     db = open_db(path, readonly=True)

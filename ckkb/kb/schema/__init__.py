@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ckkb.kb.schema import (  # noqa: F401  (importing registers the tables)
     aiter,
+    ck_archs,
     ck_instances,
     ck_registrations,
     core,

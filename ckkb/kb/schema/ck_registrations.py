@@ -155,7 +155,7 @@ class BuildRuleRow:
     file: str = col("CMakeLists.txt path, relative to the CK root")
     line: int = col("line of the if()")
     condition: str = col("the if() condition as written")
-    action: str = col("remove_source | remove_targets | skip_directory")
+    action: str = col("remove_source | remove_targets | skip_directory | not_listed")
     targets: list[Any] = col("targets removed (remove_targets)", json=True, default=[])
     message: str = col("the rule's own DEBUG message, if any", "")
 

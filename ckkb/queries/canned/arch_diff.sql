@@ -14,6 +14,8 @@ candidates AS (
     FROM diff_calls d
     JOIN registrations r ON r.id = d.registration_id
     JOIN instances i ON i.list_id = r.list_id
+    UNION
+    SELECT instance_id FROM instance_gates WHERE arch IN (:arch_a, :arch_b)
 ),
 per AS (
     SELECT instance_id,

@@ -12,7 +12,11 @@ WITH per_list AS (
     GROUP BY r.list_id, a.arch
 ),
 per AS (
-    SELECT i.id AS instance_id, pl.arch, pl.n
+    -- an entry an #if on arch macros inside its list drops (instance_gates) counts 0 there
+    SELECT i.id AS instance_id, pl.arch,
+           CASE WHEN EXISTS (SELECT 1 FROM instance_gates g
+                             WHERE g.instance_id = i.id AND g.arch = pl.arch) THEN 0
+                ELSE pl.n END AS n
     FROM instances i
     JOIN per_list pl ON pl.list_id = i.list_id
     WHERE i.dir = :dir AND i.status = 'active'

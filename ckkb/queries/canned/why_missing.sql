@@ -18,14 +18,19 @@ SELECT i.id AS instance_id, i.template, i.dir, i.file, i.line, i.list_name, l.co
        i.status, i.reason, i.tile_m, i.tile_n, i.tile_k,
        r.id AS registration_id, r.function, r.file AS registration_file, r.line AS registration_line,
        r.args AS registration_args,
-       CASE WHEN i.status = 'active' AND a.available = 1 THEN 1 ELSE 0 END AS available,
+       CASE WHEN i.status = 'active' AND a.available = 1 AND g.instance_id IS NULL THEN 1 ELSE 0 END
+           AS available,
        CASE WHEN i.status != 'active' THEN 'commented_out'
             WHEN r.id IS NULL THEN 'registration'
+            WHEN (g.instance_id IS NOT NULL AND coalesce(a.layer, '') != 'build') THEN 'preprocessor'
             ELSE a.layer END AS layer,
-       CASE WHEN i.status != 'active' OR r.id IS NULL THEN i.file ELSE a.file END AS evidence_file,
-       CASE WHEN i.status != 'active' OR r.id IS NULL THEN i.line ELSE a.line END AS evidence_line,
+       CASE WHEN i.status != 'active' OR r.id IS NULL THEN i.file
+            WHEN (g.instance_id IS NOT NULL AND coalesce(a.layer, '') != 'build') THEN g.file ELSE a.file END AS evidence_file,
+       CASE WHEN i.status != 'active' OR r.id IS NULL THEN i.line
+            WHEN (g.instance_id IS NOT NULL AND coalesce(a.layer, '') != 'build') THEN g.line ELSE a.line END AS evidence_line,
        CASE WHEN i.status != 'active' THEN i.reason
             WHEN r.id IS NULL THEN 'no add_*_instances function registers ' || i.list_name
+            WHEN (g.instance_id IS NOT NULL AND coalesce(a.layer, '') != 'build') THEN g.condition
             ELSE a.condition END AS evidence
 -- Base tables, not the ck_instance_availability view: SQLite cannot flatten a join view on the
 -- right of a LEFT JOIN and would materialise all of it (250 ms instead of a few ms).
@@ -34,4 +39,5 @@ JOIN instances i ON i.id = w.id
 LEFT JOIN instance_lists l ON l.id = i.list_id
 LEFT JOIN (registrations r JOIN availability a ON a.registration_id = r.id AND a.arch = :arch)
        ON r.list_id = i.list_id
+LEFT JOIN instance_gates g ON g.instance_id = i.id AND g.arch = :arch
 ORDER BY i.dir, i.file, i.line, r.file, r.line;

@@ -1,0 +1,117 @@
+"""Stage `ck.archs`: the GPU targets a CK tree knows, read from the tree itself.
+
+A target is known when the tree names it: in its top-level CMakeLists.txt or the instance
+library's CMakeLists.txt (target lists such as `set(CK_GPU_TARGETS "gfx908;gfx90a;...")`, checks
+such as `MATCHES "gfx942"`, fixed `--offload-arch=gfx90a` flags), or in a `defined(__gfxNNN__)`
+list of include/ck/ck.hpp. A fork's own targets are therefore known as soon as it names them.
+Family macros (`__gfx9__`, `__gfx94__`, `__gfx11__`, ...) are whatever ck.hpp `#define`s under an
+`#if` on the targets, evaluated per target in file order; a name such as `gfx94` that only a
+family pattern uses is not a target.
+
+Per-arch availability is computed ("evaluated") for the targets the top-level CMakeLists.txt
+names (its target lists and checks): those a build of the tree can be asked for. A small tree whose CMake names no target (a hand-written
+fixture) falls back to ckkb.archs.ARCHS, so that it still answers for the usual eight.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ckkb.archs import ARCHS
+from ckkb.extract.availability import evaluate
+from ckkb.extract.conditions import directive_expr, directive_stacks
+from ckkb.kb.schema.ck_archs import TreeArchRow
+from ckkb.kb.stages import BuildContext, FileResult, StageResult
+from ckkb.sources import CK_INSTANCE_DIR
+
+CK_HPP = "include/ck/ck.hpp"
+CMAKE_FILES = ("CMakeLists.txt", f"{CK_INSTANCE_DIR}/CMakeLists.txt", "library/CMakeLists.txt")
+# A concrete target: gfx + three characters for gfx6..gfx9 (gfx908, gfx90a, gfx940), four digits
+# from gfx10 on (gfx1030, gfx1100). gfx9, gfx94, gfx101, gfx11 are family patterns.
+_ARCH = r"gfx(?:[6-9][0-9][0-9a-f]|1[0-9]{3})"
+_CMAKE_ARCH = re.compile(rf"(?<![\w-])({_ARCH})(?![0-9a-zA-Z_])")
+_HEADER_ARCH = re.compile(rf"\b__({_ARCH})__\b")
+_FAMILY_DEFINE = re.compile(rb"^\s*#\s*define\s+(__gfx\w+__)\s*$", re.M)
+
+
+def arch_order(arch: str) -> tuple[int, str]:
+    """gfx908 < gfx90a < gfx942 < gfx1030 < gfx1100: by generation, then name."""
+    return (len(arch), arch)
+
+
+class ArchsStage:
+    name = "ck.archs"
+    version = "2"
+    tree = "ck"
+    reads = ()
+    writes = ("tree_archs",)
+    combine_cost = 0.01
+
+    def files(self, root: Path) -> list[Path]:
+        return [root / f for f in (*CMAKE_FILES, CK_HPP) if (root / f).is_file()]
+
+    def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
+        text = data.decode("utf-8", errors="replace")
+        named: list[tuple[str, int]] = []
+        pattern = _HEADER_ARCH if rel == CK_HPP else _CMAKE_ARCH
+        for no, ln in enumerate(text.splitlines(), start=1):
+            if rel != CK_HPP and ln.lstrip().startswith("#"):
+                continue  # a CMake comment names nothing the build uses
+            named.extend((m.group(1), no) for m in pattern.finditer(ln))
+        facts: dict[str, Any] = {"named": named}
+        if rel == CK_HPP:
+            facts["families"] = _family_defines(data)
+        return FileResult(facts=facts)
+
+    def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
+        first: dict[str, tuple[str, int, str]] = {}
+        for rel in (*CMAKE_FILES, CK_HPP):
+            fr = results.get(rel)
+            for arch, line in fr.facts.get("named", []) if fr else []:
+                first.setdefault(arch, (rel, line, "header" if rel == CK_HPP else "cmake"))
+        top = results.get(CMAKE_FILES[0])
+        evaluated = {a for a, _line in (top.facts.get("named", []) if top else [])} or set(ARCHS)
+        for a in evaluated - set(first):
+            first[a] = ("", 0, "default")
+        hpp = results.get(CK_HPP)
+        fams = hpp.facts.get("families", []) if hpp else []
+        rows = [
+            TreeArchRow(
+                arch=a,
+                file=f,
+                line=ln,
+                source=src,
+                families=families_of(a, fams),
+                evaluated=a in evaluated,
+            )
+            for a, (f, ln, src) in sorted(first.items(), key=lambda kv: arch_order(kv[0]))
+        ]
+        return StageResult(rows=rows)
+
+
+def _family_defines(data: bytes) -> list[tuple[str, str, int]]:
+    """(macro, the #if it sits under, line) for every `#define __gfxX__` in ck.hpp."""
+    stacks = directive_stacks(data)
+    out = []
+    for m in _FAMILY_DEFINE.finditer(data):
+        no = data.count(b"\n", 0, m.start()) + 1
+        stack = stacks[no] if no < len(stacks) else ()
+        if stack and stack[-1][2] == 0:
+            out.append((m.group(1).decode(), stack[-1][1], no))
+    return out
+
+
+def families_of(arch: str, fams: list[Any]) -> list[str]:
+    """The family macros ck.hpp defines on arch's device pass, evaluated in file order."""
+    defines = {f"__{arch}__": "1", "__HIP_DEVICE_COMPILE__": "1"}
+    out: list[str] = []
+    for macro, cond, _line in fams:
+        if evaluate(directive_expr(cond), arch, defines, {}):
+            defines[macro] = "1"
+            out.append(macro)
+    return out
+
+
+STAGE = ArchsStage()
