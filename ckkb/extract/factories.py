@@ -293,7 +293,7 @@ def extract_file(rel: str, data: bytes) -> FileResult:
                 guards=_guards(stacks, sections, line(decl)),
             )
         )
-    errs = error_lines(tree)
+    errs = _outside_extern_templates(error_lines(tree), data)
     if errs and not rows:
         res.diagnostics.append(
             Diagnostic(
@@ -309,9 +309,25 @@ def extract_file(rel: str, data: bytes) -> FileResult:
     return res
 
 
+_EXTERN_TEMPLATE = re.compile(rb"^[ \t]*extern\s+template\b[^;]*;", re.M)
+
+
+def _outside_extern_templates(errs: list[int], data: bytes) -> list[int]:
+    """Error lines not inside an `extern template ...;` declaration. Those are valid C++ (an
+    explicit instantiation declaration, CK's reduce headers hold hundreds) that tree-sitter-cpp
+    does not parse; they declare no factory, so nothing is lost by skipping them."""
+    if not errs or b"extern" not in data:
+        return errs
+    spans = []
+    for m in _EXTERN_TEMPLATE.finditer(data):
+        first = data.count(b"\n", 0, m.start()) + 1
+        spans.append((first, first + m.group(0).count(b"\n")))
+    return [e for e in errs if not any(a <= e <= b for a, b in spans)]
+
+
 class FactoriesStage:
     name = "ck.factories"
-    version = "1"
+    version = "2"
     tree = "ck"
     reads = ()
     writes = ("factories",)

@@ -92,3 +92,20 @@ def test_instance_header_without_factory_names_is_not_read():
         src + b"void add_my_f16_instances(std::vector<std::unique_ptr<I<F16>>>& v);\n",
     )
     assert [r.function for r in res.rows] == ["add_my_f16_instances"]
+
+
+def test_extern_template_declarations_are_not_malformed():
+    # CK 2024-10's reduce headers: only explicit instantiation declarations of an add function
+    # (valid C++ that tree-sitter-cpp does not parse); 74 of them were reported as malformed
+    decl = (
+        b"extern template void add_device_reduce_instance_blockwise<BF16, F32, BF16, 4, 3, "
+        b"ReduceAdd, PassThrough, PassThrough, false, false>(std::vector<DeviceReducePtr<BF16, "
+        b"F32, BF16, 4, 3, ReduceAdd, PassThrough, PassThrough, false, false>>&);\n"
+    )
+    src = b"namespace ck {\n// clang-format off\n" + decl * 3 + b"}\n"
+    res = fa.extract_file("gpu/reduce/device_reduce_instance_blockwise_b16_add.hpp", src)
+    assert res.diagnostics == [] and res.rows == []
+    # real damage next to them is still reported
+    res = fa.extract_file("gpu/reduce/x.hpp", src + b"struct DeviceOperationInstanceFactory< {\n")
+    assert len(res.diagnostics) == 1
+    assert "malformed" in res.diagnostics[0].message
