@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "instances": "ckkb.cli.ck",
     "pool": "ckkb.cli.ck",
     "archs": "ckkb.cli.ck",
+    "diagnostics": "ckkb.cli.diagnostics",
     "why": "ckkb.cli.ck",
     "locate": "ckkb.cli.names",
     "names": "ckkb.cli.names",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.progress import (
     BarColumn,
@@ -17,7 +19,9 @@ from ckkb.cli import checks
 from ckkb.cli.options import aiter_option, ck_option, db_option, json_option
 from ckkb.cli.output import console, emit_json, err_console, print_table, warn
 from ckkb.kb.build import build
+from ckkb.kb.db import open_db
 from ckkb.kb.schema_doc import schema_markdown
+from ckkb.queries import damage
 
 
 def _trees(
@@ -43,6 +47,11 @@ def _trees(
     default=None,
     help="Worker processes (default: $CKKB_JOBS or one per core).",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 1 when any diagnostic changes an answer (see `ckkb diagnostics`); for CI.",
+)
 @json_option
 def build_cmd(
     ck_path: str | None,
@@ -51,6 +60,7 @@ def build_cmd(
     db_path: str | None,
     force: bool,
     jobs: int | None,
+    strict: bool,
     as_json: bool,
 ) -> None:
     """Read the CK (and aiter) source trees into the knowledge base.
@@ -80,6 +90,7 @@ def build_cmd(
             path, trees, stages=pipeline.stages(), jobs=jobs, force=force, progress=progress
         )
     errors = [d for d in summary.diagnostics if d.severity == "error"]
+    damaged = damage_rows(path)
     if as_json:
         emit_json(
             {
@@ -105,8 +116,10 @@ def build_cmd(
                     }
                     for d in summary.diagnostics
                 ],
+                "damage": damage.counts(damaged),
             }
         )
+        _strict_exit(strict, damaged)
         return
     for d in errors[:20]:
         warn(str(d))
@@ -116,6 +129,8 @@ def build_cmd(
         console.print(
             f"{path}: up to date ({summary.files} files unchanged, {summary.seconds:.2f} s)"
         )
+        _damage_line(damaged)
+        _strict_exit(strict, damaged)
         return
     for name, tree in trees.items():
         version = getattr(tree, "version", None)
@@ -129,6 +144,26 @@ def build_cmd(
         f"{summary.files} files ({summary.parsed} parsed, {summary.cached} cached), "
         f"{len(summary.diagnostics)} diagnostics ({len(errors)} errors), {summary.seconds:.1f} s"
     )
+    _damage_line(damaged)
+    _strict_exit(strict, damaged)
+
+
+def damage_rows(path: Path) -> list[dict]:
+    """The diagnostics of the built knowledge base that change answers (ckkb.queries.damage)."""
+    if not path.exists():
+        return []
+    return damage.damage(open_db(path, readonly=True))
+
+
+def _damage_line(rows: list[dict]) -> None:
+    line = damage.summary_line(rows)
+    console.print(line or "damage: none (no diagnostic changes an answer)", soft_wrap=True)
+
+
+def _strict_exit(strict: bool, rows: list[dict]) -> None:
+    if strict and rows:
+        err_console.print(f"ckkb: --strict: {len(rows)} diagnostic(s) change answers")
+        raise SystemExit(1)
 
 
 @click.command("schema")
