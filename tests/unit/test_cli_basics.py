@@ -91,7 +91,9 @@ def test_build_as_a_process_prints_everything_and_exits_cleanly(tmp_path, fixtur
     ]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.rstrip().endswith(" s") and "files (" in r.stdout.splitlines()[-1]
+    # issue 13: the build ends with its one-line damage summary, after the files/timing line
+    last = r.stdout.rstrip().splitlines()
+    assert last[-1].startswith("damage: ") and "files (" in last[-2] and last[-2].endswith(" s")
     assert db.is_file() and not list(tmp_path.glob("kb.db.tmp-*"))
     r = subprocess.run(
         cmd[:-1]
