@@ -13,10 +13,11 @@ of ck.archs (`__gfxNNN__` and the tree's family macros). Guards on data-type swi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ckkb.extract.archs_stage import CK_HPP
 from ckkb.extract.availability import DEFAULT_BUILD_DEFINES, evaluate
-from ckkb.extract.conditions import directive_expr
+from ckkb.extract.conditions import directive_expr, directive_stacks
 from ckkb.extract.registration_files import extract_defines
 from ckkb.extract.tree_archs import device_defines, tree_archs
 from ckkb.kb.schema.ck_archs import InstanceGateRow
@@ -25,7 +26,7 @@ from ckkb.kb.stages import BuildContext, FileResult, StageResult
 
 class InstanceGatesStage:
     name = "ck.instance_gates"
-    version = "1"
+    version = "2"
     tree = "ck"
     reads = ("instances", "tree_archs", "build_defines")
     writes = ("instance_gates",)
@@ -53,6 +54,7 @@ class InstanceGatesStage:
             defines[a] = d
         rows: list[InstanceGateRow] = []
         verdicts: dict[str, list[str]] = {}  # guard -> archs it drops the entry on
+        stacks: dict[str, list[Any]] = {}  # list file -> its directive stacks
         for inst in ctx.table_rows("instances"):
             guard = inst.guard or ""
             if "__gfx" not in guard:
@@ -60,17 +62,37 @@ class InstanceGatesStage:
             if guard not in verdicts:
                 expr = directive_expr(f"#if {guard}")
                 verdicts[guard] = [a for a in archs if evaluate(expr, a, defines[a], {}) == 0]
+            if not verdicts[guard]:
+                continue
+            line = _guard_line(root, inst.file, inst.line, stacks)
             rows.extend(
                 InstanceGateRow(
                     instance_id=inst.id,
                     arch=a,
                     file=inst.file,
-                    line=inst.line,
+                    line=line,
                     condition=f"#if {guard}",
                 )
                 for a in verdicts[guard]
             )
         return StageResult(rows=rows)
+
+
+def _guard_line(root: Path, rel: str, line: int, stacks: dict[str, list[Any]]) -> int:
+    """Line of the innermost directive on arch macros around the entry at rel:line (the entry's
+    own line when the file cannot be read again). The list file is an input of ck.instances,
+    whose rows this stage reads, so a change to it reruns this stage too."""
+    if rel not in stacks:
+        try:
+            stacks[rel] = directive_stacks((root / rel).read_bytes())
+        except OSError:
+            stacks[rel] = []
+    st = stacks[rel]
+    opened = st[line] if line < len(st) else ()
+    for dline, text, _section in reversed(opened):
+        if "__gfx" in text:
+            return int(dline)
+    return line
 
 
 STAGE = InstanceGatesStage()

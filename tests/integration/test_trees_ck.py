@@ -132,7 +132,7 @@ def test_why_names_the_guard_inside_a_list(shared_trees, shared_dbs):
     entry = hit[0]["instance"]["line"]
     ifdef = max(i + 1 for i, ln in enumerate(lines[:entry]) if ln.startswith("#ifdef __gfx94__"))
     assert reason["layer"] == "preprocessor" and reason["condition"] == "#if defined(__gfx94__)"
-    assert reason["file"] == F8_HPP and ifdef < entry
+    assert reason["file"] == F8_HPP and reason["line"] == ifdef < entry
     code, out = ck(db, "why", "--tile", "224x256x128", "--arch", "gfx942", "--json")
     hit = [m for m in json.loads(out)["matches"] if m["instance"]["file"] == F8_HPP]
     assert hit[0]["available"] is True

@@ -101,7 +101,7 @@ def test_guard_inside_a_list_gates_per_arch_with_evidence(fork_db):
     assert m["available"] is False
     (reason,) = m["reasons"]
     assert reason["layer"] == "preprocessor"
-    assert reason["file"] == LIST_HPP and reason["line"] == 39
+    assert reason["file"] == LIST_HPP and reason["line"] == 38  # the #ifdef, inserted at 38
     assert reason["condition"] == "#if defined(__gfx94__)"
     for arch in ("gfx940", "gfx942", "gfx960"):  # the family, the fork's own target included
         r = run(fork_db["clean"], *args, "--arch", arch)

@@ -43,5 +43,5 @@ class InstanceGateRow:
     instance_id: int = col("instances.id")
     arch: str = col("architecture")
     file: str = col("the list's file, relative to the CK root")
-    line: int = col("the entry's line")
+    line: int = col("line of the #if/#ifdef around the entry")
     condition: str = col("the guard, as written around the entry")
