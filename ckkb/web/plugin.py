@@ -448,7 +448,10 @@ async def _check_canned(datasette: Any, scope: dict[str, Any]) -> Response | Non
         )
     loaded = await landing.loaded_choices(db)
     dirs = await _dirs(db) if "dir" in query.params else None
-    checked = validate.check(query.params, query.required, args, dirs=dirs or None)
+    archs = [v for v, _label in loaded.get("arch", [])]  # the archs this knowledge base answers
+    checked = validate.check(
+        query.params, query.required, args, dirs=dirs or None, archs=archs or None
+    )
     # This runs outside Datasette's CSRF middleware; our pages only use GET forms.
     request = Request({"csrftoken": lambda: "", **scope}, None)
     if not checked.ok:

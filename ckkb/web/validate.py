@@ -5,7 +5,8 @@ Datasette runs a canned query with whatever the query string holds (a missing pa
 answers 400 with these messages instead. Rules are chosen by parameter name:
 
 - every parameter not marked optional (`name?` in `-- params:`) must be given and non-empty;
-- `arch` and names like `arch_a`, `other_arch`, `arch2`: one of ckkb.archs.ARCHS;
+- `arch` and names like `arch_a`, `other_arch`, `arch2`: one of the archs the knowledge base
+  answers for (`archs`, from the tree; ckkb.archs.ARCHS when not given);
 - `tile`: MxNxK (MPerBlock x NPerBlock x KPerBlock), three positive integers;
 - `dir`: a directory under gpu/ that the knowledge base knows (when the caller passes `dirs`);
 - `id` and names ending in `_id`: an integer.
@@ -62,9 +63,11 @@ def check(
     args: Mapping[str, str],
     *,
     dirs: Collection[str] | None = None,
+    archs: Collection[str] | None = None,
 ) -> Checked:
     """Check query-string `args` against a canned query's parameters."""
     out = Checked()
+    known = list(archs) if archs else list(ARCHS)
     for p in params:
         raw = args.get(p)
         value = (raw or "").strip()
@@ -84,10 +87,10 @@ def check(
             value = "x".join(str(d) for d in dims)
         elif is_arch_param(p):
             value = value.lower()
-            if value not in ARCHS:
+            if value not in known:
                 out.errors.append(
-                    f"unknown arch '{value}' for '{p}'{_close(value, ARCHS)}: "
-                    f"known archs are {', '.join(ARCHS)}"
+                    f"unknown arch '{value}' for '{p}'{_close(value, known)}: "
+                    f"known archs are {', '.join(known)}"
                 )
                 continue
         elif p == "id" or p.endswith("_id"):
