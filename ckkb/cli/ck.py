@@ -1,4 +1,5 @@
-"""`ckkb gates`, `ckkb instances`, `ckkb why`, `ckkb pool`, `ckkb archs`: thin printing over ckkb.queries.ck."""
+"""`ckkb gates`, `ckkb instances`, `ckkb why`, `ckkb pool`, `ckkb archs`: thin printing over
+ckkb.queries.ck."""
 
 from __future__ import annotations
 
@@ -252,7 +253,7 @@ def pool_cmd(dir_: str, dtype: str, db_path: str | None, as_json: bool) -> None:
 @click.command("archs")
 @db_option
 @json_option
-def archs_cmd(db_path, as_json):
+def archs_cmd(db_path: str | None, as_json: bool) -> None:
     """The GPU targets the CK tree names, each with the file:line naming it.
 
     `built`: availability is computed for it (its CMake builds for it); `families`: the family

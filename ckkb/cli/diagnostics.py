@@ -15,7 +15,7 @@ from ckkb.queries import damage
 @click.option("--all", "show_all", is_flag=True, help="Every row (default: the first 50).")
 @db_option
 @json_option
-def diagnostics_cmd(show_all, db_path, as_json):
+def diagnostics_cmd(show_all: bool, db_path: str | None, as_json: bool) -> None:
     """Diagnostics that change answers: files that did not parse, instance lists not found,
     device-op templates not resolved."""
     rows = damage.damage(open_db(settings.db_path(db_path), readonly=True))

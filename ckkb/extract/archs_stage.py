@@ -9,8 +9,9 @@ Family macros (`__gfx9__`, `__gfx94__`, `__gfx11__`, ...) are whatever ck.hpp `#
 family pattern uses is not a target.
 
 Per-arch availability is computed ("evaluated") for the targets the top-level CMakeLists.txt
-names (its target lists and checks): those a build of the tree can be asked for. A small tree whose CMake names no target (a hand-written
-fixture) falls back to ckkb.archs.ARCHS, so that it still answers for the usual eight.
+names (its target lists and checks): those a build of the tree can be asked for. A small tree
+whose top CMakeLists.txt names no target (a hand-written fixture) falls back to
+ckkb.archs.ARCHS, so that it still answers for the usual eight.
 """
 
 from __future__ import annotations
