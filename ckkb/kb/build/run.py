@@ -16,9 +16,8 @@ from __future__ import annotations
 import json
 import pickle
 import time
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,7 +127,7 @@ class _Build:
         ] + [("stage", s.name, s.version, "") for s in stages]
         self.diags: list[Diagnostic] = []
         self.pool: ProcessPoolExecutor | None = None
-        self.futures: deque[Future[list[workers.Extracted]]] = deque()
+        self.futures: set[Future[list[workers.Extracted]]] = set()
         self.blobs: dict[str, dict[str, bytes]] = {s.name: {} for s in stages}
         self.remaining: dict[str, int] = {s.name: 0 for s in stages}
         self.store: list[CacheRow] = []
@@ -178,7 +177,7 @@ class _Build:
                 )
             if self.pool is not None:
                 for chunk in workers.chunks(unsent):
-                    self.futures.append(self.pool.submit(workers.extract_chunk, chunk))
+                    self.futures.add(self.pool.submit(workers.extract_chunk, chunk))
                 unsent = []
         s = self.summary
         s.files = sum(len(p.rels) for p in self.plans.values())
@@ -236,8 +235,9 @@ class _Build:
             raise
 
     def extract_and_combine(self, db: Any, source_ids: dict[str, int]) -> None:
-        """Take the workers' results in submission order; after each, combine every stage whose
-        files are all in (in build order), while the workers go on with later files."""
+        """Take the workers' results as they finish (a long task sent early, such as a worker
+        group's, holds back no other); after each, combine every stage whose files are all in (in
+        build order), while the workers go on with later files."""
         pending = list(self.stages)
 
         def combine_ready() -> None:
@@ -248,8 +248,10 @@ class _Build:
         combine_ready()
         if self.pool is not None:
             while self.futures:
-                for result in self.futures.popleft().result():
-                    self.absorb(result)
+                finished, self.futures = wait(self.futures, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    for result in future.result():
+                        self.absorb(result)
                 combine_ready()
             self.pool.shutdown(wait=True)
         else:

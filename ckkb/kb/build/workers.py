@@ -146,7 +146,9 @@ def submission_groups(stages: list[Stage]) -> list[list[Stage]]:
     """Stages in the order their files are inventoried and handed to the workers: build order,
     except that a stage that extracts with another (`extract_with`) comes right after it (its tasks
     must be known before the other's go out, or the two would parse a file twice), and the later
-    stages of its `worker_group` go out with it (one worker reads them, see chunks)."""
+    stages of its `worker_group` go out with it (one worker reads them, see chunks). Groups with a
+    worker group go out first: one worker reads all of one, so it starts while the others share
+    the rest, and the build does not end on one worker reading it alone."""
     rest = list(stages)
     groups: list[list[Stage]] = []
     while rest:
@@ -161,4 +163,4 @@ def submission_groups(stages: list[Stage]) -> list[list[Stage]]:
                 rest.remove(s)
                 group.append(s)
         groups.append(group)
-    return groups
+    return sorted(groups, key=lambda g: all(getattr(s, "worker_group", None) is None for s in g))
