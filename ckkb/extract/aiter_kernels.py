@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckkb.diagnostics import Diagnostic
+from ckkb.extract.aiter_kernel_scan import SplitCall, class_lines, dict_statement
 from ckkb.extract.aiter_pyeval import Unsupported, compile_expr, literal
 from ckkb.extract.files import list_files
 from ckkb.extract.lazy import lazy_module
-from ckkb.extract.pyscan import StatementLines
+from ckkb.extract.pyscan import COMPOUND, SOFT, Fallback, SourceScan, StatementLines, parse_lines
 from ckkb.fields import normalise
 from ckkb.kb.schema.aiter import AiterKernelListRow, AiterKernelRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
@@ -135,7 +136,83 @@ def _is_property(node: cst.FunctionDef) -> bool:
 
 
 def read_kernel_file(rel: str, data: bytes) -> KernelFile:
-    """Parse one kernel-list file with libcst. Never raises: problems become diagnostics."""
+    """Parse one kernel-list file. Never raises: problems become diagnostics.
+
+    Reads only the statements that can hold kernel facts (top-level dataclasses and dict literals
+    naming one of them), each parsed alone with libcst; a file in any other shape is read as a whole
+    module (same facts, slower; `_read_module`, the reference: see ckkb.extract.aiter_kernel_scan).
+    """
+    try:
+        return _read_statements(rel, data)
+    except (Fallback, UnicodeDecodeError):
+        return _read_module(rel, data)
+
+
+def _read_statements(rel: str, data: bytes) -> KernelFile:
+    text = data.decode("utf-8")
+    scan = SourceScan(text)
+    diags: list[Diagnostic] = []
+    kf = KernelFile(rel=rel, op=op_of(rel), classes=[], lists=[], diagnostics=diags)
+    known: dict[int, int] = {}  # lines the scanner gives (class and `def name` lines)
+    positions: list[Any] = []  # each class's node lines, resolved only when a diagnostic needs one
+
+    def line(node: cst.CSTNode) -> int:
+        k = id(node)
+        if k in known:
+            return known[k]
+        for pos in positions:
+            ln = pos.get(k, None)
+            if ln is not None:
+                return ln
+        return 0
+
+    def report_at(ln: int, msg: str, severity: str = "warning") -> None:
+        diags.append(Diagnostic(rel, ln, msg, severity, STAGE_NAME))
+
+    lls = scan.logical
+    groups = scan.compounds()
+    classes: dict[str, KernelClass] = {}
+    for first, header, stop in groups:
+        if (
+            lls[header].word != "class"
+            or lls[header].indent != ""
+            or "dataclass" not in text[lls[first].start : lls[header].start]
+        ):
+            continue  # a class without a decorator naming dataclass is not one (_is_dataclass)
+        _module, stmt, pos = parse_lines(scan, first, stop)
+        if not isinstance(stmt, cst.ClassDef):
+            raise Fallback(f"line {lls[header].line}: not a class")
+        if _is_dataclass(stmt):
+            positions.append(pos)
+            class_lines(scan, header, stop, stmt, known)
+            kc = _read_class(stmt, line, lambda node, msg: report_at(line(node), msg))
+            classes[kc.name] = kc
+    kf.classes = list(classes)
+
+    reported: set[tuple[int, str]] = set()
+    parsed: dict[str, Any] = {}  # expression text -> its node (kernel lists repeat the same texts)
+    for first, header, stop in groups:
+        ll = lls[header]
+        if first != header or stop != header + 1 or ll.word in COMPOUND or not classes:
+            continue  # compound statements: only module-level simple statements hold kernel dicts
+        code = scan.code(ll)
+        if not any(c in code for c in classes):
+            continue  # names no kernel class: no entry can be a kernel call
+        if ll.word in SOFT:
+            raise Fallback(f"line {ll.line}: soft keyword")
+        shape = dict_statement(scan, ll, parsed)
+        if shape is None:
+            raise Fallback(f"line {ll.line}: names a kernel class but is not `name = {{...}}`")
+        target, elements = shape
+        _read_dict(target, ll.line, elements, classes, line, report_at, reported, kf)
+    for kc in classes.values():
+        kc.name_expr = kc.name_fn = None  # keep KernelFile picklable
+    return kf
+
+
+def _read_module(rel: str, data: bytes) -> KernelFile:
+    """The whole module parsed with libcst: the reference reader, and the one for the files
+    _read_statements does not take."""
     diags: list[Diagnostic] = []
     kf = KernelFile(rel=rel, op=op_of(rel), classes=[], lists=[], diagnostics=diags)
     try:
@@ -207,6 +284,8 @@ def read_kernel_file(rel: str, data: bytes) -> KernelFile:
 
 
 def _is_kernel_call(value: Any, classes: dict[str, KernelClass]) -> bool:
+    if isinstance(value, SplitCall):
+        return value.func.value in classes
     return (
         isinstance(value, cst.Call)
         and isinstance(value.func, cst.Name)

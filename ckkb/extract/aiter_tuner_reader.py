@@ -1,9 +1,9 @@
 """aiter tuner and runtime-config files, read statically with libcst (never imported).
 
-- `aiter/utility/base_tuner.py` and every per-op `*_tune.py` (`read_tuner`): argparse options
-  (flags, action, default, type), `ARG_DEFAULTS` overrides, the kernel list each tuner imports and
+- `aiter/utility/base_tuner.py` and every per-op `*_tune.py` (`read_tuner_module`; statement by
+  statement: ckkb.extract.aiter_tuner_scan): argparse options (flags, action, default, type), `ARG_DEFAULTS` overrides, the kernel list each tuner imports and
   the `AITER_CONFIG_*` it writes to.
-- `aiter/jit/core.py` (`read_core`): each config the runtime loads
+- `aiter/jit/core.py` (`read_core_module`): each config the runtime loads
   (`X = os.getenv("AITER_CONFIG_X", default)` and
   `X_FILE = get_config_file("AITER_CONFIG_X", X, "tuned_name")`), and the merge rule of
   `update_config_files`, recognised from the code and cited by line (MERGE_RULES).
@@ -234,8 +234,9 @@ def _path_of(module: cst.Module, node: cst.BaseExpression) -> str | None:
 CORE_MARKERS = ("AITER_CONFIG", "def update_config_files", "def get_config_file")
 
 
-def read_core(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
-    """Runtime configs and merge rule of aiter/jit/core.py (the whole module, with libcst)."""
+def read_core_module(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
+    """Runtime configs and merge rule of aiter/jit/core.py (the whole module, with libcst: the
+    reference of ckkb.extract.aiter_tuner_scan.read_core, and its reader for other shapes)."""
     diags: list[Diagnostic] = []
     facts = CoreFacts(rel, [], MergeRule())
     module = _parse(rel, data, diags)
@@ -394,9 +395,10 @@ def _merge_rule(fn: cst.FunctionDef, line: Callable[[cst.CSTNode], int]) -> Merg
 TUNER_MARKERS = ("add_argument", "ARG_DEFAULTS")
 
 
-def read_tuner(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
+def read_tuner_module(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
     """Options, ARG_DEFAULTS, config imports and kernel-list import of one tuner file (the whole
-    module, with libcst)."""
+    module, with libcst: the reference of ckkb.extract.aiter_tuner_scan.read_tuner, and its
+    reader for other shapes)."""
     diags: list[Diagnostic] = []
     tf = TunerFile(rel, {}, [], [], None)
     module = _parse(rel, data, diags)

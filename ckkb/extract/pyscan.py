@@ -4,8 +4,10 @@ start_lines, StatementLines). Callers parse the whole module instead where Fallb
 
 from __future__ import annotations
 
+import ast
 import bisect
 import re
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -137,13 +139,20 @@ class SourceScan:
 
     Only what decides where a statement starts and ends is recognised; libcst still reads every
     statement the extractors use. Raises Fallback on anything it does not understand (carriage
-    returns, form feeds, unterminated strings, unbalanced brackets), so callers parse the whole
-    module as before.
+    returns, form feeds, unterminated strings, unbalanced brackets) and on a source Python does
+    not compile (a syntax error in a statement the reader skips must still skip the file, as the
+    whole-module parse does), so callers parse the whole module as before.
     """
 
     def __init__(self, text: str) -> None:
         if "\r" in text or "\f" in text or "\x00" in text:
             raise Fallback("line endings or form feeds")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes and the like: not ours to report
+            try:
+                ast.parse(text)  # CPython's C parser: a few ms for a kernel list
+            except (SyntaxError, ValueError):
+                raise Fallback("not valid Python: the whole-module reader reports it") from None
         self.text = text
         ms = list(_SCAN.finditer(text))
         kinds = [str(m.lastgroup) for m in ms]  # every alternative is a named group
