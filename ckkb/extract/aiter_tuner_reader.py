@@ -2,7 +2,8 @@
 
 - `aiter/utility/base_tuner.py` and every per-op `*_tune.py` (`read_tuner_module`; statement by
   statement: ckkb.extract.aiter_tuner_scan): argparse options (flags, action, default, type),
-  `ARG_DEFAULTS` overrides, the kernel list each tuner imports and the `AITER_CONFIG_*` it writes to.
+  `ARG_DEFAULTS` overrides, the kernel list each tuner imports and the `AITER_CONFIG_*` it
+  writes to.
 - `aiter/jit/core.py` (`read_core_module`): each config the runtime loads
   (`X = os.getenv("AITER_CONFIG_X", default)` and
   `X_FILE = get_config_file("AITER_CONFIG_X", X, "tuned_name")`), and the merge rule of
