@@ -27,7 +27,7 @@ from ckkb import procs, settings
 from ckkb.diagnostics import Diagnostic
 from ckkb.kb import atomic, lock
 from ckkb.kb import db as kbdb
-from ckkb.kb.build import workers
+from ckkb.kb.build import gc_policy, workers
 from ckkb.kb.build.cache import Cache, CacheRow
 from ckkb.kb.build.plan import StagePlan, inventory
 from ckkb.kb.build.writer import (
@@ -90,7 +90,8 @@ def build(
     register_stages(ordered)
     run = _Build(path, trees, ordered, jobs or settings.jobs(), force, progress)
     try:
-        return run.run()
+        with gc_policy.relaxed():
+            return run.run()
     finally:
         run.cache.close()
 
