@@ -1,13 +1,19 @@
 """aiter tuner and runtime-config files, read statically with libcst (never imported).
 
-- `aiter/utility/base_tuner.py` and every per-op `*_tune.py` (`read_tuner_module`; statement by
-  statement: ckkb.extract.aiter_tuner_scan): argparse options (flags, action, default, type),
-  `ARG_DEFAULTS` overrides, the kernel list each tuner imports and the `AITER_CONFIG_*` it
-  writes to.
-- `aiter/jit/core.py` (`read_core_module`): each config the runtime loads
+- `aiter/utility/base_tuner.py` and every per-op `*_tune.py` (`read_tuner`): argparse options
+  (flags, action, default, type), `ARG_DEFAULTS` overrides, the kernel list each tuner imports and
+  the `AITER_CONFIG_*` it writes to.
+- `aiter/jit/core.py` (`read_core`): each config the runtime loads
   (`X = os.getenv("AITER_CONFIG_X", default)` and
   `X_FILE = get_config_file("AITER_CONFIG_X", X, "tuned_name")`), and the merge rule of
   `update_config_files`, recognised from the code and cited by line (MERGE_RULES).
+
+Each has two readers behind one function: the statement reader parses only the statements that
+can hold the facts, each alone (the token scan of ckkb.extract.pyscan finds them); the whole-module
+reader (`read_core_module`, `read_tuner_module`) is its reference and reads the files in any other
+shape. The fast path stays under the 20% rule for `ckkb audit --aiter TREE` on a tree not in the
+knowledge base: extraction is most of that job, ~4x faster with it (README, Performance);
+tests/unit/test_aiter_readers_equiv.py checks both give the same facts.
 """
 
 from __future__ import annotations
@@ -15,13 +21,28 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.aiter_pyeval import Unsupported, literal
+from ckkb.extract.aiter_tuner_facts import MERGE_RULES as MERGE_RULES  # read from here
+from ckkb.extract.aiter_tuner_facts import (
+    CoreFacts,
+    MergeRule,
+    RuntimeConfig,
+    TunerFile,
+    TunerOption,
+)
 from ckkb.extract.lazy import lazy_module
-from ckkb.extract.pyscan import StatementLines
+from ckkb.extract.pyscan import (
+    COMPOUND,
+    SOFT,
+    Fallback,
+    Positions,
+    SourceScan,
+    StatementLines,
+    parse_lines,
+)
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -31,81 +52,6 @@ else:
     )  # imported on first use: workers that never read Python start sooner
 
 STAGE_NAME = "aiter.tuners"
-
-# Merge rules of aiter's update_config_files, by the code that implements them.
-MERGE_RULES = {
-    "keep-fastest": (
-        "rows of all files are concatenated, sorted by `us` and de-duplicated on the columns of "
-        "the op's untuned CSV keeping the first (fastest) row, silently; all files must have "
-        "identical column lists (assert). "
-        "A single file is used as is, without de-duplication."
-    ),
-    "reject-duplicates": (
-        "rows of all files are concatenated; duplicate keys keep the lowest `us` and then the "
-        "runtime refuses to "
-        "start (raises); all files must have identical column lists."
-    ),
-    "unknown": "update_config_files was not recognised; merge results are not predicted",
-}
-
-
-@dataclass
-class MergeRule:
-    id: str = "unknown"
-    line: int = 0
-    evidence: dict[str, int] = field(default_factory=dict)  # feature -> core.py line
-    fills_gfx: bool = False
-
-    @property
-    def description(self) -> str:
-        return MERGE_RULES[self.id]
-
-
-@dataclass
-class RuntimeConfig:
-    op: str
-    env_var: str
-    line: int
-    default_path: str | None = None  # repo-style
-    attribute: str | None = None
-    tuned_name: str | None = None
-    file_line: int = 0
-
-
-@dataclass
-class CoreFacts:
-    rel: str
-    configs: list[RuntimeConfig]
-    rule: MergeRule
-    glob_line: int = 0
-
-
-@dataclass
-class TunerOption:
-    flags: list[str]
-    line: int
-    dest: str | None = None
-    action: str | None = None
-    default: Any = None
-    type: str | None = None
-    help: str | None = None
-    default_key: str | None = None  # defaults["key"]: resolved from ARG_DEFAULTS
-
-    @property
-    def option(self) -> str:
-        longs = [f for f in self.flags if f.startswith("--")]
-        return (longs or self.flags or ["?"])[0]
-
-
-@dataclass
-class TunerFile:
-    rel: str
-    classes: dict[str, dict[str, Any]]  # class -> {"defaults": {k: (value, line)}, "spread": bool}
-    options: list[TunerOption]
-    config_imports: list[str]  # AITER_CONFIG_* names imported from aiter.jit.core
-    kernel_import: (
-        tuple[str, str] | None
-    )  # (module, name) e.g. ("gemm_a8w8_common", "kernels_list")
 
 
 def _pos(
@@ -232,12 +178,57 @@ def _path_of(module: cst.Module, node: cst.BaseExpression) -> str | None:
     return v if isinstance(v, str) else None
 
 
+_DEF_NAME = re.compile(r"(?:async[ \t]+)?def[ \t]+([^\W\d]\w*)")
 CORE_MARKERS = ("AITER_CONFIG", "def update_config_files", "def get_config_file")
+
+
+def _lines(pos: Positions) -> Callable[[cst.CSTNode], int]:
+    """A statement parsed alone: its nodes' lines in the file (0: not known)."""
+    return lambda node: pos.get(id(node), 0)
+
+
+def read_core(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
+    """Runtime configs and merge rule of aiter/jit/core.py, parsing only the statements that hold
+    them (module-level lines naming AITER_CONFIG, the two functions); other shapes: the whole
+    module."""
+    try:
+        return _read_core_statements(rel, data)
+    except (Fallback, UnicodeDecodeError):
+        return read_core_module(rel, data)
+
+
+def _read_core_statements(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
+    scan = SourceScan(data.decode("utf-8"))
+    diags: list[Diagnostic] = []
+    facts = CoreFacts(rel, [], MergeRule())
+    by_env: dict[str, RuntimeConfig] = {}
+    lls = scan.logical
+    for first, header, stop in scan.compounds():
+        ll = lls[header]
+        code = scan.code(ll)
+        if ll.word in ("def", "async"):
+            m = _DEF_NAME.match(code)
+            if m is None:
+                raise Fallback(f"line {ll.line}: def not recognised")
+            if m.group(1) not in ("update_config_files", "get_config_file"):
+                continue
+        elif (
+            first != header
+            or stop != header + 1
+            or ll.word in COMPOUND
+            or "AITER_CONFIG" not in code
+        ):
+            continue
+        elif ll.word in SOFT:
+            raise Fallback(f"line {ll.line}: soft keyword")
+        module, stmt, pos = parse_lines(scan, first, stop)
+        _core_statement(rel, module, stmt, _lines(pos), facts, by_env, diags)
+    return _core_done(rel, facts, by_env, diags)
 
 
 def read_core_module(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
     """Runtime configs and merge rule of aiter/jit/core.py (the whole module, with libcst: the
-    reference of ckkb.extract.aiter_tuner_scan.read_core, and its reader for other shapes)."""
+    reference of read_core, and its reader for other shapes)."""
     diags: list[Diagnostic] = []
     facts = CoreFacts(rel, [], MergeRule())
     module = _parse(rel, data, diags)
@@ -396,10 +387,77 @@ def _merge_rule(fn: cst.FunctionDef, line: Callable[[cst.CSTNode], int]) -> Merg
 TUNER_MARKERS = ("add_argument", "ARG_DEFAULTS")
 
 
+def read_tuner(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
+    """Options, ARG_DEFAULTS, config imports and kernel-list import of one tuner file.
+
+    Only the statements that can hold them are parsed (each alone, with libcst): module-level
+    imports, class headers and their `ARG_DEFAULTS` lines, and the logical lines that name
+    `add_argument`. A file in any other shape is read as a whole module (same facts, slower).
+    """
+    try:
+        return _read_tuner_statements(rel, data)
+    except (Fallback, UnicodeDecodeError):
+        return read_tuner_module(rel, data)
+
+
+def _read_tuner_statements(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
+    scan = SourceScan(data.decode("utf-8"))
+    text = scan.text
+    diags: list[Diagnostic] = []
+    tf = TunerFile(rel, {}, [], [], None)
+    lls = scan.logical
+    for first, header, stop in scan.compounds():
+        ll = lls[header]
+        if first == header and stop == header + 1 and ll.word not in COMPOUND:
+            if "import" in scan.code(ll):
+                module, stmt, _pos = parse_lines(scan, header, stop)
+                _tuner_imports(module, stmt, tf)
+        elif ll.word == "class" and ll.indent == "":
+            head = scan.code(ll)
+            if not head.endswith(":") or stop == header + 1:
+                raise Fallback(f"line {ll.line}: class on one line")
+            src = text[lls[first].start : ll.end]
+            try:
+                cls_node = cst.parse_module(src + lls[header + 1].indent + "pass\n").body[0]
+            except cst.ParserSyntaxError:
+                raise Fallback(f"line {ll.line}: class header not parsed alone") from None
+            if not isinstance(cls_node, cst.ClassDef):
+                raise Fallback(f"line {ll.line}: not a class")
+            whole = text[lls[first].start : lls[stop - 1].end]
+            # as _pos: the `class` line where the class names a marker, else its first line
+            # (decorators)
+            cls_line = ll.line if any(r in whole for r in TUNER_MARKERS) else lls[first].line
+            cls = {"defaults": {}, "spread": False, "line": cls_line}
+            body_indent = lls[header + 1].indent
+            for j in range(header + 1, stop):
+                item = lls[j]
+                if (
+                    item.indent != body_indent
+                    or item.word in COMPOUND
+                    or "ARG_DEFAULTS" not in scan.code(item)
+                ):
+                    continue
+                if item.word in SOFT:
+                    raise Fallback(f"line {item.line}: soft keyword")
+                module, stmt, pos = parse_lines(scan, j, j + 1)
+                _tuner_defaults(module, stmt, _lines(pos), cls)
+            tf.classes[cls_node.name.value] = cls
+    for j, ll in enumerate(lls):
+        if "add_argument" not in scan.code(ll):
+            continue
+        if ll.word in COMPOUND or ll.word in SOFT:
+            raise Fallback(f"line {ll.line}: add_argument in a compound statement header")
+        module, stmt, pos = parse_lines(scan, j, j + 1)
+        v = _Calls()
+        stmt.visit(v)
+        _tuner_options(rel, module, v.calls, _lines(pos), tf, diags)
+    return tf, diags
+
+
 def read_tuner_module(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
     """Options, ARG_DEFAULTS, config imports and kernel-list import of one tuner file (the whole
-    module, with libcst: the reference of ckkb.extract.aiter_tuner_scan.read_tuner, and its
-    reader for other shapes)."""
+    module, with libcst: the reference of read_tuner, and its reader for
+    other shapes)."""
     diags: list[Diagnostic] = []
     tf = TunerFile(rel, {}, [], [], None)
     module = _parse(rel, data, diags)

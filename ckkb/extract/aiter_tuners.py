@@ -19,8 +19,9 @@ from ckkb.extract.aiter_tuner_reader import (
     RuntimeConfig,
     TunerFile,
     TunerOption,
+    read_core,
+    read_tuner,
 )
-from ckkb.extract.aiter_tuner_scan import read_core, read_tuner
 from ckkb.extract.files import list_files
 from ckkb.kb.schema.aiter import AiterRuntimeConfigRow, AiterTunerOptionRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ckkb.extract import aiter_kernels, aiter_tuner_reader, aiter_tuner_scan, aiter_tuners
+from ckkb.extract import aiter_kernels, aiter_tuner_reader, aiter_tuners
 
 # Pieces a kernel list or a tuner is written with: literals, expressions that do not evaluate
 # statically, and the spacing, comments and line breaks between tokens.
@@ -121,7 +121,7 @@ def test_kernel_statement_reader_matches_the_module_reader(src: str) -> None:
 def test_tuner_statement_reader_matches_the_module_reader(src: str) -> None:
     data = src.encode()
     rel = "aiter/csrc/ck_g/g_tune.py"
-    fast = aiter_tuner_scan.read_tuner(rel, data)
+    fast = aiter_tuner_reader.read_tuner(rel, data)
     assert repr(fast) == repr(aiter_tuner_reader.read_tuner_module(rel, data))
 
 
@@ -142,9 +142,9 @@ def test_statement_readers_match_the_module_readers_on_the_wheel() -> None:
     for rel in aiter_tuners.STAGE.files(root):
         r, data = str(rel), (root / rel).read_bytes()
         if r.endswith("jit/core.py"):
-            fast, ref = aiter_tuner_scan.read_core(r, data), aiter_tuner_reader.read_core_module
+            fast, ref = aiter_tuner_reader.read_core(r, data), aiter_tuner_reader.read_core_module
         else:
-            fast, ref = aiter_tuner_scan.read_tuner(r, data), aiter_tuner_reader.read_tuner_module
+            fast, ref = aiter_tuner_reader.read_tuner(r, data), aiter_tuner_reader.read_tuner_module
         assert fast == ref(r, data), r
         n += 1
     assert n >= 20  # 10 kernel-list files and 12 tuner/core files in 0.1.7.post2.dev18 (ls)

@@ -1,0 +1,83 @@
+"""What the aiter tuner readers (ckkb.extract.aiter_tuner_reader) find: the merge rule of
+aiter/jit/core.py's update_config_files (MERGE_RULES), its runtime configs, and each tuner's
+options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Merge rules of aiter's update_config_files, by the code that implements them.
+MERGE_RULES = {
+    "keep-fastest": (
+        "rows of all files are concatenated, sorted by `us` and de-duplicated on the columns of "
+        "the op's untuned CSV keeping the first (fastest) row, silently; all files must have "
+        "identical column lists (assert). "
+        "A single file is used as is, without de-duplication."
+    ),
+    "reject-duplicates": (
+        "rows of all files are concatenated; duplicate keys keep the lowest `us` and then the "
+        "runtime refuses to "
+        "start (raises); all files must have identical column lists."
+    ),
+    "unknown": "update_config_files was not recognised; merge results are not predicted",
+}
+
+
+@dataclass
+class MergeRule:
+    id: str = "unknown"
+    line: int = 0
+    evidence: dict[str, int] = field(default_factory=dict)  # feature -> core.py line
+    fills_gfx: bool = False
+
+    @property
+    def description(self) -> str:
+        return MERGE_RULES[self.id]
+
+
+@dataclass
+class RuntimeConfig:
+    op: str
+    env_var: str
+    line: int
+    default_path: str | None = None  # repo-style
+    attribute: str | None = None
+    tuned_name: str | None = None
+    file_line: int = 0
+
+
+@dataclass
+class CoreFacts:
+    rel: str
+    configs: list[RuntimeConfig]
+    rule: MergeRule
+    glob_line: int = 0
+
+
+@dataclass
+class TunerOption:
+    flags: list[str]
+    line: int
+    dest: str | None = None
+    action: str | None = None
+    default: Any = None
+    type: str | None = None
+    help: str | None = None
+    default_key: str | None = None  # defaults["key"]: resolved from ARG_DEFAULTS
+
+    @property
+    def option(self) -> str:
+        longs = [f for f in self.flags if f.startswith("--")]
+        return (longs or self.flags or ["?"])[0]
+
+
+@dataclass
+class TunerFile:
+    rel: str
+    classes: dict[str, dict[str, Any]]  # class -> {"defaults": {k: (value, line)}, "spread": bool}
+    options: list[TunerOption]
+    config_imports: list[str]  # AITER_CONFIG_* names imported from aiter.jit.core
+    kernel_import: (
+        tuple[str, str] | None
+    )  # (module, name) e.g. ("gemm_a8w8_common", "kernels_list")
