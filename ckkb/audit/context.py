@@ -284,6 +284,20 @@ def merged_set(ctx: AuditContext, rc: AiterRuntimeConfigRow) -> tuple[list[str],
     return files, False
 
 
+def merged_elsewhere(ctx: AuditContext, rc: AiterRuntimeConfigRow, rel: str | None) -> list[str]:
+    """Files of rc's run-time merged set (core.py get_config_file) other than `rel` that exist
+    and hold rows: with any, the op runs tuned even when `rel` is missing or empty."""
+    if not ctx.defaults:
+        return []
+    files, _ = merged_set(ctx, rc)
+    if len(files) < 2:
+        return []
+    rows = {t.rel: len(t.rows) for t in ctx.tables}
+    return [
+        f for f in files if f != rel and (rows[f] > 0 if f in rows else resolve(ctx, f).is_file())
+    ]
+
+
 def resolve(ctx: AuditContext, path: str) -> Path:
     """A repo-style path (aiter/...) or a user path -> file on disk."""
     if path in ctx.paths:

@@ -88,7 +88,11 @@ _RULES = [
     Rule("arch-mismatch", "warning", "parts", "rows tagged for an arch other than --arch"),
     Rule("fp8-dialect", "error", "parts", "FNUZ fp8 on gfx950, or OCP fp8 (e4m3fn/e5m2) on gfx942"),
     # values
-    Rule("us-invalid", "error", "values", "us missing, zero, negative or NaN"),
+    Rule("us-invalid", "error", "values", "us missing, zero, negative, NaN or infinite"),
+    Rule("err-ratio-invalid", "error", "values", "errRatio (or err1/err2) NaN or negative"),
+    Rule("shape-invalid", "error", "values", "M, N or K not a positive integer"),
+    Rule("splitk-negative", "error", "values", "splitK (or ksplit) below 0"),
+    Rule("conflict-marker", "error", "values", "git conflict markers left in a config file"),
     Rule(
         "err-ratio-high", "warning", "values", "errRatio above the tuner's own default --errRatio"
     ),

@@ -29,6 +29,11 @@ def lookup_key(ctx: AuditContext, t: ConfigTable, op: str | None) -> list[str]:
     """Columns a row is looked up by: gfx/cu_num plus the
     op's untuned columns (else the usual key columns)."""
     rc = ctx.runtime_for(op)
+    if rc is not None and any(k.startswith("key_") for k in rc.merge_evidence):
+        # core.py names its key (untuned header + cu_num/gfx/_tag): exactly those columns
+        return [c for c in rc.merge_key if c in t.columns]
+    if rc is None and any(any(k.startswith("key_") for k in r.merge_evidence) for r in ctx.runtime):
+        return []  # no op: no key is known, and none is guessed from column names
     base = [c for c in ("gfx", "cu_num") if c in t.columns]
     if rc is not None and rc.merge_key:
         return base + [c for c in rc.merge_key if c in t.columns and c not in base]
@@ -119,6 +124,12 @@ def merge_preview(
         "errors": [],
         "deduplicated": False,
     }
+    ev = rc.merge_evidence or {}
+    # aiter 2026 core.py: every file is optional (skipped when missing) and the column lists are
+    # unioned (missing columns filled); the default wheel reads the first file unconditionally
+    # and asserts equal columns.
+    union = "union_columns" in ev and "first_file_required" not in ev
+    named_key = any(k.startswith("key_") for k in ev)
     tables: list[tuple[str, ConfigTable]] = []
     for i, f in enumerate(files):
         t, exists = _table(ctx, f)
@@ -139,7 +150,7 @@ def merge_preview(
                         "message": f"{f} does not exist: the op runs untuned",
                     }
                 )
-            elif i == 0 and len(files) > 1:
+            elif i == 0 and len(files) > 1 and not union:
                 out["errors"].append(
                     {
                         "kind": "first-file-missing",
@@ -148,7 +159,7 @@ def merge_preview(
                         "pd.read_csv of the first file fails",
                     }
                 )
-            else:
+            elif not union:  # aiter 2026 skips a missing file by design (logged at info)
                 out["errors"].append(
                     {
                         "kind": "file-missing",
@@ -167,7 +178,17 @@ def merge_preview(
                 out["gfx_missing"].append(
                     {"file": f, "line": ln, "cu_num": v.get("cu_num"), "gfx": arch_of(v)}
                 )
+    if union and len(files) > 1 and not tables:
+        out["errors"].append(
+            {
+                "kind": "no-file",
+                "file": files[0],
+                "message": f"none of the {len(files)} files exists: the runtime raises "
+                "FileNotFoundError",
+            }
+        )
     rows = [(f, ln, v) for f, t in tables for ln, v in t.rows]
+    out["rows"] = len(rows)
     if len(files) <= 1 or rc.merge_rule == "unknown":
         out["merged_rows"] = len(rows)
         if rc.merge_rule == "unknown" and len(files) > 1:
@@ -179,7 +200,10 @@ def merge_preview(
                 }
             )
         return out
-    if tables:
+    all_cols = list(dict.fromkeys(c for _, t in tables for c in t.columns))
+    if union:
+        rows = [(f, ln, _filled(v, all_cols)) for f, ln, v in rows]
+    elif tables:
         cols0 = tables[0][1].columns
         for f, t in tables[1:]:
             if t.columns != cols0:
@@ -202,7 +226,9 @@ def merge_preview(
             rows
         )  # no untuned CSV: core.py only logs a warning and keeps every row
         return out
-    missing = [c for c in rc.merge_key if tables and c not in tables[0][1].columns]
+    key = [c for c in rc.merge_key if c in all_cols] if named_key else list(rc.merge_key)
+    out["merge_key"] = key
+    missing = [c for c in key if tables and c not in tables[0][1].columns and not union]
     if missing:
         out["errors"].append(
             {
@@ -216,7 +242,7 @@ def merge_preview(
     out["deduplicated"] = True
     groups: dict[tuple, list[tuple[str, int, dict]]] = defaultdict(list)
     for r in rows:
-        groups[tuple(r[2].get(c) for c in rc.merge_key)].append(r)
+        groups[tuple(r[2].get(c) for c in key)].append(r)
     dropped: dict[Any, int] = defaultdict(int)
     for k, grp in groups.items():
         if len(grp) < 2:
@@ -233,7 +259,7 @@ def merge_preview(
             loser = {
                 "file": g[0],
                 "line": g[1],
-                "key": dict(zip(rc.merge_key, k, strict=True)),
+                "key": dict(zip(key, k, strict=True)),
                 "us": g[2].get("us"),
                 "cu_num": g[2].get("cu_num"),
                 "gfx": g[2].get("gfx"),
@@ -253,7 +279,22 @@ def merge_preview(
         str(k): v for k, v in sorted(dropped.items(), key=lambda kv: str(kv[0]))
     }
     out["merged_rows"] = len(groups)
-    out["refuses_to_start"] = rc.merge_rule == "reject-duplicates" and bool(out["losers"])
+    out["refuses_to_start"] = rc.merge_rule.startswith("reject-duplicates") and bool(out["losers"])
+    return out
+
+
+_FILL_DEFAULTS = {"xbf16": 0, "run_1stage": 0, "ksplit": 0}
+
+
+def _filled(v: dict[str, Any], cols: list[str]) -> dict[str, Any]:
+    """A row as aiter 2026's merge sees it: missing columns filled (gfx from cu_num, else 0),
+    `_tag` NaN as ""."""
+    out = dict(v)
+    for c in cols:
+        if c not in out:
+            out[c] = arch_of(v) if c == "gfx" else _FILL_DEFAULTS.get(c, 0)
+    if "_tag" in out and out["_tag"] is None:
+        out["_tag"] = ""
     return out
 
 
@@ -297,7 +338,7 @@ def merge_findings(ctx: AuditContext, preview: dict[str, Any]) -> list[Finding]:
                     file=e["file"],
                 )
             )
-    strict = rule["id"] == "reject-duplicates"
+    strict = rule["id"].startswith("reject-duplicates")
     drops: dict[tuple[str, Any], list[dict]] = defaultdict(list)
     for lo in preview["losers"]:
         if lo["same_part"]:

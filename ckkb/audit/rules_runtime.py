@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ckkb.audit.context import AuditContext
+from ckkb.audit.context import AuditContext, merged_elsewhere
 from ckkb.audit.model import Finding, finding
 
 _FILE_VAR = re.compile(r"^AITER_CONFIG_\w+_FILE$")
@@ -16,7 +16,11 @@ def runtime_findings(ctx: AuditContext) -> list[Finding]:
     out: list[Finding] = []
     if ctx.defaults:
         for rc in ctx.runtime:
-            if rc.default_path and not rc.default_exists:
+            if (
+                rc.default_path
+                and not rc.default_exists
+                and not merged_elsewhere(ctx, rc, rc.default_path)
+            ):
                 near = ""
                 if (
                     rc.tuned_name

@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ckkb.audit.context import AuditContext
+from ckkb.audit.context import AuditContext, merged_elsewhere
 from ckkb.audit.model import Finding, finding
 from ckkb.extract.aiter_configs import ConfigTable
+from ckkb.extract.aiter_tuners import merge_key_extras
 
 LIST_LIMIT = 20
 SCALE_BLOCK = 32  # one E8M0 exponent per 32 elements along K (MX formats)
@@ -52,6 +53,12 @@ def input_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 messages=[m for _, m in t.problems[:LIST_LIMIT]],
             )
         )
+    path = ctx.paths.get(t.rel)
+    if path is not None:
+        try:
+            out += conflict_findings(t.rel, path.read_bytes(), op)
+        except OSError:
+            pass  # t.error already says the file cannot be read
     rc = ctx.runtime_for(op)
     if op is None and t.kind == "tuned":
         ops = ", ".join(r.tuned_name or r.op for r in ctx.runtime)
@@ -66,7 +73,14 @@ def input_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 columns=t.columns,
             )
         )
-    want = [c for c in (rc.merge_key if rc and rc.merge_key else []) if c not in t.columns]
+    # columns core.py appends to the untuned header (cu_num, gfx, _tag) are keyed only where
+    # present (aiter 2026); the untuned header itself must be there
+    extras = set(merge_key_extras(rc.merge_evidence, [])) if rc is not None else set()
+    want = [
+        c
+        for c in (rc.merge_key if rc and rc.merge_key else [])
+        if c not in t.columns and c not in extras
+    ]
     if rc is None and not any(c in t.columns for c in ("M", "N", "K", "token")):
         want = [c for c in ("M", "N", "K") if c not in t.columns]
     if (
@@ -96,7 +110,8 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
     out: list[Finding] = []
     if t.error or t.kind != "tuned":
         return out
-    if not t.rows:
+    rc = ctx.runtime_for(op)
+    if not t.rows and not (rc is not None and merged_elsewhere(ctx, rc, t.rel)):
         out.append(
             finding(
                 "tuned-empty",
@@ -106,6 +121,7 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 op=op,
             )
         )
+    if not t.rows:
         return out
     if "us" in t.columns:
         for ln, v in t.rows:
@@ -117,6 +133,8 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 bad = f"not a number ({us!r})"
             elif math.isnan(us):
                 bad = "NaN"
+            elif math.isinf(us):
+                bad = "infinite"
             elif us <= 0:
                 bad = "zero" if us == 0 else "negative"
             if bad:
@@ -130,6 +148,7 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                         us=us,
                     )
                 )
+    out += row_value_findings(t, op)
     threshold = ctx.err_ratio_threshold(op)
     for c in ERR_COLUMNS:
         if c not in t.columns:
@@ -168,6 +187,86 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 )
     if op in MX_OPS:
         out += mx_findings(ctx, t, op)
+    return out
+
+
+SHAPE_COLUMNS = ("M", "N", "K")
+SPLITK_COLUMNS = ("splitK", "ksplit")
+
+
+def row_value_findings(t: ConfigTable, op: str | None) -> list[Finding]:
+    """errRatio NaN or negative; M/N/K not positive integers; splitK below 0: values no tuner
+    writes (a broken run or a hand edit), each one row the runtime may match."""
+    out: list[Finding] = []
+    errs = [c for c in ERR_COLUMNS if c in t.columns]
+    shapes = [c for c in SHAPE_COLUMNS if c in t.columns]
+    splits = [c for c in SPLITK_COLUMNS if c in t.columns]
+    for ln, v in t.rows:
+        for c in errs:
+            e = v.get(c)
+            if isinstance(e, float) and math.isnan(e) or (_num(e) or 0.0) < 0:
+                out.append(
+                    finding(
+                        "err-ratio-invalid",
+                        t.rel,
+                        ln,
+                        f"{c} is {e!r}: an error ratio is a fraction in [0, 1]",
+                        op=op,
+                        column=c,
+                        value=e,
+                    )
+                )
+        for c in shapes:
+            x = v.get(c)
+            if not (isinstance(x, int) and not isinstance(x, bool) and x > 0):
+                out.append(
+                    finding(
+                        "shape-invalid",
+                        t.rel,
+                        ln,
+                        f"{c} is {x!r}, not a positive integer: no GEMM has this shape",
+                        op=op,
+                        column=c,
+                        value=x,
+                    )
+                )
+        for c in splits:
+            x = v.get(c)
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and x < 0:
+                out.append(
+                    finding(
+                        "splitk-negative",
+                        t.rel,
+                        ln,
+                        f"{c} is {x!r}: split-K is a count or exponent, never negative",
+                        op=op,
+                        column=c,
+                        value=x,
+                    )
+                )
+    return out
+
+
+_MARKERS = ("<<<<<<< ", ">>>>>>> ", "=======")
+
+
+def conflict_findings(rel: str, data: bytes, op: str | None) -> list[Finding]:
+    """Git conflict markers left in a config file (aiter's own level-0 CSV test checks 9 files)."""
+    out = []
+    for i, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+        line = raw.rstrip("\r")
+        if line.startswith(_MARKERS[:2]) or line == _MARKERS[2]:
+            out.append(
+                finding(
+                    "conflict-marker",
+                    rel,
+                    i,
+                    f"git conflict marker {line[:7]!r} left in the file: a merge was never "
+                    "resolved",
+                    op=op,
+                    marker=line[:7],
+                )
+            )
     return out
 
 

@@ -69,7 +69,7 @@ def tuner_name(rel: str) -> str:
 class TunersStage:
     name = STAGE_NAME
     worker_group = "libcst"  # read in one worker: libcst is imported once per build
-    version = "3"
+    version = "4"
     tree = "aiter"
     reads = ()
     writes = ("aiter_runtime_configs", "aiter_tuner_options")
@@ -217,6 +217,16 @@ def untuned_name(tuned_name: str) -> str:
     return tuned_name.replace("tuned", "untuned")
 
 
+# Columns a version's update_config_files appends to the untuned header (evidence key -> column).
+KEY_EXTRAS = (("key_cu_num", "cu_num"), ("key_gfx", "gfx"), ("key__tag", "_tag"))
+
+
+def merge_key_extras(evidence: dict[str, int], header: list[str]) -> list[str]:
+    """cu_num, gfx, _tag where core.py appends them to the untuned columns (aiter 2026: gfx and
+    _tag only when the merged frame has them; the audit filters by the file's columns)."""
+    return [c for e, c in KEY_EXTRAS if e in evidence and c not in header]
+
+
 def model_config_files(pkg: Path | None, tuned_name: str | None) -> list[Path]:
     """core.py get_config_file: model_configs/*{tuned_name}* that are files and not "untuned"."""
     if pkg is None or not tuned_name:
@@ -258,6 +268,8 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
             up = pkg / "configs" / f"{untuned_name(rc.tuned_name)}.csv"
             untuned_path = repo_rel(pkg, up)
             key = csv_header(up)
+            if key:
+                key += merge_key_extras(rule.evidence, key)
         models = [repo_rel(pkg, p) for p in model_config_files(pkg, rc.tuned_name)] if pkg else []
         tuner = facts.tuner_for(rc)
         klist_file = klist = None
