@@ -207,6 +207,37 @@ def load_from_kb(db: Any, tree: Any) -> AuditContext | None:
     )
 
 
+def built_aiter_tree(db_path: str | Path) -> tuple[str | None, str]:
+    """The aiter tree a knowledge base was built from (build_info 'trees'), and a line saying so:
+    `ckkb audit --db X` audits that tree, not whatever aiter is installed."""
+    from ckkb.errors import CkkbError
+    from ckkb.kb import db as kbdb
+
+    db = kbdb.open_db(db_path, readonly=True)
+    try:
+        built = json.loads(kbdb.get_info(db, "trees") or "{}")
+    finally:
+        db.close()
+    root = built.get("aiter")
+    if root:
+        from ckkb import sources
+
+        try:
+            wheel = str(sources.default_aiter_tree().root)
+        except CkkbError:
+            wheel = None
+        if root == wheel:
+            return None, f"the installed amd-aiter wheel, which {db_path} was built from"
+    if not root:
+        return None, f"{db_path} was built without an aiter tree: auditing the installed wheel"
+    if not Path(root).is_dir():
+        raise CkkbError(
+            f"{db_path} was built from the aiter tree {root}, which no longer exists",
+            hint="pass --aiter PATH to audit another tree",
+        )
+    return str(root), f"the aiter tree {db_path} was built from"
+
+
 def load(tree: Any, db_path: str | Path | None) -> tuple[AuditContext, str]:
     """The tree's kernel lists, runtime configs and tuner options, and where they came from: the
     knowledge base at db_path when its build read this tree, else extracted now (uncached)."""

@@ -14,6 +14,7 @@ from ckkb.audit.context import (
     add_default_tables,
     add_env_tables,
     add_table,
+    built_aiter_tree,
     load,
     read_env_file,
 )
@@ -77,12 +78,16 @@ def audit(
     arch: str | None = None,
     env_file: str | None = None,
     db_path: str | None = None,
+    tree_from_db: bool = False,
 ) -> AuditResult:
-    """Audit the given CSVs (or the aiter tree's own configs)
-    against that tree's kernel lists and runtime."""
+    """Audit the given CSVs (or the aiter tree's own configs) against that tree's kernel lists
+    and runtime. tree_from_db (and no aiter_path): the tree db_path was built from."""
     from ckkb import sources
 
     t0 = time.perf_counter()
+    tree_source = "given with --aiter" if aiter_path else "the installed amd-aiter wheel"
+    if aiter_path is None and tree_from_db and db_path and Path(db_path).is_file():
+        aiter_path, tree_source = built_aiter_tree(db_path)
     tree = sources.aiter_tree(aiter_path)
     ctx, read_from = load(tree, db_path)
     ctx.arch = arch
@@ -132,6 +137,7 @@ def audit(
             "package": str(getattr(tree, "package_dir", "")),
             "version": getattr(tree, "version", None),
             "read_from": read_from,
+            "tree_source": tree_source,
         },
         arch=arch,
         rows=sum(len(t.rows) for t in ctx.tables),

@@ -42,7 +42,10 @@ def to_json(r: AuditResult) -> dict[str, Any]:
 def to_text(r: AuditResult) -> str:
     a = r.aiter
     version = f" {a['version']}" if a.get("version") else ""
-    lines = [f"auditing aiter{version} at {a.get('root')} (kernel lists: {a.get('read_from')})"]
+    lines = [
+        f"auditing aiter{version} at {a.get('root')} ({a.get('tree_source', 'tree')}; "
+        f"kernel lists: {a.get('read_from')})"
+    ]
     for f in r.findings:
         where = f"{f.file}:{f.line}" if f.line else f.file
         lines.append(f"{where}: {f.severity}: [{f.rule}] {f.message}")

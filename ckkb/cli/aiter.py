@@ -68,7 +68,12 @@ def audit_cmd(
     from ckkb import settings
 
     result = audit(
-        aiter_path, list(csvs), arch=arch, env_file=env_file, db_path=str(settings.db_path(db_path))
+        aiter_path,
+        list(csvs),
+        arch=arch,
+        env_file=env_file,
+        db_path=str(settings.db_path(db_path)),
+        tree_from_db=db_path is not None,  # --db X: audit the aiter tree X was built from
     )
     sys.stdout.write(render(result, fmt))
     if result.fails(fail_on):

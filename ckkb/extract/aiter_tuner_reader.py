@@ -498,10 +498,17 @@ def _tuner_defaults(
     """`ARG_DEFAULTS = {...}` in a class body."""
     if isinstance(item, cst.SimpleStatementLine):
         for small in item.body:
+            # `ARG_DEFAULTS = {...}` or, in aiter 2026, `ARG_DEFAULTS: ClassVar[...] = {...}`
+            target = (
+                small.targets[0].target
+                if isinstance(small, cst.Assign)
+                else small.target
+                if isinstance(small, cst.AnnAssign)
+                else None
+            )
             if (
-                isinstance(small, cst.Assign)
-                and isinstance(small.targets[0].target, cst.Name)
-                and small.targets[0].target.value == "ARG_DEFAULTS"
+                isinstance(target, cst.Name)
+                and target.value == "ARG_DEFAULTS"
                 and isinstance(small.value, cst.Dict)
             ):
                 for el in small.value.elements:
