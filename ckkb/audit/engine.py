@@ -52,6 +52,7 @@ def run_rules(ctx: AuditContext) -> tuple[list[Finding], dict[str, Any]]:
         findings += rules_kernels.row_kernel_findings(ctx, t, stats)
         findings += rules_parts.part_findings(ctx, t)
         findings += rules_kb.kb_findings(ctx, t)
+    findings += rules_kernels.unresolved_findings(ctx, stats)
     findings += rules_keys.key_findings(ctx)
     findings += rules_runtime.runtime_findings(ctx)
     if ctx.defaults:

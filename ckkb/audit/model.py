@@ -51,6 +51,18 @@ _RULES = [
         "an id written twice in one kernel-list dict literal (Python keeps the last silently)",
     ),
     Rule(
+        "kernel-id-name-mismatch",
+        "error",
+        "kernels",
+        "kernelId and kernelName name different kernels of the lists the op's tuner imports",
+    ),
+    Rule(
+        "kernel-list-unresolved",
+        "error",
+        "kernels",
+        "an op's CK rows cannot be checked: its kernel list is not resolved (op and reason)",
+    ),
+    Rule(
         "kernel-list-unsupported",
         "warning",
         "kernels",

@@ -38,7 +38,11 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
             st["not_ck"] += 1
             continue
         if klist is None or rc is None:  # (a kernel list is always found through rc)
+            if _agrees(ctx, rc, v):
+                st["checked"] += 1  # kernelId names kernelName in one list the tuner imports
+                continue
             st["no_kernel_list"] += 1
+            out += _id_name_mismatch(ctx, t, rc, op, ln, v)
             continue
         st["checked"] += 1
         kid = v.get("kernelId")
@@ -117,3 +121,104 @@ def kernel_list_findings(ctx: AuditContext) -> list[Finding]:
                     )
                 )
     return out
+
+
+def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Finding]:
+    """One error per op whose CK rows were not checked because its kernel list is not resolved:
+    the op and the reason (a tuner importing several lists, a module not found, none at all)."""
+    rows: dict[str, list[str]] = defaultdict(list)
+    counts: dict[str, int] = defaultdict(int)
+    for rel, st in stats.items():
+        op = ctx.ops.get(rel)
+        if op is not None and st.get("no_kernel_list"):
+            rows[op].append(rel)
+            counts[op] += st["no_kernel_list"]
+    out: list[Finding] = []
+    for op in sorted(rows):
+        rc = ctx.runtime_for(op)
+        if rc is None:
+            continue
+        lead = (
+            "no list the tuner imports gives their kernelId and kernelName; "
+            if getattr(rc, "kernel_list_candidates", None)
+            else ""
+        )
+        why = getattr(rc, "kernel_list_note", None) or (
+            f"{rc.kernel_list} of {rc.kernel_list_file} was not evaluated statically"
+            if rc.kernel_list_file
+            else "no kernel list found"
+        )
+        out.append(
+            finding(
+                "kernel-list-unresolved",
+                rc.tuner_file or rc.file,
+                0 if rc.tuner_file else rc.line,
+                f"op {op}: {counts[op]} CK rows in {len(rows[op])} files not checked: {lead}{why}",
+                op=op,
+                reason=why,
+                rows=counts[op],
+                files=sorted(rows[op]),
+            )
+        )
+    return out
+
+
+def _candidates(ctx: AuditContext, rc: Any) -> list[dict[Any, Any]]:
+    """The kernel lists an op's tuner imports (all of them), as {id: kernel}, cached on ctx."""
+    cache = ctx.__dict__.setdefault("_candidate_lists", {})
+    if rc.op not in cache:
+        lists = []
+        for f, n in getattr(rc, "kernel_list_candidates", None) or []:
+            d = {
+                k.kernel_id: k
+                for k in ctx.kernels
+                if k.file == f and k.list_name == n and not k.shadowed and k.kernel_id is not None
+            }
+            if d:
+                lists.append(d)
+        cache[rc.op] = lists
+    return cache[rc.op]
+
+
+def _agrees(ctx: AuditContext, rc: Any, v: dict[str, Any]) -> bool:
+    if rc is None:
+        return False
+    kid, name = v.get("kernelId"), v.get("kernelName")
+    return any(d.get(kid) is not None and d[kid].name == name for d in _candidates(ctx, rc))
+
+
+def _id_name_mismatch(
+    ctx: AuditContext, t: ConfigTable, rc: Any, op: str | None, ln: int, v: dict[str, Any]
+) -> list[Finding]:
+    """kernelId and kernelName disagree: no list the tuner imports gives kernelId that name, and
+    one gives the name another id (aiter picks some kernels by name and others by id). A name
+    no list gives (a list not evaluated) is not reported."""
+    if rc is None or "kernelName" not in t.columns:
+        return []
+    kid, name = v.get("kernelId"), v.get("kernelName")
+    lists = _candidates(ctx, rc)
+    if not lists or not isinstance(name, str) or not isinstance(kid, int):
+        return []
+    if any(d.get(kid) is not None and d[kid].name == name for d in lists):
+        return []
+    other = sorted(
+        {(k.kernel_id, k.file, k.line) for d in lists for k in d.values() if k.name == name}
+    )
+    if not other:
+        return []
+    i, f, line = other[0]
+    return [
+        finding(
+            "kernel-id-name-mismatch",
+            t.rel,
+            ln,
+            f"kernelId {kid} and kernelName {name} disagree: that name is id {i} "
+            f"({f}:{line}); the runtime picks some kernels by id and others by name",
+            op=op,
+            kernelId=kid,
+            kernelName=name,
+            name_id=i,
+            kernel_file=f,
+            kernel_line=line,
+        )
+    ]

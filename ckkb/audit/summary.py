@@ -25,6 +25,8 @@ def summary(ctx: AuditContext) -> dict[str, Any]:
                 "env_var": rc.env_var,
                 "kernel_list_file": rc.kernel_list_file,
                 "kernel_list": rc.kernel_list,
+                "kernel_list_note": getattr(rc, "kernel_list_note", None),
+                "kernel_list_candidates": getattr(rc, "kernel_list_candidates", None) or [],
                 "kernel_ids": len(klist) if klist else 0,
                 "tuned_files": [t.rel for t in tuned.get(rc.op, [])],
                 "tuned_rows": sum(len(t.rows) for t in tuned.get(rc.op, [])),

@@ -293,6 +293,15 @@ def _is_kernel_call(value: Any, classes: dict[str, KernelClass]) -> bool:
     )
 
 
+def _is_docstring(stmt: cst.CSTNode) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
 def _read_class(
     stmt: cst.ClassDef,
     line: Callable[[cst.CSTNode], int],
@@ -312,7 +321,9 @@ def _read_class(
                             report(u.node, f"{kc.name}.{fname}: default not a literal ({u.what})")
         elif isinstance(item, cst.FunctionDef) and item.name.value == "name" and _is_property(item):
             kc.name_line = line(item)
-            body = item.body.body if isinstance(item.body, cst.IndentedBlock) else []
+            body = list(item.body.body) if isinstance(item.body, cst.IndentedBlock) else []
+            if len(body) > 1 and _is_docstring(body[0]):
+                body = body[1:]  # a docstring does not change what the property returns
             rets = [s for s in body if isinstance(s, cst.SimpleStatementLine)]
             if (
                 len(body) == 1

@@ -252,6 +252,47 @@ def repo_rel(pkg: Path, path: Path) -> str:
         return path.as_posix()
 
 
+def module_file(
+    root: Path, tuner_rel: str, module: str, sys_paths: list[str] | None = None
+) -> str | None:
+    """Where `from MODULE import ...` in a tuner finds its module, repo-style: the tuner's own
+    directory (it runs as a script), the directories it puts on sys.path, csrc/
+    (`sys.path.insert(0, Path(__file__).parent.parent)`, AITER_CSRC_DIR) and the tree root (`from csrc.x import`); None when no such file exists."""
+    sub = module.replace(".", "/") + ".py"
+    extra = [Path(d) for d in sys_paths or []]
+    for base in (Path(tuner_rel).parent, *extra, Path("csrc"), Path(".")):
+        if (root / base / sub).is_file():
+            return (base / sub).as_posix()
+    return None
+
+
+def kernel_list_of(
+    root: Path, rc: RuntimeConfig, tuner: TunerFile | None
+) -> tuple[str | None, str | None, str | None]:
+    """(file, list, None) when the op's tuner imports exactly one kernel list and its file
+    exists; else (None, None, why not): the audit reports the op, never skips it silently."""
+    if tuner is None:
+        return None, None, f"no tuner in this tree imports {rc.env_var}"
+    imports = tuner.kernel_imports or ([tuner.kernel_import] if tuner.kernel_import else [])
+    if not imports:
+        return None, None, f"{tuner.rel} imports no kernel list"
+    found = [(module_file(root, tuner.rel, m, tuner.sys_paths), m, n) for m, n in imports]
+    missing = [f"{m}.{n}" for f, m, n in found if f is None]
+    if missing:
+        return None, None, f"{tuner.rel} imports {', '.join(missing)}: module file not found"
+    if len(found) > 1:
+        names = ", ".join(f"{f}:{n}" for f, _, n in found)
+        return (
+            None,
+            None,
+            (
+                f"{tuner.rel} imports {len(found)} kernel lists ({names}) and picks one per row at "
+                "run time; which one a kernelId indexes is not read statically"
+            ),
+        )
+    return found[0][0], found[0][2], None
+
+
 def runtime_rows(facts: TreeFacts) -> list[Any]:
     rows: list[Any] = []
     if facts.core is None:
@@ -272,10 +313,12 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
                 key += merge_key_extras(rule.evidence, key)
         models = [repo_rel(pkg, p) for p in model_config_files(pkg, rc.tuned_name)] if pkg else []
         tuner = facts.tuner_for(rc)
-        klist_file = klist = None
-        if tuner is not None and tuner.kernel_import:
-            klist_file = str(Path(tuner.rel).parent / (tuner.kernel_import[0] + ".py"))
-            klist = tuner.kernel_import[1]
+        klist_file, klist, note = kernel_list_of(facts.root, rc, tuner)
+        cands = [
+            [f, n]
+            for m, n in (tuner.kernel_imports if tuner else [])
+            if (f := module_file(facts.root, tuner.rel, m, tuner.sys_paths)) is not None
+        ]
         rows.append(
             AiterRuntimeConfigRow(
                 op=rc.op,
@@ -294,6 +337,8 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
                 kernel_list_file=klist_file,
                 kernel_list=klist,
                 tuner_file=tuner.rel if tuner else None,
+                kernel_list_note=note,
+                kernel_list_candidates=cands if note else [],
                 file=facts.core.rel,
                 line=rc.line,
             )

@@ -141,6 +141,12 @@ class AiterRuntimeConfigRow:
     kernel_list_file: str | None = col("kernel-list file the op's tuner imports", None)
     kernel_list: str | None = col("kernel-list variable the tuner indexes with kernelId", None)
     tuner_file: str | None = col("the op's *_tune.py", None)
+    kernel_list_note: str | None = col("why the op's kernel list is not resolved, if not", None)
+    kernel_list_candidates: list[Any] = col(
+        "[file, list] of every kernel list the tuner imports (it picks one per row)",
+        json=True,
+        default=[],
+    )
     file: str = col("core.py, repo-style")
     line: int = col("line of the env-var read")
 
