@@ -163,6 +163,7 @@ def test_runtime_configs_env_vars_default_paths_and_merge_rule():
     assert a8.model_configs == ["aiter/configs/model_configs/a8w8_tuned_gemm_modelx.csv"]
     assert (a8.merge_rule, a8.merge_rule_line) == ("keep-fastest", 25)
     assert a8.merge_evidence == {
+        "first_file_required": 14,
         "single_file_passthrough": 10,
         "assert_same_columns": 18,
         "sort_by_us": 25,
