@@ -73,13 +73,13 @@ def input_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 columns=t.columns,
             )
         )
-    # columns core.py appends to the untuned header (cu_num, gfx, _tag) are keyed only where
-    # present (aiter 2026); the untuned header itself must be there
-    extras = set(merge_key_extras(rc.merge_evidence, [])) if rc is not None else set()
+    # aiter 2026's core.py keys only on the key columns a file has (`dedup_keys = [k for k in
+    # dedup_keys if k in merge_df.columns]`; fused_moe.py: gate_mode "is not a tuning key"), and
+    # its tuners read their own untuned inputs (chunk_gdn_h_opt_tune.py: cases): a missing column
+    # is not an error there. The default wheel's drop_duplicates raises on one.
+    named = rc is not None and bool(merge_key_extras(rc.merge_evidence, []))
     want = [
-        c
-        for c in (rc.merge_key if rc and rc.merge_key else [])
-        if c not in t.columns and c not in extras
+        c for c in (rc.merge_key if rc and rc.merge_key and not named else []) if c not in t.columns
     ]
     if rc is None and not any(c in t.columns for c in ("M", "N", "K", "token")):
         want = [c for c in ("M", "N", "K") if c not in t.columns]

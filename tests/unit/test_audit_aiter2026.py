@@ -51,6 +51,8 @@ def test_duplicate_key_uses_the_merge_key_not_column_names():
     assert [d for d in dups if d[0] == "aiter/configs/tuned_fmoe.csv"] == [
         ("aiter/configs/tuned_fmoe.csv", 4)
     ]
+    # gate_mode (untuned only) is dropped from the key as core.py does: not a missing column
+    assert _by("key-columns-missing") == []
 
 
 def test_model_configs_are_merged_like_core_py():
