@@ -499,19 +499,19 @@ def _tuner_defaults(
     if isinstance(item, cst.SimpleStatementLine):
         for small in item.body:
             # `ARG_DEFAULTS = {...}` or, in aiter 2026, `ARG_DEFAULTS: ClassVar[...] = {...}`
-            target = (
-                small.targets[0].target
-                if isinstance(small, cst.Assign)
-                else small.target
-                if isinstance(small, cst.AnnAssign)
-                else None
-            )
+            value: cst.BaseExpression | None
+            if isinstance(small, cst.Assign):
+                target, value = small.targets[0].target, small.value
+            elif isinstance(small, cst.AnnAssign):
+                target, value = small.target, small.value
+            else:
+                continue
             if (
                 isinstance(target, cst.Name)
                 and target.value == "ARG_DEFAULTS"
-                and isinstance(small.value, cst.Dict)
+                and isinstance(value, cst.Dict)
             ):
-                for el in small.value.elements:
+                for el in value.elements:
                     if not isinstance(el, cst.DictElement):  # `**x`
                         cls["spread"] = True
                         continue

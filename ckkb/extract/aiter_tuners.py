@@ -314,11 +314,15 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
         models = [repo_rel(pkg, p) for p in model_config_files(pkg, rc.tuned_name)] if pkg else []
         tuner = facts.tuner_for(rc)
         klist_file, klist, note = kernel_list_of(facts.root, rc, tuner)
-        cands = [
-            [f, n]
-            for m, n in (tuner.kernel_imports if tuner else [])
-            if (f := module_file(facts.root, tuner.rel, m, tuner.sys_paths)) is not None
-        ]
+        cands = (
+            [
+                [f, n]
+                for m, n in tuner.kernel_imports
+                if (f := module_file(facts.root, tuner.rel, m, tuner.sys_paths)) is not None
+            ]
+            if tuner is not None
+            else []
+        )
         rows.append(
             AiterRuntimeConfigRow(
                 op=rc.op,
