@@ -181,6 +181,24 @@ def load_tree(tree: Any) -> AuditContext:
     return ctx
 
 
+def _rows_current(db: Any) -> bool:
+    """Whether the KB's aiter tables have every column this ckkb's rows have."""
+    import dataclasses
+
+    for table, cls in (
+        ("aiter_kernels", AiterKernelRow),
+        ("aiter_kernel_lists", AiterKernelListRow),
+        ("aiter_runtime_configs", AiterRuntimeConfigRow),
+        ("aiter_tuner_options", AiterTunerOptionRow),
+    ):
+        if table not in db.table_names():
+            return False
+        have = set(db[table].columns_dict)
+        if any(f.name not in have for f in dataclasses.fields(cls)):
+            return False
+    return True
+
+
 def load_from_kb(db: Any, tree: Any) -> AuditContext | None:
     """The aiter rows of a knowledge base whose build read `tree` (None when it read another
     tree, or none): the rows the build already has, so nothing is parsed again."""
@@ -192,6 +210,8 @@ def load_from_kb(db: Any, tree: Any) -> AuditContext | None:
     root = Path(tree.root)
     if built.get("aiter") != str(root):
         return None
+    if not _rows_current(db):
+        return None  # written by an older ckkb: extract the tree now rather than trust them
     diags = [
         Diagnostic(r["file"], r["line"], r["message"], r["severity"], r["stage"])
         for r in db.query(lookup("aiter_diagnostics"))

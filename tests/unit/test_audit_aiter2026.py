@@ -125,3 +125,22 @@ def test_summary_points_only_at_files_that_exist():
     for o in ops.values():
         for f in [o["kernel_list_file"]] + [c[0] for c in o["kernel_list_candidates"]]:
             assert f is None or (TREE / f).is_file()
+
+
+def test_a_kb_from_an_older_ckkb_is_not_trusted(tmp_path):
+    """`ckkb audit --db X` on a KB whose aiter tables lack this ckkb's columns extracts the tree
+    (it used to end in a traceback once a column was added)."""
+    from ckkb.audit.context import load
+    from ckkb.kb import db as kbdb
+
+    path = tmp_path / "old.db"
+    db = kbdb.open_db(path, create=True)
+    tree = aiter_tree(str(TREE))
+    kbdb.set_info(db, "trees", json.dumps({"aiter": str(tree.root)}))
+    db["aiter_runtime_configs"].transform(drop={"kernel_list_note"})
+    db.close()
+    ctx, read_from = load(tree, path)
+    assert read_from == "extracted from the tree"
+    assert {r.op for r in ctx.runtime} == {"gemm_a8w8", "fmoe", "gemm_two"}
+    out = CliRunner().invoke(main, ["audit", "--db", str(path), "--format", "json"])
+    assert out.exit_code == 1 and json.loads(out.output)["aiter"]["root"] == str(tree.root)
