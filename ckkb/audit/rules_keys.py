@@ -19,25 +19,24 @@ from typing import Any
 from ckkb.archs import PARTS
 from ckkb.audit.context import AuditContext, merged_set, resolve
 from ckkb.audit.model import Finding, finding
-from ckkb.extract.aiter_configs import KEY_COLUMNS, ConfigTable, arch_of, read_csv
+from ckkb.extract.aiter_configs import ConfigTable, arch_of, read_csv
 from ckkb.kb.schema.aiter import AiterRuntimeConfigRow
 
 LIST_LIMIT = 20
 
 
 def lookup_key(ctx: AuditContext, t: ConfigTable, op: str | None) -> list[str]:
-    """Columns a row is looked up by: gfx/cu_num plus the
-    op's untuned columns (else the usual key columns)."""
+    """Columns a row is looked up by, from the tree: the op's untuned columns, plus cu_num, gfx
+    and _tag where that core.py appends them (else gfx/cu_num, which the runtime's lookup reads).
+    No op or no untuned CSV: no key, and none is guessed from column names."""
     rc = ctx.runtime_for(op)
-    if rc is not None and any(k.startswith("key_") for k in rc.merge_evidence):
+    if rc is None or not rc.merge_key:
+        return []
+    if any(k.startswith("key_") for k in rc.merge_evidence):
         # core.py names its key (untuned header + cu_num/gfx/_tag): exactly those columns
         return [c for c in rc.merge_key if c in t.columns]
-    if rc is None and any(any(k.startswith("key_") for k in r.merge_evidence) for r in ctx.runtime):
-        return []  # no op: no key is known, and none is guessed from column names
     base = [c for c in ("gfx", "cu_num") if c in t.columns]
-    if rc is not None and rc.merge_key:
-        return base + [c for c in rc.merge_key if c in t.columns and c not in base]
-    return base + [c for c in KEY_COLUMNS if c in t.columns and c not in base and c != "libtype"]
+    return base + [c for c in rc.merge_key if c in t.columns and c not in base]
 
 
 def _us(v: Any) -> float:
