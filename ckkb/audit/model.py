@@ -132,7 +132,7 @@ _RULES = [
         "note",
         "values",
         "a tuned file whose op the runtime configs do not "
-        "name: kernel-list and merge rules not applied",
+        "name: kernel-list, duplicate-key and merge rules not applied",
     ),
     Rule(
         "key-columns-missing", "error", "values", "a config file without the key columns of its op"

@@ -68,7 +68,7 @@ def input_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 t.rel,
                 0,
                 "no runtime config of this aiter names this file (known: "
-                f"{ops}): kernel-list and merge rules not applied; "
+                f"{ops}): kernel-list, duplicate-key and merge rules not applied; "
                 "name it after its op's tuned file to have them applied",
                 columns=t.columns,
             )
