@@ -294,13 +294,15 @@ def add_env_tables(ctx: AuditContext) -> None:
     if ctx.env is None:
         return
     base = Path(ctx.env.path).parent
-    for var in dict.fromkeys(rc.env_var for rc in ctx.runtime if rc.env_var):
-        for name in (p for p in ctx.env.vars.get(var, "").split(":") if p):
+    for rc in ctx.runtime:
+        for name in (p for p in ctx.env.vars.get(rc.env_var, "").split(":") if p):
             path = resolve(ctx, name)
             if not path.is_absolute() and not path.exists() and (base / path).exists():
                 path = base / path
             if name not in ctx.paths and path.is_file():
                 add_table(ctx, name, path)
+            if name in ctx.paths:
+                ctx.ops[name] = rc.op  # the variable names the op, whatever the file's name
 
 
 def add_table(ctx: AuditContext, rel: str, path: Path) -> ConfigTable:
