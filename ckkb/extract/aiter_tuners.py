@@ -257,7 +257,8 @@ def module_file(
 ) -> str | None:
     """Where `from MODULE import ...` in a tuner finds its module, repo-style: the tuner's own
     directory (it runs as a script), the directories it puts on sys.path, csrc/
-    (`sys.path.insert(0, Path(__file__).parent.parent)`, AITER_CSRC_DIR) and the tree root (`from csrc.x import`); None when no such file exists."""
+    (`sys.path.insert(0, Path(__file__).parent.parent)`, AITER_CSRC_DIR) and the tree root
+    (`from csrc.x import`); None when no such file exists."""
     sub = module.replace(".", "/") + ".py"
     extra = [Path(d) for d in sys_paths or []]
     for base in (Path(tuner_rel).parent, *extra, Path("csrc"), Path(".")):
