@@ -20,6 +20,12 @@ MERGE_RULES = {
         "runtime refuses to "
         "start (raises); all files must have identical column lists."
     ),
+    "reject-duplicates-fill": (
+        "files that do not exist are skipped; the others are concatenated, columns missing from "
+        "a file are added (gfx inferred from cu_num, others 0); rows are keyed on the op's "
+        "untuned CSV columns plus cu_num, gfx and _tag where present; any duplicate key makes "
+        "the runtime rewrite the files keeping the lowest `us` and refuse to start (raises)."
+    ),
     "unknown": "update_config_files was not recognised; merge results are not predicted",
 }
 
@@ -81,3 +87,7 @@ class TunerFile:
     kernel_import: (
         tuple[str, str] | None
     )  # (module, name) e.g. ("gemm_a8w8_common", "kernels_list")
+    # every kernel list or list getter the tuner imports, (module, name), in source order
+    kernel_imports: list[tuple[str, str]] = field(default_factory=list)
+    # directories added by `sys.path.insert(0, f"{AITER_CSRC_DIR}/x/")`, repo-style
+    sys_paths: list[str] = field(default_factory=list)

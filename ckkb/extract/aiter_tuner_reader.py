@@ -18,13 +18,14 @@ tests/unit/test_aiter_readers_equiv.py checks both give the same facts.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ckkb.diagnostics import Diagnostic
+from ckkb.extract.aiter_cst import _attr_name, _Calls, _code_of, _kw, _lit
 from ckkb.extract.aiter_pyeval import Unsupported, literal
+from ckkb.extract.aiter_sys_path import sys_path_dir
 from ckkb.extract.aiter_tuner_facts import MERGE_RULES as MERGE_RULES  # read from here
 from ckkb.extract.aiter_tuner_facts import (
     CoreFacts,
@@ -98,65 +99,6 @@ def _parse(rel: str, data: bytes, diags: list[Diagnostic]) -> cst.Module | None:
 
 # One class per process (module state on purpose): defining it imports libcst, which workers
 # that read no Python never pay for.
-@functools.lru_cache(maxsize=1)
-def _calls_visitor() -> type:
-    """The visitor class, defined on first use (subclassing cst.CSTVisitor imports libcst)."""
-
-    class _Calls(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.calls: list[cst.Call] = []
-            self.asserts: list[cst.Assert] = []
-            self.raises: list[cst.Raise] = []
-            self.strings: list[cst.SimpleString] = []
-            self.compares: list[cst.Comparison] = []
-
-        def visit_Call(self, node: cst.Call) -> None:
-            self.calls.append(node)
-
-        def visit_Assert(self, node: cst.Assert) -> None:
-            self.asserts.append(node)
-
-        def visit_Raise(self, node: cst.Raise) -> None:
-            self.raises.append(node)
-
-        def visit_SimpleString(self, node: cst.SimpleString) -> None:
-            self.strings.append(node)
-
-        def visit_Comparison(self, node: cst.Comparison) -> None:
-            self.compares.append(node)
-
-    return _Calls
-
-
-def _Calls() -> Any:  # noqa: N802  (reads like the class it builds)
-    return _calls_visitor()()
-
-
-def _attr_name(call: cst.Call) -> str | None:
-    f = call.func
-    if isinstance(f, cst.Attribute):
-        return f.attr.value
-    if isinstance(f, cst.Name):
-        return f.value
-    return None
-
-
-def _kw(call: cst.Call, name: str) -> cst.BaseExpression | None:
-    for a in call.args:
-        if a.keyword is not None and a.keyword.value == name:
-            return a.value
-    return None
-
-
-def _lit(node: cst.BaseExpression | None) -> Any:
-    if node is None:
-        return None
-    try:
-        return literal(node)
-    except Unsupported:
-        return None
-
-
 def _path_of(module: cst.Module, node: cst.BaseExpression) -> str | None:
     """f"{AITER_ROOT_DIR}/aiter/configs/x.csv" -> aiter/configs/x.csv (repo-style)."""
     if isinstance(node, cst.FormattedString):
@@ -198,6 +140,8 @@ def read_core(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
 
 
 def _read_core_statements(rel: str, data: bytes) -> tuple[CoreFacts, list[Diagnostic]]:
+    if b"\nclass " in data and b"def get_config_file(self" in data:
+        raise Fallback("configs as properties of a class (aiter 2026)")
     scan = SourceScan(data.decode("utf-8"))
     diags: list[Diagnostic] = []
     facts = CoreFacts(rel, [], MergeRule())
@@ -250,6 +194,18 @@ def _core_statement(
     by_env: dict[str, RuntimeConfig],
     diags: list[Diagnostic],
 ) -> None:
+    if isinstance(stmt, cst.ClassDef):
+        # aiter 2026: `class AITER_CONFIG` holds update_config_files/get_config_file as methods
+        # and one @property per op returning self.get_config_file("AITER_CONFIG_X", X, "name")
+        for item in stmt.body.body:
+            _core_statement(rel, module, item, line, facts, by_env, diags)
+            if isinstance(item, cst.FunctionDef) and item.name.value.startswith("AITER_CONFIG"):
+                v = _Calls()
+                item.visit(v)
+                for c in v.calls:
+                    if _attr_name(c) == "get_config_file":
+                        _config_file_call(item.name.value, c, line, by_env)
+        return
     if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "update_config_files":
         facts.rule = _merge_rule(stmt, line)
     if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "get_config_file":
@@ -293,18 +249,28 @@ def _core_statement(
                             STAGE_NAME,
                         )
                     )
-        elif fname == "get_config_file" and len(args) >= 1:
-            env = _lit(args[0])
-            if not isinstance(env, str):
-                continue
-            rc = by_env.setdefault(
-                env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(small))
-            )
-            rc.attribute = attr
-            rc.file_line = line(small)
-            if len(args) >= 3:
-                tn = _lit(args[2])
-                rc.tuned_name = tn if isinstance(tn, str) else None
+        elif fname == "get_config_file":
+            _config_file_call(attr, val, line, by_env)
+
+
+def _config_file_call(
+    attr: str,
+    call: cst.Call,
+    line: Callable[[cst.CSTNode], int],
+    by_env: dict[str, RuntimeConfig],
+) -> None:
+    """`X_FILE = get_config_file("AITER_CONFIG_X", X, "tuned_name")` (module level or in a
+    property): the attribute the ops read and the tuned name model_configs/ files are globbed by."""
+    args = [a.value for a in call.args if a.keyword is None]
+    env = _lit(args[0]) if args else None
+    if not isinstance(env, str):
+        return
+    rc = by_env.setdefault(env, RuntimeConfig(op=_op_of_env(env), env_var=env, line=line(call)))
+    rc.attribute = attr
+    rc.file_line = line(call)
+    if len(args) >= 3:
+        tn = _lit(args[2])
+        rc.tuned_name = tn if isinstance(tn, str) else None
 
 
 def _core_done(
@@ -356,6 +322,16 @@ def _merge_rule(fn: cst.FunctionDef, line: Callable[[cst.CSTNode], int]) -> Merg
             rule.evidence["duplicated"] = line(c)
         elif name == "exit":
             rule.evidence["exit"] = line(c)
+        elif name == "append" and _lit(first) in ("cu_num", "gfx"):
+            # aiter 2026: keys = untuned columns + cu_num (+ gfx when the merged frame has it)
+            rule.evidence["key_" + str(_lit(first))] = line(c)
+        elif name == "insert" and _code_of(c.func).startswith("all_cols"):
+            rule.evidence["union_columns"] = line(c)  # missing columns are added and filled
+        elif name == "read_csv" and first is not None and "[0]" in _code_of(first):
+            rule.evidence["first_file_required"] = line(c)  # pd.read_csv(path_list[0])
+    for lst in v.lists:
+        if [_lit(e.value) for e in lst.elements] == ["_tag"]:
+            rule.evidence["key__tag"] = line(lst)  # dedup_keys = keys + ["_tag"] if has_tag
     for a in v.asserts:
         src = cst.Module([]).code_for_node(a.test)
         if "columns" in src:
@@ -379,7 +355,9 @@ def _merge_rule(fn: cst.FunctionDef, line: Callable[[cst.CSTNode], int]) -> Merg
         rule.id = "keep-fastest"
         rule.line = rule.evidence["drop_duplicates_keep_first"]
     elif strict and ("sort_by_us" in rule.evidence or "duplicated" in rule.evidence):
-        rule.id = "reject-duplicates"
+        rule.id = (
+            "reject-duplicates-fill" if "union_columns" in rule.evidence else "reject-duplicates"
+        )
         rule.line = rule.evidence.get("raise") or rule.evidence.get("exit") or rule.line
     return rule
 
@@ -401,6 +379,8 @@ def read_tuner(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
 
 
 def _read_tuner_statements(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
+    if b"sys.path.insert" in data:
+        raise Fallback("sys.path.insert: kernel-list modules are found through it")
     scan = SourceScan(data.decode("utf-8"))
     text = scan.text
     diags: list[Diagnostic] = []
@@ -474,6 +454,11 @@ def read_tuner_module(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic
     v = _Calls()
     module.visit(v)
     _tuner_options(rel, module, v.calls, line, tf, diags)
+    for c in v.calls:
+        if _attr_name(c) == "insert" and _code_of(c.func) == "sys.path.insert" and len(c.args) > 1:
+            d = sys_path_dir(c.args[1].value)
+            if d is not None:
+                tf.sys_paths.append(d)
     return tf, diags
 
 
@@ -485,8 +470,16 @@ def _tuner_imports(module: cst.Module, stmt: cst.CSTNode, tf: TunerFile) -> None
                 names = [a.name.value for a in small.names if isinstance(a.name, cst.Name)]
                 if mod == "aiter.jit.core":
                     tf.config_imports += [n for n in names if n.startswith("AITER_CONFIG_")]
-                elif mod.endswith(("_common", "_instance")) and "kernels_list" in names:
-                    tf.kernel_import = (mod, "kernels_list")
+                    return
+                if mod.endswith(("_common", "_instance")) and "kernels_list" in names:
+                    if tf.kernel_import is None:
+                        tf.kernel_import = (mod, "kernels_list")
+                tf.kernel_imports += [(mod, n) for n in names if KERNEL_LIST_NAME.search(n)]
+
+
+# names a tuner imports as kernel lists: kernels_list, candidate_kernels_dict,
+# gfx942_a8w8_kernels_list, get_gemm1_kernels_list, ...
+KERNEL_LIST_NAME = re.compile(r"kernels_(?:list|dict)|kernels_\w*dict|kernels_list\w*")
 
 
 def _tuner_defaults(
