@@ -379,8 +379,6 @@ def read_tuner(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
 
 
 def _read_tuner_statements(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
-    if b"sys.path.insert" in data:
-        raise Fallback("sys.path.insert: kernel-list modules are found through it")
     scan = SourceScan(data.decode("utf-8"))
     text = scan.text
     diags: list[Diagnostic] = []
@@ -431,7 +429,24 @@ def _read_tuner_statements(rel: str, data: bytes) -> tuple[TunerFile, list[Diagn
         v = _Calls()
         stmt.visit(v)
         _tuner_options(rel, module, v.calls, _lines(pos), tf, diags)
+    for j, ll in enumerate(lls):
+        if "sys.path.insert" not in scan.code(ll):
+            continue
+        if ll.word in COMPOUND or ll.word in SOFT:
+            raise Fallback(f"line {ll.line}: sys.path.insert in a compound statement header")
+        module, stmt, pos = parse_lines(scan, j, j + 1)
+        v = _Calls()
+        stmt.visit(v)
+        _sys_paths(v.calls, tf)
     return tf, diags
+
+
+def _sys_paths(calls: list[cst.Call], tf: TunerFile) -> None:
+    for c in calls:
+        if _attr_name(c) == "insert" and _code_of(c.func) == "sys.path.insert" and len(c.args) > 1:
+            d = sys_path_dir(c.args[1].value)
+            if d is not None:
+                tf.sys_paths.append(d)
 
 
 def read_tuner_module(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic]]:
@@ -454,11 +469,7 @@ def read_tuner_module(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic
     v = _Calls()
     module.visit(v)
     _tuner_options(rel, module, v.calls, line, tf, diags)
-    for c in v.calls:
-        if _attr_name(c) == "insert" and _code_of(c.func) == "sys.path.insert" and len(c.args) > 1:
-            d = sys_path_dir(c.args[1].value)
-            if d is not None:
-                tf.sys_paths.append(d)
+    _sys_paths(v.calls, tf)
     return tf, diags
 
 
