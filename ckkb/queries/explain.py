@@ -14,6 +14,7 @@ from typing import Any
 
 from ckkb import queries, settings, vocabulary
 from ckkb.archs import ARCHS
+from ckkb.fields import NORMALISED
 
 INSTANCE_COLUMNS_SHOWN = (
     "template",
@@ -22,27 +23,7 @@ INSTANCE_COLUMNS_SHOWN = (
     "dir",
     "list_name",
     "ordinal",
-    "a_layout",
-    "b_layout",
-    "c_layout",
-    "a_dtype",
-    "b_dtype",
-    "c_dtype",
-    "block_size",
-    "tile_m",
-    "tile_n",
-    "tile_k",
-    "mfma_m",
-    "mfma_n",
-    "xdl_m",
-    "xdl_n",
-    "waves_m",
-    "waves_n",
-    "ak1",
-    "bk1",
-    "pipeline",
-    "scheduler",
-    "padding",
+    *NORMALISED,
 )
 
 
