@@ -168,3 +168,81 @@ def aiter_tree(path: str | Path | None = None) -> AiterTree:
         f"{root} is not an aiter tree: no aiter/ package directory in it",
         hint="pass --aiter PATH to the root of an aiter checkout",
     )
+
+
+# ---------------------------------------------------------------- named trees (several per KB)
+
+
+@dataclass(frozen=True)
+class NamedTree:
+    """One tree of a knowledge base that may hold several: its name is how queries choose it."""
+
+    name: str
+    kind: str  # "ck" | "aiter"
+    tree: CkTree | AiterTree
+    commit: str | None = None  # HEAD of a git checkout
+
+    @property
+    def root(self) -> Path:
+        return self.tree.root
+
+    @property
+    def version(self) -> str | None:
+        return self.tree.version
+
+
+def split_tree_arg(arg: str) -> tuple[str | None, str]:
+    """`NAME=PATH` -> (NAME, PATH); a bare PATH -> (None, PATH). A path that itself holds `=` is
+    read as a path when it exists."""
+    name, sep, path = arg.partition("=")
+    if not sep or not name or Path(arg).expanduser().exists() or "/" in name:
+        return None, arg
+    return name, path
+
+
+def git_commit(root: Path) -> str | None:
+    """HEAD's commit when `root` is a git checkout (read from .git, without running git)."""
+    git = root / ".git"
+    if git.is_file():  # a worktree or submodule: "gitdir: PATH"
+        text = git.read_text(errors="replace").strip()
+        if not text.startswith("gitdir:"):
+            return None
+        git = (root / text[len("gitdir:") :].strip()).resolve()
+    head_file = git / "HEAD"
+    if not head_file.is_file():
+        return None
+    head = head_file.read_text(errors="replace").strip()
+    if not head.startswith("ref:"):
+        return head or None
+    ref = head[len("ref:") :].strip()
+    for base in (git, _common_dir(git)):
+        loose = base / ref
+        if loose.is_file():
+            return loose.read_text(errors="replace").strip() or None
+        packed = base / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text(errors="replace").splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref:
+                    return sha
+    return None
+
+
+def _common_dir(git: Path) -> Path:
+    common = git / "commondir"
+    if common.is_file():
+        return (git / common.read_text().strip()).resolve()
+    return git
+
+
+def default_tree_name(tree: CkTree | AiterTree, commit: str | None) -> str:
+    """Its version (else its directory's name), plus its commit when it is a checkout."""
+    base = tree.version or tree.root.name
+    return f"{base}@{commit[:12]}" if commit else base
+
+
+def named_tree(
+    tree: CkTree | AiterTree, name: str | None = None, kind: str | None = None
+) -> NamedTree:
+    commit = git_commit(tree.root)
+    return NamedTree(name or default_tree_name(tree, commit), kind or tree.kind, tree, commit)

@@ -202,13 +202,12 @@ def _rows_current(db: Any) -> bool:
 def load_from_kb(db: Any, tree: Any) -> AuditContext | None:
     """The aiter rows of a knowledge base whose build read `tree` (None when it read another
     tree, or none): the rows the build already has, so nothing is parsed again."""
-    from ckkb.kb import db as kbdb
     from ckkb.kb.rows import stored_rows
     from ckkb.queries import lookup
 
-    built = json.loads(kbdb.get_info(db, "trees") or "{}")
     root = Path(tree.root)
-    if built.get("aiter") != str(root):
+    built = list(db.query(lookup("tree_path"), {"kind": "aiter"}))
+    if not built or built[0]["path"] != str(root):
         return None
     if not _rows_current(db):
         return None  # written by an older ckkb: extract the tree now rather than trust them
@@ -227,18 +226,20 @@ def load_from_kb(db: Any, tree: Any) -> AuditContext | None:
     )
 
 
-def built_aiter_tree(db_path: str | Path) -> tuple[str | None, str]:
-    """The aiter tree a knowledge base was built from (build_info 'trees'), and a line saying so:
-    `ckkb audit --db X` audits that tree, not whatever aiter is installed."""
+def built_aiter_tree(db_path: str | Path, tree: str | None = None) -> tuple[str | None, str]:
+    """The aiter tree a knowledge base was built from (its tree `tree`, else its first aiter
+    tree), and a line saying so: `ckkb audit --db X` audits that tree, not whatever aiter is
+    installed."""
     from ckkb.errors import CkkbError
     from ckkb.kb import db as kbdb
+    from ckkb.queries import lookup
 
-    db = kbdb.open_db(db_path, readonly=True)
+    db = kbdb.open_db(db_path, readonly=True, tree=tree)
     try:
-        built = json.loads(kbdb.get_info(db, "trees") or "{}")
+        built = list(db.query(lookup("tree_path"), {"kind": "aiter"}))
     finally:
         db.close()
-    root = built.get("aiter")
+    root = built[0]["path"] if built else None
     if root:
         from ckkb import sources
 
@@ -263,10 +264,18 @@ def load(tree: Any, db_path: str | Path | None) -> tuple[AuditContext, str]:
     knowledge base at db_path when its build read this tree, else extracted now (uncached)."""
     from ckkb.errors import CkkbError
     from ckkb.kb import db as kbdb
+    from ckkb.kb import trees as kb_trees
 
     if db_path is not None and Path(db_path).is_file():
         try:
             db = kbdb.open_db(db_path, readonly=True)
+            held = [
+                t
+                for t in kb_trees.list_trees(db.conn)
+                if t.kind == "aiter" and t.path == str(tree.root)
+            ]
+            if held:  # the database holds this tree (maybe not as its first): read that one
+                kb_trees.scope(db.conn, held[0].name)
         except CkkbError:
             db = None
         if db is not None:

@@ -80,15 +80,17 @@ def audit(
     env_file: str | None = None,
     db_path: str | None = None,
     tree_from_db: bool = False,
+    db_tree: str | None = None,
 ) -> AuditResult:
     """Audit the given CSVs (or the aiter tree's own configs) against that tree's kernel lists
-    and runtime. tree_from_db (and no aiter_path): the tree db_path was built from."""
+    and runtime. tree_from_db (and no aiter_path): the tree db_path was built from (its tree
+    `db_tree`, else its first aiter tree); the CK rules read db_path's `db_tree` too."""
     from ckkb import sources
 
     t0 = time.perf_counter()
     tree_source = "given with --aiter" if aiter_path else "the installed amd-aiter wheel"
     if aiter_path is None and tree_from_db and db_path and Path(db_path).is_file():
-        aiter_path, tree_source = built_aiter_tree(db_path)
+        aiter_path, tree_source = built_aiter_tree(db_path, db_tree)
     tree = sources.aiter_tree(aiter_path)
     ctx, read_from = load(tree, db_path)
     ctx.arch = arch
@@ -101,7 +103,7 @@ def audit(
     else:
         add_default_tables(ctx)
     add_env_tables(ctx)  # the files an --env file points the runtime at are audited too
-    skipped = _attach_kb(ctx, db_path)
+    skipped = _attach_kb(ctx, db_path, db_tree)
     findings, stats = run_rules(ctx)
     for s in skipped:
         findings.append(
@@ -146,7 +148,9 @@ def audit(
     )
 
 
-def _attach_kb(ctx: AuditContext, db_path: str | None) -> list[dict[str, Any]]:
+def _attach_kb(
+    ctx: AuditContext, db_path: str | None, tree: str | None = None
+) -> list[dict[str, Any]]:
     from ckkb.errors import DatabaseError
     from ckkb.kb import db as kbdb
 
@@ -169,7 +173,7 @@ def _attach_kb(ctx: AuditContext, db_path: str | None) -> list[dict[str, Any]]:
             }
         ]
     try:
-        db = kbdb.open_db(p, readonly=True)
+        db = kbdb.open_db(p, readonly=True, tree=tree)
     except DatabaseError as e:
         return [{"rules": list(KB_RULES), "reason": e.message, "where": str(p)}]
     try:

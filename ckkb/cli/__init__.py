@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "audit": "ckkb.cli.aiter",
     "serve": "ckkb.cli.serve",
     "harness": "ckkb.cli.harness",
+    "trees": "ckkb.cli.trees",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 

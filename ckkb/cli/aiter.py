@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ckkb.cli.options import aiter_option, arch_option, json_option
+from ckkb.cli.options import aiter_option, arch_option, chosen_tree, json_option, tree_option
 from ckkb.cli.output import emit_json, print_table
 from ckkb.errors import CkkbError
 
@@ -45,6 +45,7 @@ from ckkb.errors import CkkbError
     help="Knowledge base for the rules that need one (baselines, CK gates); default $CKKB_DB, else "
     "db/ckkb.db. When it does not exist those rules are reported as skipped, never passed.",
 )
+@tree_option
 def audit_cmd(
     csvs: tuple[str, ...],
     aiter_path: str | None,
@@ -73,7 +74,8 @@ def audit_cmd(
         arch=arch,
         env_file=env_file,
         db_path=str(settings.db_path(db_path)),
-        tree_from_db=db_path is not None,  # --db X: audit the aiter tree X was built from
+        tree_from_db=db_path is not None or chosen_tree() is not None,  # the tree X was built from
+        db_tree=chosen_tree(),
     )
     sys.stdout.write(render(result, fmt))
     if result.fails(fail_on):

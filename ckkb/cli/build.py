@@ -16,30 +16,49 @@ from rich.progress import (
 
 from ckkb import pipeline, settings, sources
 from ckkb.cli import checks
-from ckkb.cli.options import aiter_option, ck_option, db_option, json_option
+from ckkb.cli.options import db_path_option, json_option
 from ckkb.cli.output import console, emit_json, err_console, print_table, warn
 from ckkb.kb.build import build
+from ckkb.kb.build import trees as build_trees
 from ckkb.kb.db import open_db
 from ckkb.kb.schema_doc import schema_markdown
 from ckkb.queries import damage
 
 
-def _trees(
-    ck_path: str | None, aiter_path: str | None, no_aiter: bool
-) -> dict[str, sources.CkTree | sources.AiterTree]:
-    trees: dict[str, sources.CkTree | sources.AiterTree] = {"ck": sources.ck_tree(ck_path)}
-    if not no_aiter:
-        trees["aiter"] = sources.aiter_tree(aiter_path)
-    return trees
+def _given(ck_args: tuple[str, ...], aiter_args: tuple[str, ...]) -> list[build_trees.TreeArg]:
+    out: list[build_trees.TreeArg] = []
+    for kind, args in (("ck", ck_args), ("aiter", aiter_args)):
+        for arg in args:
+            name, path = sources.split_tree_arg(arg)
+            out.append((kind, name, path))
+    return out
 
 
 @click.command("build")
-@ck_option
-@aiter_option
 @click.option(
-    "--no-aiter", is_flag=True, help="Read only the CK tree (skip aiter kernel lists and configs)."
+    "--ck",
+    "ck_args",
+    multiple=True,
+    metavar="[NAME=]PATH",
+    help="A CK source tree to add or refresh (repeatable). NAME defaults to its version, plus "
+    "@commit for a checkout. Default: the trees the database holds, else the wheel's.",
 )
-@db_option
+@click.option(
+    "--aiter",
+    "aiter_args",
+    multiple=True,
+    metavar="[NAME=]PATH",
+    help="An aiter source tree to add or refresh (repeatable), as --ck.",
+)
+@click.option(
+    "--no-aiter",
+    is_flag=True,
+    help="No aiter tree: skip the wheel's aiter, drop any the database holds.",
+)
+@click.option(
+    "--drop", multiple=True, metavar="NAME", help="Remove this tree from the database (repeatable)."
+)
+@db_path_option
 @click.option("--force", is_flag=True, help="Rebuild even when no input changed.")
 @click.option(
     "--jobs",
@@ -54,22 +73,24 @@ def _trees(
 )
 @json_option
 def build_cmd(
-    ck_path: str | None,
-    aiter_path: str | None,
+    ck_args: tuple[str, ...],
+    aiter_args: tuple[str, ...],
     no_aiter: bool,
+    drop: tuple[str, ...],
     db_path: str | None,
     force: bool,
     jobs: int | None,
     strict: bool,
     as_json: bool,
 ) -> None:
-    """Read the CK (and aiter) source trees into the knowledge base.
+    """Read CK and aiter source trees into the knowledge base; it may hold several of each.
 
     Atomic: a failed or interrupted build leaves the previous database untouched. Ingested
-    races and bundles are carried over.
+    races and bundles are carried over, and so are the trees the database holds: a tree given
+    with --ck or --aiter is added (or refreshed), the others stay. See `ckkb trees`.
     """
-    trees = _trees(ck_path, aiter_path, no_aiter)
     path = settings.db_path(db_path)
+    trees = build_trees.merged(path, _given(ck_args, aiter_args), no_aiter=no_aiter, drop=drop)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -132,9 +153,9 @@ def build_cmd(
         _damage_line(damaged)
         _strict_exit(strict, damaged)
         return
-    for name, tree in trees.items():
-        version = getattr(tree, "version", None)
-        console.print(f"{name}: {tree.root}" + (f" (version {version})" if version else ""))
+    for t in trees:
+        version = f", version {t.version}" if t.version else ""
+        console.print(f"{t.kind} {t.name}: {t.root}{version}")
     print_table(sorted(summary.tables.items()), ["table", "rows"], title=f"{path}")
     if summary.carried:
         console.print(

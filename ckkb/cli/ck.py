@@ -9,17 +9,15 @@ import click
 import sqlite_utils
 from rich.table import Table
 
-from ckkb import settings
 from ckkb.cli import checks
-from ckkb.cli.options import arch_option, db_option, json_option
+from ckkb.cli.options import arch_option, db_option, json_option, open_kb
 from ckkb.cli.output import console, emit_json, print_table
-from ckkb.kb.db import open_db
 from ckkb.queries import ck as q
 from ckkb.sources import CK_INSTANCE_DIR
 
 
 def _db(db_path: str | None) -> sqlite_utils.Database:
-    return open_db(settings.db_path(db_path), readonly=True)
+    return open_kb(db_path)
 
 
 def _field(fields: dict, *names: str) -> str:

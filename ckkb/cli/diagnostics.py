@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ckkb import settings
-from ckkb.cli.options import db_option, json_option
+from ckkb.cli.options import db_option, json_option, open_kb
 from ckkb.cli.output import console, emit_json, print_table
-from ckkb.kb.db import open_db
 from ckkb.queries import damage
 
 
@@ -18,7 +16,7 @@ from ckkb.queries import damage
 def diagnostics_cmd(show_all: bool, db_path: str | None, as_json: bool) -> None:
     """Diagnostics that change answers: files that did not parse, instance lists not found,
     device-op templates not resolved."""
-    rows = damage.damage(open_db(settings.db_path(db_path), readonly=True))
+    rows = damage.damage(open_kb(db_path))
     if as_json:
         emit_json({"counts": damage.counts(rows), "diagnostics": rows})
         return

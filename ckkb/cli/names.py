@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import BinaryIO
 
 import click
 from rich.markup import escape
 
 from ckkb import names, settings
-from ckkb.cli.options import db_option, json_option
+from ckkb.cli.options import db_option, json_option, open_kb
 from ckkb.cli.output import console, emit_json, print_table, warn
 from ckkb.errors import CkkbError, DatabaseError
 from ckkb.kb import db as kbdb
@@ -44,7 +43,7 @@ def _schemas(db_path: str | None) -> names.SchemaSet | None:
         )
         return None
     try:
-        db = kbdb.open_db(path, readonly=True)
+        db = open_kb(path)
     except DatabaseError as e:
         if db_path:
             raise
@@ -129,7 +128,7 @@ def locate_cmd(name: str, dtype: str | None, db_path: str | None, as_json: bool)
     """Find the instance-list entry (file:line), registrations and per-arch availability of a
     printed name."""
     path = settings.db_path(db_path)
-    db = kbdb.open_db(path, readonly=True)
+    db = open_kb(path)
     try:
         out = name_queries.locate(db, name, dtype=dtype)
     finally:
@@ -219,7 +218,7 @@ def names_group() -> None:
 @json_option
 def coverage_cmd(db_path: str | None, as_json: bool) -> None:
     """How many GetTypeString() implementations have a name schema; those that do not, and why."""
-    db = kbdb.open_db(Path(settings.db_path(db_path)), readonly=True)
+    db = open_kb(db_path)
     try:
         out = name_queries.coverage(db)
     finally:

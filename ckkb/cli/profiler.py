@@ -13,17 +13,16 @@ from rich.markup import escape
 
 from ckkb import settings
 from ckkb.cli import checks
-from ckkb.cli.options import db_option, json_option
+from ckkb.cli.options import db_option, json_option, open_kb
 from ckkb.cli.output import console, emit_json, print_table, warn
 from ckkb.errors import CkkbError
-from ckkb.kb import db as kbdb
 from ckkb.profiler_cmd import build_command
 from ckkb.queries import sql
 from ckkb.queries.profiler import RACE_KEYS, legend_json, list_ops, load_legend, races_json
 
 
 def _open(db_path: str | None, readonly: bool = True) -> sqlite_utils.Database:
-    return kbdb.open_db(settings.db_path(db_path), readonly=readonly)
+    return open_kb(db_path, readonly=readonly)
 
 
 # ----------------------------------------------------------------------------- commands

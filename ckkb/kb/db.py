@@ -13,8 +13,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ckkb.errors import DatabaseError
-from ckkb.kb import lock, validate
-from ckkb.kb.schema import SCHEMA_VERSION, TABLES, Table
+from ckkb.kb import lock, trees, validate
+from ckkb.kb.schema import BUILT, SCHEMA_VERSION, TABLES, Table
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -49,8 +49,16 @@ def create_tables(db: sqlite_utils.Database) -> None:
         if t.name in db.table_names():
             continue
         columns = {c.name: {"INTEGER": int, "REAL": float, "TEXT": str}[c.type] for c in t.columns}
-        db.table(t.name).create(columns, pk=t.pk, not_null=None)
+        db.table(t.name).create(columns, pk=primary_key(t), not_null=None)
     set_info(db, "schema_version", str(SCHEMA_VERSION))
+
+
+def primary_key(t: Table) -> str | tuple[str, ...] | None:
+    """A built table's key is unique per tree: (key, source_id), so several trees share a table
+    (key first: a lookup by key alone still uses the index)."""
+    if t.pk and t.kind == BUILT and "source_id" in t.column_names():
+        return (t.pk, "source_id")
+    return t.pk
 
 
 def create_indexes(db: sqlite_utils.Database, tables: Iterable[str] | None = None) -> None:
@@ -114,12 +122,13 @@ def get_info(db: sqlite_utils.Database, key: str) -> str | None:
 
 
 def open_db(
-    path: str | Path, *, create: bool = False, readonly: bool = False
+    path: str | Path, *, create: bool = False, readonly: bool = False, tree: str | None = None
 ) -> sqlite_utils.Database:
     """Open a knowledge base, checking it exists and has this ckkb's schema version.
 
     create=True makes an empty knowledge base (all tables, no rows) when the file is missing, which
-    is what ingestion into a fresh location needs.
+    is what ingestion into a fresh location needs. A read-only one reads one tree of each kind
+    (`ckkb.kb.trees.scope`): `tree`, else the first built.
     """
     sqlite_utils = (
         sqlite_utils_module()
@@ -161,6 +170,8 @@ def open_db(
             f"{path} has schema version {version}; this ckkb reads version {SCHEMA_VERSION}",
             hint="rebuild it with `ckkb build` (ingested logs and bundles are carried over)",
         )
+    if readonly or tree is not None:
+        trees.scope(db.conn, tree)
     return db
 
 

@@ -137,6 +137,7 @@ def test_a_kb_from_an_older_ckkb_is_not_trusted(tmp_path):
     db = kbdb.open_db(path, create=True)
     tree = aiter_tree(str(TREE))
     kbdb.set_info(db, "trees", json.dumps({"aiter": str(tree.root)}))
+    db["sources"].insert({"id": 1, "kind": "aiter", "path": str(tree.root), "name": "t"})
     db["aiter_runtime_configs"].transform(drop={"kernel_list_note"})
     db.close()
     ctx, read_from = load(tree, path)

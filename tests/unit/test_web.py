@@ -364,7 +364,7 @@ def test_explain_page_and_links(tiny_kb, monkeypatch):
         assert r.status_code == 400 and "&#39;abc&#39; is not an instance id" in r.text
         r = await client.get("/tiny/instances")
         assert 'href="/-/ckkb/instance/7"' in r.text and 'href="/-/ckkb/instance/8"' in r.text
-        r = await client.get("/tiny/instances/7")  # the row page: its id cell links too
+        r = await client.get("/tiny/instances/7,1")  # the row page (id, tree): its id links too
         assert re.search(
             r'<td class="col-id[^>]*><a class="ckkb-instance" href="/-/ckkb/instance/7"', r.text
         )

@@ -46,6 +46,21 @@ class Cache:
         )
         return {r[0]: (r[1], r[2], r[3]) for r in cur}
 
+    def other_roots(self, stage: Stage, root: str) -> dict[str, tuple[str, int, str]]:
+        """rel -> (root, size, sha256) of this stage version's results for other trees."""
+        cur = self.conn.execute(
+            "select rel, root, size, sha from files where stage=? and version=? and root!=?",
+            (stage.name, stage.version, root),
+        )
+        return {r[0]: (r[1], r[2], r[3]) for r in cur}
+
+    def blob(self, stage: Stage, root: str, rel: str) -> bytes | None:
+        row = self.conn.execute(
+            "select blob from files where stage=? and version=? and root=? and rel=?",
+            (stage.name, stage.version, root, rel),
+        ).fetchone()
+        return row[0] if row else None
+
     def blobs(self, stage: Stage, root: str) -> dict[str, bytes]:
         cur = self.conn.execute(
             "select rel, blob from files where stage=? and version=? and root=?",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,9 @@ class StagePlan:
     misses: list[Miss] = field(default_factory=list)
     fingerprint: list[FingerprintPart] = field(default_factory=list)  # of the cached files
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    # rel -> (root, size, mtime_ns, sha) of a hit whose result the cache holds for the same bytes
+    # at the same path in another tree: identical files are extracted once across trees
+    borrowed: dict[str, tuple[str, int, int, str]] = field(default_factory=dict)
 
 
 def inventory(stage: Stage, root: Path, cache: Cache) -> StagePlan:
@@ -48,10 +52,12 @@ def inventory(stage: Stage, root: Path, cache: Cache) -> StagePlan:
         plan.rels.append(sp.replace(os.sep, "/"))
     cached = cache.load(stage, root_str)
     cache.prune(stage, root_str, set(plan.rels))
+    elsewhere = cache.other_roots(stage, root_str)
     for rel in plan.rels:
         entry = cached.get(rel)
-        if entry is None:  # never extracted (a cold build): the worker reads and stats it
-            plan.misses.append((stage.name, root_str, rel))
+        if entry is None:  # never extracted here: the same bytes in another tree, or a miss
+            if not (rel in elsewhere and _borrow(plan, stage, rel, elsewhere[rel])):
+                plan.misses.append((stage.name, root_str, rel))
             continue
         try:
             st = os.stat(os.path.join(root_str, rel))
@@ -64,3 +70,22 @@ def inventory(stage: Stage, root: Path, cache: Cache) -> StagePlan:
         else:
             plan.misses.append((stage.name, root_str, rel))
     return plan
+
+
+def _borrow(plan: StagePlan, stage: Stage, rel: str, other: tuple[str, int, str]) -> bool:
+    """Take another tree's cached result for this file when its bytes are the same."""
+    other_root, size, sha = other
+    path = os.path.join(os.fspath(plan.root), rel)
+    try:
+        st = os.stat(path)
+        if st.st_size != size:
+            return False
+        with open(path, "rb") as f:
+            if hashlib.sha256(f.read()).hexdigest() != sha:
+                return False
+    except OSError:
+        return False
+    plan.hits.add(rel)
+    plan.borrowed[rel] = (other_root, st.st_size, st.st_mtime_ns, sha)
+    plan.fingerprint.append((stage.name, stage.version, rel, sha))
+    return True

@@ -18,18 +18,20 @@ import pickle
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import ckkb
 from ckkb import procs, settings
 from ckkb.diagnostics import Diagnostic
+from ckkb.errors import CkkbError
 from ckkb.kb import atomic, lock
 from ckkb.kb import db as kbdb
 from ckkb.kb.build import gc_policy, workers
 from ckkb.kb.build.cache import Cache, CacheRow
 from ckkb.kb.build.plan import StagePlan, inventory
+from ckkb.kb.build.reuse import copy_tree_rows, old_built, old_trees
 from ckkb.kb.build.writer import (
     FingerprintPart,
     carry_ingested,
@@ -37,6 +39,7 @@ from ckkb.kb.build.writer import (
     fingerprint,
     insert_rows,
     stored_fingerprint,
+    tree_fingerprint,
     tree_sources,
 )
 from ckkb.kb.schema import TABLES
@@ -50,6 +53,7 @@ from ckkb.kb.stages import (
     check_writes,
     register_stages,
 )
+from ckkb.sources import NamedTree, named_tree
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -76,24 +80,66 @@ class BuildSummary:
 
 def build(
     db_path: str | Path,
-    trees: dict[str, Any],
+    trees: dict[str, Any] | list[NamedTree],
     *,
     stages: list[Stage],
     jobs: int | None = None,
     force: bool = False,
     progress: Progress | None = None,
 ) -> BuildSummary:
-    """Build the knowledge base at db_path from `trees` ({"ck": CkTree, "aiter": AiterTree}) with
-    `stages` (all of them: `ckkb.pipeline.stages()`); stages of trees not given are left out."""
+    """Build the knowledge base at db_path from exactly `trees` (named trees, any number of each
+    kind, or {"ck": CkTree, "aiter": AiterTree}) with `stages` (all of them:
+    `ckkb.pipeline.stages()`); stages of kinds no tree has are left out. The first tree of each
+    kind is the one queries read by default. Adding to the trees a database already holds is the
+    caller's choice (`ckkb.kb.build.trees.merged`)."""
     path = Path(db_path)
-    ordered = build_order([s for s in stages if s.tree in trees])
+    named = _named(trees)
+    kinds = {t.kind for t in named}
+    ordered = build_order([s for s in stages if s.tree in kinds])
     register_stages(ordered)
-    run = _Build(path, trees, ordered, jobs or settings.jobs(), force, progress)
+    run = _Build(path, named, ordered, jobs or settings.jobs(), force, progress)
     try:
         with gc_policy.relaxed():
             return run.run()
     finally:
         run.cache.close()
+
+
+def _named(trees: dict[str, Any] | list[NamedTree]) -> list[NamedTree]:
+    """Named trees in source-id order; a mapping (the single-tree form) in kind order."""
+    if isinstance(trees, dict):
+        named = [named_tree(t, kind=k) for k, t in sorted(trees.items())]
+        if len({t.name for t in named}) < len(named):  # a CK and an aiter tree of one name
+            named = [replace(t, name=f"{t.kind}-{t.name}") for t in named]
+    else:
+        named = list(trees)
+    seen: dict[str, NamedTree] = {}
+    for t in named:
+        if t.name in seen:
+            raise BuildTreesError(f"two trees are named {t.name!r}: {seen[t.name].root}, {t.root}")
+        seen[t.name] = t
+    roots = [str(t.root) for t in named]
+    dup = {r for r in roots if roots.count(r) > 1}
+    if dup:
+        raise BuildTreesError(f"the same tree is given twice: {sorted(dup)[0]}")
+    return named
+
+
+class BuildTreesError(CkkbError):
+    """Trees that cannot be built together (a name or a path given twice)."""
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One stage run over one tree; `rank` is the tree's place among the trees of its kind."""
+
+    stage: Stage
+    tree: NamedTree
+    rank: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.stage.name, self.tree.name)
 
 
 class _Build:
@@ -102,7 +148,7 @@ class _Build:
     def __init__(
         self,
         db_path: Path,
-        trees: dict[str, Any],
+        trees: list[NamedTree],
         stages: list[Stage],
         jobs: int,
         force: bool,
@@ -111,7 +157,6 @@ class _Build:
         self.t0 = time.perf_counter()
         self.db_path = db_path
         self.trees = trees
-        self.stages = stages
         self.jobs = jobs
         self.force = force
         self.progress = progress
@@ -121,22 +166,38 @@ class _Build:
         self.has_old = check_old(db_path)
         db_path.parent.mkdir(parents=True, exist_ok=True)
         self.cache = Cache(db_path.with_name(db_path.name + ".cache"))
-        self.plans: dict[str, StagePlan] = {}
+        ranks: dict[str, int] = {}
+        rank_of = {}
+        for t in trees:
+            rank_of[t.name] = ranks.get(t.kind, 0)
+            ranks[t.kind] = rank_of[t.name] + 1
+        # rank by rank (the first tree of each kind, then the second...), build order within one
+        self.units = [
+            _Unit(s, t, rank_of[t.name])
+            for r in range(max(ranks.values(), default=0))
+            for s in stages
+            for t in trees
+            if t.kind == s.tree and rank_of[t.name] == r
+        ]
+        self.by_root = {str(t.root): t.name for t in trees}
+        self.plans: dict[tuple[str, str], StagePlan] = {}
         self.misses: list[workers.Miss] = []
         self.fp_parts: list[FingerprintPart] = [
-            ("trees", k, str(v.root), "") for k, v in trees.items()
+            ("tree", t.name, t.kind, str(t.root)) for t in trees
         ] + [("stage", s.name, s.version, "") for s in stages]
-        self.diags: list[Diagnostic] = []
+        self.tree_parts: dict[str, list[FingerprintPart]] = {t.name: [] for t in trees}
+        self.diags: dict[str, list[Diagnostic]] = {t.name: [] for t in trees}
         self.pool: ProcessPoolExecutor | None = None
         self.futures: set[Future[list[workers.Extracted]]] = set()
-        self.blobs: dict[str, dict[str, bytes]] = {s.name: {} for s in stages}
-        self.remaining: dict[str, int] = {s.name: 0 for s in stages}
+        self.blobs: dict[tuple[str, str], dict[str, bytes]] = {u.key: {} for u in self.units}
+        self.remaining: dict[tuple[str, str], int] = {u.key: 0 for u in self.units}
         self.store: list[CacheRow] = []
-        self.ctx = BuildContext(trees=trees)
+        self.ctx = {t.name: BuildContext(trees={t.kind: t.tree}) for t in trees}
         self.versions = {s.name: s.version for s in stages}
         self.keep_facts = {n for s in stages for n in getattr(s, "reads_facts", ())}
         self.fts_fresh: set[str] = set()  # tables whose full-text index followed their stage
         self.fts_stale: set[str] = set()  # ... and that a later stage wrote again
+        self.reused: dict[str, int] = {}  # tree name -> its source id in the old database
         self.done = 0
 
     # ---------------------------------------------------------------- phases
@@ -157,29 +218,48 @@ class _Build:
         return self.summary
 
     def plan(self) -> None:
-        """Inventory each stage group; its cache misses go to the workers right away."""
+        """Inventory each stage group, tree rank by tree rank; cache misses go to the workers right
+        away. A tree whose every file is cached, with the same contents as a tree the old database
+        holds, is not combined again: its rows are copied (`reuse`)."""
         unsent: list[workers.FileTask] = []  # tasks inventoried while too few to start workers
-        for group in workers.submission_groups(self.stages):
-            found: list[workers.Miss] = []
-            for stage in group:
-                plan = inventory(stage, Path(self.trees[stage.tree].root), self.cache)
-                self.plans[stage.name] = plan
-                self.diags += plan.diagnostics
-                self.fp_parts += plan.fingerprint
-                found += plan.misses
-                self.remaining[stage.name] = len(plan.misses)
-            self.misses += found
-            if self.jobs <= 1 or not found:
-                continue
-            unsent += workers.file_tasks(found)
-            if self.pool is None and len(self.misses) >= SERIAL_BELOW:
-                self.pool = ProcessPoolExecutor(
-                    max_workers=self.jobs, initializer=workers.worker_init
-                )
-            if self.pool is not None:
-                for chunk in workers.chunks(unsent):
-                    self.futures.add(self.pool.submit(workers.extract_chunk, chunk))
-                unsent = []
+        old = old_trees(self.db_path) if self.has_old and not self.force else {}
+        for rank in sorted({u.rank for u in self.units}):
+            units = [u for u in self.units if u.rank == rank]
+            by_stage: dict[str, list[_Unit]] = {}
+            for u in units:
+                by_stage.setdefault(u.stage.name, []).append(u)
+            for group in workers.submission_groups([us[0].stage for us in by_stage.values()]):
+                found: list[workers.Miss] = []
+                for unit in (u for st in group for u in by_stage[st.name]):
+                    plan = inventory(unit.stage, Path(unit.tree.root), self.cache)
+                    self.plans[unit.key] = plan
+                    self.diags[unit.tree.name] += plan.diagnostics
+                    self.tree_parts[unit.tree.name] += plan.fingerprint
+                    found += plan.misses
+                    self.remaining[unit.key] = len(plan.misses)
+                self.misses += found
+                if self.jobs <= 1 or not found:
+                    continue
+                unsent += workers.file_tasks(found)
+                if self.pool is None and len(self.misses) >= SERIAL_BELOW:
+                    self.pool = ProcessPoolExecutor(
+                        max_workers=self.jobs, initializer=workers.worker_init
+                    )
+                if self.pool is not None:
+                    for chunk in workers.chunks(unsent):
+                        self.futures.add(self.pool.submit(workers.extract_chunk, chunk))
+                    unsent = []
+            for t in {u.tree.name: u.tree for u in units}.values():
+                if any(self.remaining[u.key] for u in units if u.tree.name == t.name):
+                    continue
+                same = old.get((t.kind, tree_fingerprint(t.kind, self.tree_parts[t.name])))
+                if same is not None:
+                    self.reused[t.name] = same
+        self.fp_parts += [
+            (f"{stage}@{tree}", version, rel, sha)
+            for tree, parts in self.tree_parts.items()
+            for stage, version, rel, sha in parts
+        ]
         s = self.summary
         s.files = sum(len(p.rels) for p in self.plans.values())
         s.parsed = len(self.misses)
@@ -206,10 +286,10 @@ class _Build:
             db.execute("pragma journal_mode = off")
             db.execute("pragma synchronous = off")  # private until atomic.replace fsyncs it
             kbdb.create_tables(db)
-            sources = tree_sources(self.trees)
-            insert_rows(db, sources.values())
+            self.source_ids = {t.name: i for i, t in enumerate(self.trees, start=1)}
             t_phase = time.perf_counter()
-            self.extract_and_combine(db, {k: s.id for k, s in sources.items()})
+            self.copy_reused(db)
+            self.extract_and_combine(db)
             phases["extract+combine"] = time.perf_counter() - t_phase
             t_phase = time.perf_counter()
             self.cache.store(self.store)
@@ -235,16 +315,23 @@ class _Build:
                 raise err from None
             raise
 
-    def extract_and_combine(self, db: Any, source_ids: dict[str, int]) -> None:
+    def copy_reused(self, db: Any) -> None:
+        """The rows (and diagnostics) of each unchanged tree, from the old database."""
+        for name, old_id in self.reused.items():
+            counts, diags = copy_tree_rows(db, self.db_path, old_id, self.source_ids[name])
+            self.diags[name] += diags
+            for k, v in counts.items():
+                self.summary.tables[k] = self.summary.tables.get(k, 0) + v
+
+    def extract_and_combine(self, db: Any) -> None:
         """Take the workers' results as they finish (a long task sent early, such as a worker
         group's, holds back no other); after each, combine every stage whose files are all in (in
         build order), while the workers go on with later files."""
-        pending = list(self.stages)
+        pending = [u for u in self.units if u.tree.name not in self.reused]
 
         def combine_ready() -> None:
-            while pending and self.remaining[pending[0].name] == 0:
-                stage = pending.pop(0)
-                self.combine(db, stage, source_ids[stage.tree])
+            while pending and self.remaining[pending[0].key] == 0:
+                self.combine(db, pending.pop(0))
 
         combine_ready()
         if self.pool is not None:
@@ -263,22 +350,36 @@ class _Build:
         combine_ready()
 
     def finish(self, db: Any) -> None:
-        diags = self.summary.diagnostics = self.diags
-        drows = [
-            DiagnosticRow(
-                stage=d.stage, file=d.file, line=d.line, severity=d.severity, message=d.message
-            )
-            for d in diags
-        ]
-        insert_rows(db, drows)
+        built = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        old = old_built(self.db_path) if self.has_old else {}
+        rows = tree_sources(self.trees, self.source_ids)
+        for t, row in zip(self.trees, rows, strict=True):
+            row.files = sum(len(p.rels) for k, p in self.plans.items() if k[1] == t.name)
+            row.fingerprint = tree_fingerprint(t.kind, self.tree_parts[t.name])
+            row.built = old.get(t.name, built) if t.name in self.reused else built
+        insert_rows(db, rows)
+        self.summary.diagnostics = [d for t in self.trees for d in self.diags[t.name]]
+        for t in self.trees:
+            if t.name in self.reused:
+                continue  # copied with the tree's rows
+            drows = [
+                DiagnosticRow(
+                    stage=d.stage, file=d.file, line=d.line, severity=d.severity, message=d.message
+                )
+                for d in self.diags[t.name]
+            ]
+            insert_rows(db, drows, self.source_ids[t.name])
         if check_old(self.db_path):  # again, under the lock: an ingest may have made it since
             self.summary.carried = carry_ingested(db, self.db_path)
             procs.fault_point("build-carried")
         kbdb.finish_schema(db, fts_fresh=self.fts_fresh - self.fts_stale)
         kbdb.set_info(db, "fingerprint", fingerprint(self.fp_parts))
         kbdb.set_info(db, "ckkb_version", ckkb.__version__)
-        kbdb.set_info(db, "built_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        kbdb.set_info(db, "trees", json.dumps({k: str(v.root) for k, v in self.trees.items()}))
+        kbdb.set_info(db, "built_at", built)
+        first: dict[str, str] = {}
+        for t in self.trees:
+            first.setdefault(t.kind, str(t.root))
+        kbdb.set_info(db, "trees", json.dumps(dict(sorted(first.items()))))
         db.execute("analyze")
         db.conn.commit()
         db.close()
@@ -292,40 +393,48 @@ class _Build:
 
     def absorb(self, result: workers.Extracted) -> None:
         """One extracted (stage, file): keep its result for the combine and for the cache."""
-        stage_name, rel, size, mtime, sha, blob, cpu, done_at = result
+        stage_name, root, rel, size, mtime, sha, blob, cpu, done_at = result
+        tree = self.by_root[root]
+        key = (stage_name, tree)
         tm = self.timing(stage_name)
         tm["extract_cpu"] += cpu
         tm["extracted_at"] = max(tm.get("extracted_at", 0.0), done_at - self.t0)
-        self.blobs[stage_name][rel] = blob
-        plan = self.plans[stage_name]
+        self.blobs[key][rel] = blob
         version = self.versions[stage_name]
-        self.fp_parts.append((stage_name, version, rel, sha))
+        self.tree_parts[tree].append((stage_name, version, rel, sha))
+        self.fp_parts.append((f"{stage_name}@{tree}", version, rel, sha))
         if size >= 0:
-            self.store.append((stage_name, version, str(plan.root), rel, size, mtime, sha, blob))
-        self.remaining[stage_name] -= 1
+            self.store.append((stage_name, version, root, rel, size, mtime, sha, blob))
+        self.remaining[key] -= 1
         self.done += 1
         if self.progress and (self.done % 16 == 0 or self.done == len(self.misses)):
             self.progress("parse", self.done, len(self.misses))  # a redraw per file costs more
 
-    def combine(self, db: Any, stage: Stage, source_id: int) -> None:
+    def combine(self, db: Any, unit: _Unit) -> None:
         """Combine one stage's file results with the rows it reads, insert and index its rows."""
-        plan = self.plans[stage.name]
+        stage = unit.stage
+        plan = self.plans[unit.key]
+        ctx = self.ctx[unit.tree.name]
         if self.progress:
             self.progress(f"combine {stage.name}", 0, 1)
-        blobs = self.blobs.pop(stage.name)
+        blobs = self.blobs.pop(unit.key)
         if plan.hits:
             cached = self.cache.blobs(stage, str(plan.root))
             for rel in plan.hits:
-                blobs.setdefault(rel, cached[rel])
+                if rel in plan.borrowed:
+                    blobs.setdefault(rel, self.borrow(stage, plan, rel))
+                else:
+                    blobs.setdefault(rel, cached[rel])
         per_file = {rel: pickle.loads(blobs[rel]) for rel in plan.rels if rel in blobs}
+        diags = self.diags[unit.tree.name]
         for fr in per_file.values():
-            self.diags.extend(fr.diagnostics)
+            diags.extend(fr.diagnostics)
         if stage.name in self.keep_facts:
-            self.ctx.facts[stage.name] = {rel: fr.facts for rel, fr in per_file.items()}
+            ctx.facts[stage.name] = {rel: fr.facts for rel, fr in per_file.items()}
         t_combine = time.perf_counter()
         cpu_combine = time.process_time()
         try:
-            res = stage.combine(plan.root, per_file, self.ctx.for_stage(stage))
+            res = stage.combine(plan.root, per_file, ctx.for_stage(stage))
         except StageError:
             raise  # a stage's declarations are wrong: a bug to fix, not a tree's diagnostic
         except Exception as e:
@@ -333,13 +442,13 @@ class _Build:
             res = StageResult(
                 diagnostics=[Diagnostic(str(plan.root), 0, message, "error", stage.name)]
             )
-        self.diags.extend(res.diagnostics)
+        diags.extend(res.diagnostics)
         for r in res.rows:
-            self.ctx.rows.setdefault(type(r).__table__, []).append(r)
+            ctx.rows.setdefault(type(r).__table__, []).append(r)
         tm = self.timing(stage.name)
         t_insert = time.perf_counter()
         tm["combine_cpu"] += time.process_time() - cpu_combine
-        counts = insert_rows(db, res.rows, source_id)
+        counts = insert_rows(db, res.rows, self.source_ids[unit.tree.name])
         check_writes(stage, counts)
         # index what this stage wrote now, while the workers still extract (a later stage that
         # writes the same table inserts into an indexed table: slower, same rows), not at the end;
@@ -356,3 +465,12 @@ class _Build:
         tm["combined_at"] = time.perf_counter() - self.t0
         if self.progress:
             self.progress(f"combine {stage.name}", 1, 1)
+
+    def borrow(self, stage: Stage, plan: StagePlan, rel: str) -> bytes:
+        """Another tree's cached result for the same bytes, cached for this tree too."""
+        other_root, size, mtime, sha = plan.borrowed[rel]
+        blob = self.cache.blob(stage, other_root, rel)
+        if blob is None:  # the cache lost it since the inventory: extract it here
+            blob = workers.extract_file(str(plan.root), rel, (stage.name,))[0][6]
+        self.store.append((stage.name, stage.version, str(plan.root), rel, size, mtime, sha, blob))
+        return blob

@@ -18,8 +18,8 @@ from ckkb.diagnostics import Diagnostic
 from ckkb.extract.cpp import shared_parses
 from ckkb.kb.stages import FileResult, Stage, get_stage
 
-# stage, rel, size, mtime_ns, sha256, pickled FileResult, CPU seconds, done at (perf_counter)
-Extracted = tuple[str, str, int, int, str, bytes, float, float]
+# stage, root, rel, size, mtime_ns, sha256, pickled FileResult, CPU seconds, done at (perf_counter)
+Extracted = tuple[str, str, str, int, int, str, bytes, float, float]
 FileTask = tuple[str, str, tuple[str, ...]]  # root, rel, the stages that read it (in build order)
 Miss = tuple[str, str, str]  # stage, root, rel: a file whose cached result is missing or stale
 
@@ -37,7 +37,7 @@ def extract_file(root: str, rel: str, stage_names: tuple[str, ...]) -> list[Extr
         st = path.stat()
         data = path.read_bytes()
     except OSError as e:
-        return [_unreadable(name, rel, e, t0) for name in stage_names]
+        return [_unreadable(name, root, rel, e, t0) for name in stage_names]
     sha = hashlib.sha256(data).hexdigest()
     out = []
     with shared_parses():  # stages that parse the same bytes share one parse
@@ -52,6 +52,7 @@ def extract_file(root: str, rel: str, stage_names: tuple[str, ...]) -> list[Extr
             out.append(
                 (
                     stage_name,
+                    root,
                     rel,
                     st.st_size,
                     st.st_mtime_ns,
@@ -65,10 +66,11 @@ def extract_file(root: str, rel: str, stage_names: tuple[str, ...]) -> list[Extr
     return out
 
 
-def _unreadable(stage_name: str, rel: str, e: OSError, t0: float) -> Extracted:
+def _unreadable(stage_name: str, root: str, rel: str, e: OSError, t0: float) -> Extracted:
     diag = Diagnostic(rel, 0, f"cannot read: {e.strerror or e}", "error", stage_name)
     blob = pickle.dumps(FileResult(diagnostics=[diag]))
-    return (stage_name, rel, -1, -1, "", blob, time.process_time() - t0, time.perf_counter())
+    cpu = time.process_time() - t0
+    return (stage_name, root, rel, -1, -1, "", blob, cpu, time.perf_counter())
 
 
 def worker_init() -> None:

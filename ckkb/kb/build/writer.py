@@ -16,6 +16,7 @@ from ckkb.errors import DatabaseError
 from ckkb.kb import db as kbdb
 from ckkb.kb.schema import INGESTED, SCHEMA_VERSION, TABLES
 from ckkb.kb.schema.core import SourceRow
+from ckkb.sources import NamedTree
 
 FingerprintPart = tuple[str, str, str, str]
 
@@ -80,17 +81,30 @@ def insert_rows(db: Any, rows: Iterable[Any], source_id: int | None = None) -> d
     return counts
 
 
-def tree_sources(trees: dict[str, Any]) -> dict[str, SourceRow]:
-    out = {}
-    for i, (kind, tree) in enumerate(sorted(trees.items()), start=1):
-        version = getattr(tree, "version", None) if kind == "ck" else None
-        wheel = (
-            getattr(tree, "wheel_version", None) if kind == "ck" else getattr(tree, "version", None)
-        )
-        out[kind] = SourceRow(
-            id=i, kind=kind, path=str(tree.root), version=version, wheel_version=wheel
+def tree_sources(trees: list[NamedTree], ids: dict[str, int]) -> list[SourceRow]:
+    """One sources row per tree (files, built and fingerprint are the build's to fill in)."""
+    out = []
+    for t in trees:
+        version = getattr(t.tree, "version", None)
+        wheel = getattr(t.tree, "wheel_version", None) if t.kind == "ck" else version
+        out.append(
+            SourceRow(
+                id=ids[t.name],
+                kind=t.kind,
+                path=str(t.root),
+                version=version if t.kind == "ck" else None,
+                wheel_version=wheel,
+                name=t.name,
+                commit=t.commit,
+            )
         )
     return out
+
+
+def tree_fingerprint(kind: str, parts: list[FingerprintPart]) -> str:
+    """A tree's contents as the extractors see them, whatever its path: (stage, version, rel,
+    sha256) of every input file. Two trees with one fingerprint have the same rows."""
+    return fingerprint([("kind", kind, "", ""), *parts])
 
 
 def check_old(db_path: Path) -> bool:

@@ -22,6 +22,19 @@ class SourceRow:
     wheel_version: str | None = col(
         "amd-aiter wheel version when the tree is the installed wheel", None
     )
+    name: str | None = col(
+        "tree name queries choose it by (`--tree NAME`, the `tree` parameter): given as NAME=PATH, "
+        "else its version (its directory's name when it has none), plus @commit for a checkout",
+        None,
+    )
+    commit: str | None = col("git commit of the tree when its path is a checkout", None)
+    files: int | None = col("input files the build read from the tree", None)
+    built: str | None = col("when this tree's rows were extracted (UTC, ISO 8601)", None)
+    fingerprint: str | None = col(
+        "hash of the tree's input files' contents and the extractors' versions: an unchanged "
+        "tree's rows are copied, not extracted again",
+        None,
+    )
 
 
 @table(

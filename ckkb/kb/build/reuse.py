@@ -1,0 +1,75 @@
+"""Trees a rebuild need not combine again: their rows are copied from the old database.
+
+A tree whose input files all hit the cache, with the same contents (`tree_fingerprint`) as a tree
+the old database holds, has the same rows: copying them costs a fraction of combining them. That
+makes adding a tree to a database cheap for the trees already in it, and adding a copy of a tree
+nearly free.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from ckkb.diagnostics import Diagnostic
+from ckkb.kb.schema import BUILT, TABLES
+
+
+def old_trees(db_path: Path) -> dict[tuple[str, str], int]:
+    """(kind, fingerprint) -> source id of each tree the database at db_path holds."""
+    rows = _read(db_path, "select kind, fingerprint, id from sources where fingerprint is not null")
+    return {(r[0], r[1]): int(r[2]) for r in rows}
+
+
+def old_built(db_path: Path) -> dict[str, str]:
+    """tree name -> when its rows were extracted, in the database at db_path."""
+    rows = _read(db_path, "select name, built from sources where name is not null")
+    return {r[0]: r[1] for r in rows if r[1]}
+
+
+def _read(db_path: Path, sql: str) -> list[tuple[Any, ...]]:
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            return list(conn.execute(sql))
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:  # an older schema (no such column) or no file: nothing reused
+        return []
+
+
+def copy_tree_rows(
+    db: Any, old_path: Path, old_id: int, new_id: int
+) -> tuple[dict[str, int], list[Diagnostic]]:
+    """Copy one tree's rows of every built table from the old database, under its new source id;
+    its diagnostics come back for the build's summary."""
+    counts: dict[str, int] = {}
+    db.execute("attach database ? as old", [str(old_path)])
+    try:
+        for t in TABLES.values():
+            cols = t.column_names()
+            if t.kind != BUILT or "source_id" not in cols:
+                continue
+            names = ", ".join(f"[{c}]" for c in cols)
+            picks = ", ".join("?" if c == "source_id" else f"[{c}]" for c in cols)
+            with db.conn:
+                cur = db.conn.execute(
+                    f"insert into main.[{t.name}] ({names}) "
+                    f"select {picks} from old.[{t.name}] where source_id = ?",
+                    [new_id, old_id],
+                )
+            if cur.rowcount > 0:
+                counts[t.name] = cur.rowcount
+        diags = [
+            Diagnostic(r[0], r[1], r[2], r[3], r[4])
+            for r in db.conn.execute(
+                "select file, line, message, severity, stage from old.diagnostics "
+                "where source_id = ?",
+                [old_id],
+            )
+        ]
+    finally:
+        db.conn.commit()
+        db.execute("detach database old")
+    return counts, diags

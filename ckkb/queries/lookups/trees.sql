@@ -1,0 +1,5 @@
+-- The source trees a knowledge base holds, in source-id order (the first of each kind is the default).
+SELECT id, name, kind, path, version, wheel_version, [commit], files, built
+FROM main.sources
+WHERE kind IN ('ck', 'aiter')
+ORDER BY id
