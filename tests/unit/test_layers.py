@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("ckkb.kb.ingest", 5),
     ("ckkb.kb.ingest_keys", 5),  # the result keys ingest skips (reads a lookup)
     ("ckkb.audit", 5),
+    ("ckkb.versions", 5),  # two trees side by side: ckkb diff, ckkb review (reads the audit)
     ("ckkb.pipeline", 6),
     ("ckkb.harness", 7),
     ("ckkb.runner", 7),
