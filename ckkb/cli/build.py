@@ -111,7 +111,8 @@ def build_cmd(
             path, trees, stages=pipeline.stages(), jobs=jobs, force=force, progress=progress
         )
     errors = [d for d in summary.diagnostics if d.severity == "error"]
-    damaged = damage_rows(path)
+    by_tree = damage_by_tree(path, [t.name for t in trees if t.kind == "ck"])
+    damaged = [r for rows in by_tree.values() for r in rows]
     if as_json:
         emit_json(
             {
@@ -138,6 +139,7 @@ def build_cmd(
                     for d in summary.diagnostics
                 ],
                 "damage": damage.counts(damaged),
+                "damage_by_tree": {name: damage.counts(rows) for name, rows in by_tree.items()},
             }
         )
         _strict_exit(strict, damaged)
@@ -150,7 +152,7 @@ def build_cmd(
         console.print(
             f"{path}: up to date ({summary.files} files unchanged, {summary.seconds:.2f} s)"
         )
-        _damage_line(damaged)
+        _damage_lines(by_tree)
         _strict_exit(strict, damaged)
         return
     for t in trees:
@@ -165,20 +167,32 @@ def build_cmd(
         f"{summary.files} files ({summary.parsed} parsed, {summary.cached} cached), "
         f"{len(summary.diagnostics)} diagnostics ({len(errors)} errors), {summary.seconds:.1f} s"
     )
-    _damage_line(damaged)
+    _damage_lines(by_tree)
     _strict_exit(strict, damaged)
 
 
-def damage_rows(path: Path) -> list[dict]:
-    """The diagnostics of the built knowledge base that change answers (ckkb.queries.damage)."""
+def damage_by_tree(path: Path, ck_trees: list[str]) -> dict[str, list[dict]]:
+    """CK tree name -> the diagnostics of the built knowledge base that change its answers
+    (ckkb.queries.damage; every such diagnostic is a CK one)."""
     if not path.exists():
-        return []
-    return damage.damage(open_db(path, readonly=True))
+        return {}
+    out = {}
+    names: list[str | None] = list(ck_trees) or [None]
+    for name in names:
+        db = open_db(path, readonly=True, tree=name)
+        try:
+            out[name or ""] = damage.damage(db)
+        finally:
+            db.close()
+    return out
 
 
-def _damage_line(rows: list[dict]) -> None:
-    line = damage.summary_line(rows)
-    console.print(line or "damage: none (no diagnostic changes an answer)", soft_wrap=True)
+def _damage_lines(by_tree: dict[str, list[dict]]) -> None:
+    for name, rows in by_tree.items():
+        line = damage.summary_line(rows) or "damage: none (no diagnostic changes an answer)"
+        if len(by_tree) > 1:
+            line = f"{name}: {line}"
+        console.print(line, soft_wrap=True)
 
 
 def _strict_exit(strict: bool, rows: list[dict]) -> None:

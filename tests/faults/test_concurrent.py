@@ -52,7 +52,7 @@ def test_ingest_during_build_is_kept(kb, tmp_path, point):
         "--db",
         kb,
         "--force",
-        CKKB_FAULT_PAUSE=f"{point}=1.5",
+        CKKB_FAULT_PAUSE=f"{point}=5",  # longer than an ingest takes to reach the lock (loaded)
         CKKB_FAULT_DIR=str(tmp_path),
     )
     _wait_for(tmp_path / point, build)
