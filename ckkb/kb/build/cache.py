@@ -46,13 +46,16 @@ class Cache:
         )
         return {r[0]: (r[1], r[2], r[3]) for r in cur}
 
-    def other_roots(self, stage: Stage, root: str) -> dict[str, tuple[str, int, str]]:
-        """rel -> (root, size, sha256) of this stage version's results for other trees."""
+    def other_roots(self, stage: Stage, root: str) -> dict[str, dict[tuple[int, str], str]]:
+        """rel -> {(size, sha256): root} of this stage version's results for other trees."""
+        out: dict[str, dict[tuple[int, str], str]] = {}
         cur = self.conn.execute(
             "select rel, root, size, sha from files where stage=? and version=? and root!=?",
             (stage.name, stage.version, root),
         )
-        return {r[0]: (r[1], r[2], r[3]) for r in cur}
+        for rel, other, size, sha in cur:
+            out.setdefault(rel, {})[(size, sha)] = other
+        return out
 
     def blob(self, stage: Stage, root: str, rel: str) -> bytes | None:
         row = self.conn.execute(

@@ -72,18 +72,19 @@ def inventory(stage: Stage, root: Path, cache: Cache) -> StagePlan:
     return plan
 
 
-def _borrow(plan: StagePlan, stage: Stage, rel: str, other: tuple[str, int, str]) -> bool:
+def _borrow(plan: StagePlan, stage: Stage, rel: str, others: dict[tuple[int, str], str]) -> bool:
     """Take another tree's cached result for this file when its bytes are the same."""
-    other_root, size, sha = other
     path = os.path.join(os.fspath(plan.root), rel)
     try:
         st = os.stat(path)
-        if st.st_size != size:
+        if not any(size == st.st_size for size, _ in others):
             return False
         with open(path, "rb") as f:
-            if hashlib.sha256(f.read()).hexdigest() != sha:
-                return False
+            sha = hashlib.sha256(f.read()).hexdigest()
     except OSError:
+        return False
+    other_root = others.get((st.st_size, sha))
+    if other_root is None:
         return False
     plan.hits.add(rel)
     plan.borrowed[rel] = (other_root, st.st_size, st.st_mtime_ns, sha)

@@ -1,0 +1,186 @@
+"""Several trees in one knowledge base: which trees a build keeps, scoped reads, rows of each
+tree equal to its own single-tree build, the shared cache and unchanged trees copied.
+
+Second method: each tree is also built alone into its own database, and every figure of the
+multi-tree database is compared with that database's (plain sqlite3 counts, no scoping)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ckkb import pipeline, sources
+from ckkb.cli import main
+from ckkb.kb import trees as kb_trees
+from ckkb.kb.build import build
+from ckkb.kb.db import open_db
+from ckkb.queries import sql
+from tests.conftest import FIXTURES
+
+HPP = (
+    "library/src/tensor_operation_instance/gpu/gemm_universal/"
+    "device_gemm_xdl_universal_bf16_bf16_bf16/device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn.hpp"
+)
+
+
+@pytest.fixture(scope="module")
+def two_trees(tmp_path_factory) -> tuple[Path, Path]:
+    """ck_mini (version 1.2.0) and a copy: version 1.3.0, one tuple of its bf16 list dropped."""
+    d = tmp_path_factory.mktemp("trees")
+    a = d / "ck_a"
+    shutil.copytree(FIXTURES / "ck_mini", a)
+    b = d / "ck_b"
+    shutil.copytree(FIXTURES / "ck_mini", b)
+    top = b / "CMakeLists.txt"
+    top.write_text(top.read_text().replace("set(version 1.2.0)", "set(version 1.3.0)"))
+    hpp = b / HPP
+    lines = hpp.read_text().splitlines(keepends=True)
+    assert "128, 64, 64, 64" in lines[37]  # the v1 Interwave tuple (line 38)
+    hpp.write_text(
+        "".join(lines[:37] + lines[38:]).replace(
+            "BlockGemmPipelineVersion::v5>,\n", "BlockGemmPipelineVersion::v5>\n", 1
+        )
+    )
+    return a, b
+
+
+def run(*args: object) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, [str(a) for a in args])
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise AssertionError(f"traceback for ckkb {args}") from r.exception
+    return r.exit_code, r.stdout, r.stderr
+
+
+def counts(db: Path, where: str = "") -> dict[str, int]:
+    conn = sqlite3.connect(db)
+    try:
+        return {
+            t: conn.execute(f"select count(*) from [{t}] {where}").fetchone()[0]
+            for t in ("instances", "instance_lists", "registrations", "availability", "gates")
+        }
+    finally:
+        conn.close()
+
+
+def test_each_tree_reads_as_its_own_build(two_trees, tmp_path):
+    a, b = two_trees
+    alone_a, alone_b, both = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "both.db"
+    assert run("build", "--db", alone_a, "--ck", a, "--no-aiter")[0] == 0
+    assert run("build", "--db", alone_b, "--ck", b, "--no-aiter")[0] == 0
+    assert run("build", "--db", both, "--ck", a, "--no-aiter")[0] == 0
+    code, out, err = run("build", "--db", both, "--ck", b)  # adds b, keeps a (no aiter: none held)
+    assert code == 0, err
+    code, out, _ = run("trees", "--db", both, "--json")
+    listed = json.loads(out)["trees"]
+    assert [(t["name"], t["kind"], t["path"]) for t in listed] == [
+        ("1.2.0", "ck", str(a)),
+        ("1.3.0", "ck", str(b)),
+    ]
+    assert all(t["files"] > 0 and t["built"] and t["version"] for t in listed)
+    assert set(listed[0]) == {"name", "kind", "path", "version", "commit", "files", "built"}
+    # raw rows per source id, against each tree built alone
+    assert counts(both, "where source_id = 1") == counts(alone_a)
+    assert counts(both, "where source_id = 2") == counts(alone_b)
+    assert counts(alone_a)["instances"] - counts(alone_b)["instances"] == 1
+    # scoped reads: the default is the first tree; --tree picks the other
+    for name, alone in (("1.2.0", alone_a), ("1.3.0", alone_b), (None, alone_a)):
+        db = open_db(both, readonly=True, tree=name)
+        n = db.conn.execute("select count(*) from instances").fetchone()[0]
+        v = db.conn.execute("select count(*) from ck_instance_availability").fetchone()[0]
+        db.close()
+        ref = sqlite3.connect(alone)
+        assert n == ref.execute("select count(*) from instances").fetchone()[0]
+        assert v == ref.execute("select count(*) from ck_instance_availability").fetchone()[0]
+        ref.close()
+    # a query command with --tree answers from that tree
+    code, out_a, _ = run("instances", "--db", both, "--dir", "gemm_universal", "--json")
+    code, out_b, _ = run(
+        "instances", "--db", both, "--tree", "1.3.0", "--dir", "gemm_universal", "--json"
+    )
+    assert len(json.loads(out_a)["instances"]) - len(json.loads(out_b)["instances"]) == 1
+
+
+def test_datasette_scoping_equals_the_scoped_connection(two_trees, tmp_path):
+    a, b = two_trees
+    db = tmp_path / "both.db"
+    build(
+        db,
+        [sources.named_tree(sources.ck_tree(a)), sources.named_tree(sources.ck_tree(b))],
+        stages=pipeline.stages(),
+        jobs=1,
+    )
+    answers: dict[tuple[str, str], list] = {}
+    for query, params in (
+        ("pool_counts", {"dir": "gemm_universal", "dtype": ""}),
+        ("why_missing", {"tile": "", "arch": "gfx942"}),  # its own WITH clause is kept
+    ):
+        text = sql(query)
+        for name in ("1.2.0", "1.3.0"):
+            scoped = open_db(db, readonly=True, tree=name)
+            want = scoped.conn.execute(text, params).fetchall()
+            scoped.close()
+            plain = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+            got = plain.execute(kb_trees.scoped_sql(text), {**params, "tree": name}).fetchall()
+            default = plain.execute(kb_trees.scoped_sql(text), {**params, "tree": ""}).fetchall()
+            plain.close()
+            assert got == want and want
+            assert default == answers.get((query, "1.2.0"), got)
+            answers[(query, name)] = got
+        assert answers[(query, "1.2.0")] != answers[(query, "1.3.0")]
+
+
+def test_identical_files_are_extracted_once_and_unchanged_trees_copied(two_trees, tmp_path):
+    a, b = two_trees
+    db = tmp_path / "kb.db"
+    first = build(db, [sources.named_tree(sources.ck_tree(a))], stages=pipeline.stages(), jobs=1)
+    assert first.parsed == first.files
+    both = [sources.named_tree(sources.ck_tree(a)), sources.named_tree(sources.ck_tree(b))]
+    s = build(db, both, stages=pipeline.stages(), jobs=1)
+    # b differs from a in two files (CMakeLists.txt, the .hpp); every other input is a's
+    changed = {"CMakeLists.txt", HPP}
+    assert 0 < s.parsed <= sum(1 for _ in changed) * len(pipeline.stages())
+    assert s.cached == s.files - s.parsed
+    # a third tree with a's bytes at another path: nothing extracted, nothing combined
+    c = tmp_path / "ck_c"
+    shutil.copytree(a, c)
+    three = [*both, sources.named_tree(sources.ck_tree(c), "copy")]
+    s3 = build(db, three, stages=pipeline.stages(), jobs=1)
+    assert s3.parsed == 0
+    assert all(v.get("combine", 0) == 0 for k, v in s3.timings.items() if k != "(build)")
+    assert counts(db, "where source_id = 3") == counts(db, "where source_id = 1")
+
+
+def test_build_keeps_refreshes_and_drops_trees(two_trees, tmp_path):
+    a, b = two_trees
+    db = tmp_path / "kb.db"
+    assert run("build", "--db", db, "--ck", a, "--no-aiter")[0] == 0
+    assert run("build", "--db", db, "--ck", f"next={b}")[0] == 0
+    assert run("build", "--db", db, "--ck", a)[0] == 0  # same path: refreshed, not added
+    names = [t["name"] for t in json.loads(run("trees", "--db", db, "--json")[1])["trees"]]
+    assert names == ["1.2.0", "next"]
+    code, _, err = run("build", "--db", db, "--drop", "nope")
+    assert code == 2 and "--drop nope: no such tree" in err and "1.2.0" in err
+    assert run("build", "--db", db, "--drop", "1.2.0")[0] == 0
+    names = [t["name"] for t in json.loads(run("trees", "--db", db, "--json")[1])["trees"]]
+    assert names == ["next"]
+    code, _, err = run("why", "--db", db, "--tree", "1.2.0", "--arch", "gfx942", "--tile", "x")
+    assert code == 2 and "no tree named '1.2.0'" in err and "next (ck)" in err
+    assert "Traceback" not in err
+
+
+def test_a_tree_that_vanished_is_named(two_trees, tmp_path):
+    a, _ = two_trees
+    gone = tmp_path / "gone"
+    shutil.copytree(a, gone)
+    db = tmp_path / "kb.db"
+    assert run("build", "--db", db, "--ck", f"old={gone}", "--no-aiter")[0] == 0
+    shutil.rmtree(gone)
+    code, _, err = run("build", "--db", db, "--ck", a)
+    assert code == 2 and f"tree old (ck): {gone} no longer exists" in err
+    assert "--drop old" in err and "Traceback" not in err
+    assert run("trees", "--db", db)[0] == 0  # what was stored is still there
