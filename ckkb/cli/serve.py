@@ -7,12 +7,12 @@ from typing import Any
 import click
 
 from ckkb import settings
-from ckkb.cli.options import db_option
+from ckkb.cli.options import db_path_option
 from ckkb.web import app
 
 
 @click.command("serve")
-@db_option
+@db_path_option
 @click.option(
     "--host",
     default=app.DEFAULT_HOST,

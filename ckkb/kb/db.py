@@ -67,8 +67,11 @@ def create_indexes(db: sqlite_utils.Database, tables: Iterable[str] | None = Non
     for t in TABLES.values():
         if wanted is not None and t.name not in wanted:
             continue
+        per_tree = t.kind == BUILT and "source_id" in t.column_names()
         for cols in t.indexes:
-            db.table(t.name).create_index(list(cols), if_not_exists=True)
+            # a read is scoped to one tree (ckkb.kb.trees): the index narrows to its rows too
+            extra = ["source_id"] if per_tree and "source_id" not in cols else []
+            db.table(t.name).create_index([*cols, *extra], if_not_exists=True)
 
 
 def create_fts(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 
 from ckkb.errors import CkkbError
@@ -84,20 +85,21 @@ def scope(conn: sqlite3.Connection, name: str | None = None) -> dict[str, TreeIn
     if not several:
         return chosen  # one tree per kind: every row is the chosen tree's already
     ids = ", ".join(str(t.id) for t in chosen.values())
-    for table in scoped_tables():
-        conn.execute(f"drop view if exists temp.[{table}]")
-        conn.execute(
-            f"create temp view [{table}] as select * from main.[{table}] where source_id in ({ids})"
-        )
-    conn.execute("drop view if exists temp.sources")
-    conn.execute(f"create temp view sources as select * from main.sources where id in ({ids})")
-    for view, body in _views():
-        conn.execute(f"drop view if exists temp.[{view}]")
-        conn.execute(_as_temp(body))
+    script = [f"drop view if exists temp.[{name}]" for name in [*scoped_tables(), "sources"]]
+    script += [f"drop view if exists temp.[{view}]" for view, _ in _views()]
+    script += [
+        f"create temp view [{table}] as select * from main.[{table}] where source_id in ({ids})"
+        for table in scoped_tables()
+    ]
+    script.append(f"create temp view sources as select * from main.sources where id in ({ids})")
+    script += [_as_temp(body).rstrip().rstrip(";") for _, body in _views()]
+    conn.executescript("begin;\n" + ";\n".join(script) + ";\ncommit;")  # one schema change
     return chosen
 
 
+@cache
 def _views() -> list[tuple[str, str]]:
+    """(name, CREATE VIEW text) of ckkb/queries/views, in name order (package data: read once)."""
     out = []
     for f in sorted(
         resources.files("ckkb.queries").joinpath("views").iterdir(), key=lambda p: p.name
