@@ -33,6 +33,8 @@ from datasette.utils.asgi import Request, Response
 from jinja2 import BaseLoader, Environment, TemplateNotFound
 
 from ckkb.archs import ARCHS
+from ckkb.kb import db as kbdb
+from ckkb.kb.schema import TABLES
 from ckkb.queries import explain
 from ckkb.web import (
     cells,
@@ -358,7 +360,7 @@ def asgi_wrapper(datasette: Any) -> Callable[[Any], Any]:
                 return
             if scope.get("type") == "http" and scope.get("method") in ("GET", "HEAD"):
                 scope = _default_columns(datasette, scope)
-                response = await _check_canned(datasette, scope)
+                response = _check_row_key(datasette, scope) or await _check_canned(datasette, scope)
                 if response is not None:
                     await response.asgi_send(send)
                     return
@@ -367,6 +369,29 @@ def asgi_wrapper(datasette: Any) -> Callable[[Any], Any]:
         return checked_app
 
     return wrap
+
+
+def _check_row_key(datasette: Any, scope: dict[str, Any]) -> Response | None:
+    """A 404 for a row URL that does not name the whole key: a built table's rows are keyed by
+    (key, source_id), one per tree, and Datasette answers a part of a key with a 500."""
+    parts = scope.get("path", "").strip("/").split("/")
+    if len(parts) != 3 or parts[1] not in TABLES:
+        return None
+    db = next((d for d in datasette.databases.values() if d.route == parts[0]), None)
+    if db is None or db is not pages.kb_database(datasette):
+        return None
+    key = kbdb.primary_key(TABLES[parts[1]])
+    if not isinstance(key, tuple):
+        return None
+    given = parts[2].rsplit(".", 1)[0] if parts[2].endswith((".json", ".csv")) else parts[2]
+    if given.count(",") + 1 == len(key):
+        return None
+    return Response.text(
+        f"a row of {parts[1]} is named by {', '.join(key)}: /{parts[0]}/{parts[1]}/"
+        + ",".join(k.upper() for k in key)
+        + "\n",
+        status=404,
+    )
 
 
 def _default_columns(datasette: Any, scope: dict[str, Any]) -> dict[str, Any]:
