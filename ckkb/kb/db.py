@@ -130,7 +130,7 @@ def open_db(
     """Open a knowledge base, checking it exists and has this ckkb's schema version.
 
     create=True makes an empty knowledge base (all tables, no rows) when the file is missing, which
-    is what ingestion into a fresh location needs. A read-only one reads one tree of each kind
+    is what ingestion into a fresh location needs. It reads one tree of each kind
     (`ckkb.kb.trees.scope`): `tree`, else the first built.
     """
     sqlite_utils = (
@@ -173,8 +173,9 @@ def open_db(
             f"{path} has schema version {version}; this ckkb reads version {SCHEMA_VERSION}",
             hint="rebuild it with `ckkb build` (ingested logs and bundles are carried over)",
         )
-    if readonly or tree is not None:
-        trees.scope(db.conn, tree)
+    # every connection reads one tree of each kind (writers write only ingested tables, which
+    # are not scoped; a build writes a new file without this function)
+    trees.scope(db.conn, tree)
     return db
 
 
