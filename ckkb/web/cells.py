@@ -127,7 +127,12 @@ def _links(
     ):
         return _link(pages.race_href(ds, value), value, f"chart of race {value}", "ckkb-race")
     if column == "registration_id" and isinstance(value, int) and database:
-        href = ds.urls.row(database, "registrations", str(value))
+        # a registration row is keyed by (id, source_id): one per tree
+        source = _get(row, "source_id")
+        if isinstance(source, int):
+            href = ds.urls.row(database, "registrations", f"{value},{source}")
+        else:
+            href = ds.urls.table(database, "registrations") + f"?id={value}"
         return _link(href, value, f"registration {value}")
     if column.endswith("file") and isinstance(value, str) and value.startswith(CK_PREFIXES):
         line = _get(row, column[: -len("file")] + "line")
