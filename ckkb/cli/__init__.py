@@ -83,6 +83,8 @@ def main() -> None:
 
     Build the knowledge base once (`ckkb build`), then ask: `ckkb why`, `ckkb gates`,
     `ckkb instances`, `ckkb parse`, `ckkb locate`, `ckkb races`, `ckkb audit`, `ckkb serve`.
+    It can hold several CK and aiter trees (`ckkb build --ck NAME=PATH`, `ckkb trees`): every
+    query takes `--tree NAME`.
 
     \b
     A team shares one knowledge base file (--db or $CKKB_DB) on the machine that holds it:
