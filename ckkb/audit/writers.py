@@ -7,7 +7,7 @@ from typing import Any
 
 import ckkb
 from ckkb.audit.engine import AuditResult
-from ckkb.audit.model import RULES, Finding
+from ckkb.audit.model import RULES, Finding, Rule
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/ROCm/composable_kernel"
@@ -60,16 +60,18 @@ def to_text(r: AuditResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_sarif(r: AuditResult) -> dict[str, Any]:
-    rule_ids = sorted(RULES)
+def to_sarif(r: AuditResult, extra_rules: dict[str, Rule] | None = None) -> dict[str, Any]:
+    """SARIF 2.1.0; extra_rules: rules of another tool's results (`ckkb review`'s)."""
+    catalogue = {**RULES, **(extra_rules or {})}
+    rule_ids = sorted(catalogue)
     index = {rid: i for i, rid in enumerate(rule_ids)}
     rules = [
         {
             "id": rid,
             "name": "".join(w.capitalize() for w in rid.split("-")),
-            "shortDescription": {"text": RULES[rid].summary},
-            "defaultConfiguration": {"level": RULES[rid].severity},
-            "properties": {"family": RULES[rid].family},
+            "shortDescription": {"text": catalogue[rid].summary},
+            "defaultConfiguration": {"level": catalogue[rid].severity},
+            "properties": {"family": catalogue[rid].family},
         }
         for rid in rule_ids
     ]
