@@ -66,9 +66,12 @@ class AiterSide:
 def from_connection(conn: Any, label: str | None = None) -> AiterSide:
     """The aiter tree a scoped knowledge-base connection reads (ckkb.kb.db.open_db(tree=...))."""
     from ckkb.kb.trees import list_trees
+    from ckkb.queries import lookup
 
     raw = conn.conn if hasattr(conn, "conn") else conn  # a sqlite_utils.Database or a connection
-    trees = [t for t in list_trees(raw) if t.kind == "aiter"]
+    read = {r[0] for r in raw.execute(lookup("scoped_tree_ids"))}
+    held = [t for t in list_trees(raw) if t.id in read]
+    trees = [t for t in held if t.kind == "aiter"]
     if not trees:
         from ckkb.errors import CkkbError
 
@@ -96,7 +99,7 @@ def from_connection(conn: Any, label: str | None = None) -> AiterSide:
         Finding(f.rule, f.severity, f.file, f.line, f.message, dict(f.evidence or {}), f.op)
         for f in stored_rows(raw, "aiter_audit_findings")
     ]
-    ck = any(t.kind == "ck" for t in list_trees(raw))
+    ck = any(t.kind == "ck" for t in held)
     skipped = frozenset(r for r in KB_RULES if r != "tile-gated" or not ck)
     origin = {
         "kind": "tree",
