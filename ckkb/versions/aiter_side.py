@@ -72,10 +72,16 @@ def from_connection(conn: Any, label: str | None = None) -> AiterSide:
     read = {r[0] for r in raw.execute(lookup("scoped_tree_ids"))}
     held = [t for t in list_trees(raw) if t.id in read]
     trees = [t for t in held if t.kind == "aiter"]
-    if not trees:
+    if len(trees) != 1:
         from ckkb.errors import CkkbError
 
-        raise CkkbError("the knowledge base holds no aiter tree")
+        if not trees:
+            raise CkkbError("the knowledge base holds no aiter tree")
+        names = ", ".join(t.name for t in trees)
+        raise CkkbError(
+            f"this connection reads several aiter trees ({names}): open it scoped to one, "
+            "with ckkb.kb.db.open_db(path, readonly=True, tree=NAME)"
+        )
     tree = trees[0]
     ctx = AuditContext(
         root=None,

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from ckkb.cli import main
 from tests.conftest import FIXTURES
-from tests.unit.test_sarif import SARIF_2_1_0_SUBSET
+from tests.unit.test_sarif import SARIF_2_1_0_SUBSET, official_schema
 
 FIX = FIXTURES / "aiter_review"
 DSV3 = "aiter/configs/model_configs/dsv3_a8w8_bpreshuffle_tuned_gemm.csv"
@@ -184,6 +184,7 @@ def test_sarif_output_reuses_the_audit_writer(repo):
     assert out.exit_code == 0, out.output
     log = json.loads(out.output)
     jsonschema.validate(log, SARIF_2_1_0_SUBSET)
+    jsonschema.validate(log, official_schema())
     results = log["runs"][0]["results"]
     rules = [r["ruleId"] for r in results]
     assert rules.count("review-row-replaced") == 9
@@ -299,6 +300,20 @@ def test_aiter_diff_reads_two_scoped_connections(kb):
         "gfx",
     ]
     assert d["kernels"] == {"added": [], "removed": [], "renumbered": []}
+
+
+def test_an_unscoped_connection_reading_two_aiter_trees_is_refused(kb):
+    import sqlite3
+
+    from ckkb.errors import CkkbError
+    from ckkb.versions.aiter_diff import aiter_diff
+
+    conn = sqlite3.connect(kb)
+    try:
+        with pytest.raises(CkkbError, match=r"several aiter trees \(base, head\)"):
+            aiter_diff(conn, conn)
+    finally:
+        conn.close()
 
 
 def test_a_ck_tree_is_refused(kb):
