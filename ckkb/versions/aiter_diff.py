@@ -269,7 +269,14 @@ class RowRef:
 
 def side_rows(s: AiterSide) -> tuple[dict[str, list[RowRef]], list[ConfigTable]]:
     """op -> its tuned rows (every tuned file of the op, loaded or not); the tables with no
-    lookup key."""
+    lookup key. Computed once per side."""
+    if "rows" not in s.cache:
+        s.cache["rows"] = _side_rows(s)
+    rows: tuple[dict[str, list[RowRef]], list[ConfigTable]] = s.cache["rows"]
+    return rows
+
+
+def _side_rows(s: AiterSide) -> tuple[dict[str, list[RowRef]], list[ConfigTable]]:
     ctx = s.ctx
     loaded: dict[str, set[str]] = {}
     losers: dict[tuple[str, int], dict[str, Any]] = {}

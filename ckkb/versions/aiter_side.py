@@ -43,6 +43,7 @@ class AiterSide:
     skipped_rules: frozenset[str] = frozenset()
     _kernel_at: dict[tuple[str, int], AiterKernelRow] = field(default_factory=dict, repr=False)
     _row_at: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict, repr=False)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)  # what is derived once
 
     def table(self, rel: str) -> ConfigTable | None:
         for t in self.ctx.tables:

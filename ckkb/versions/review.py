@@ -118,12 +118,15 @@ def merge_dropped(base: AiterSide, head: AiterSide) -> list[dict[str, Any]]:
 
     seen = Counter(ident(r) for r in _dropped(base))
     out = []
+    cols_of: dict[str, list[str]] = {}
     for r in _dropped(head):
         i = ident(r)
         if seen[i] > 0:
             seen[i] -= 1
             continue
-        cols = key_columns(base, head, r.op)
+        if r.op not in cols_of:
+            cols_of[r.op] = key_columns(base, head, r.op)
+        cols = cols_of[r.op]
         item = row_item(r, cols, key_of(r, cols))
         lo = r.loser
         if lo is None:
