@@ -100,8 +100,9 @@ def revision(repo: str, rev: str, stack: ExitStack, role: str) -> AiterSide:
         raise BadSpec(f"{role} {repo}@{rev}: no revision {rev!r} in {repo}")
     commit = got.stdout.decode().strip()
     sub = prefix.stdout.decode().strip()
-    treeish = f"{commit}:{sub}" if sub else commit
-    names = _git(root, "ls-tree", "-r", "--name-only", treeish).stdout.decode().splitlines()
+    top = Path(_git(root, "rev-parse", "--show-toplevel").stdout.decode().strip() or root)
+    treeish = f"{commit}:{sub}" if sub else commit  # the checkout may be a folder of a repository
+    names = _git(top, "ls-tree", "-r", "--name-only", treeish).stdout.decode().splitlines()
     tops = {n.split("/", 1)[0] for n in names}
     specs = [p for p in _PARTS if p in tops]
     if any(n.startswith("hsa/") and n.endswith(".py") for n in names):
@@ -110,7 +111,7 @@ def revision(repo: str, rev: str, stack: ExitStack, role: str) -> AiterSide:
         raise BadSpec(f"{role} {repo}@{rev}: not an aiter tree at that revision (no aiter/)")
     out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ckkb-review-")))
     proc = subprocess.Popen(
-        ["git", "-C", str(root), "archive", "--format=tar", treeish, "--", *specs],
+        ["git", "-C", str(top), "archive", "--format=tar", treeish, "--", *specs],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

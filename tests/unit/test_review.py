@@ -321,3 +321,14 @@ def test_a_ck_tree_is_refused(kb):
     assert out.exit_code == 2
     assert "BASE ckmini: a CK tree; review compares aiter trees" in out.output
     assert "Traceback" not in out.output
+
+
+def test_an_aiter_checkout_in_a_folder_of_a_larger_repository(tmp_path):
+    r = tmp_path / "mono"
+    (r / "third_party" / "aiter").mkdir(parents=True)
+    _git(r, "init", "-q")
+    for name in ("base", "head"):
+        _commit(r / "third_party" / "aiter", FIX / name, name)
+    d = _review("--repo", str(r / "third_party" / "aiter"), "HEAD~1", "HEAD")
+    assert len(d["replaced"]) == 9
+    assert (r / "third_party" / "aiter" / KIMI).is_file()  # the working tree is as it was
