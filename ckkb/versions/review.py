@@ -111,7 +111,9 @@ def _dropped(s: AiterSide) -> list[RowRef]:
 def merge_dropped(base: AiterSide, head: AiterSide) -> list[dict[str, Any]]:
     """Rows of HEAD the merge drops (another part's row wins: the key omits cu_num), shadows
     (a faster row of the same key wins, or the runtime refuses duplicates) or never loads (the
-    file is not in the op's merged set), that BASE did not already lose the same way."""
+    file is not in the op's merged set), that BASE did not already lose the same way. Under a
+    core.py that rejects duplicate keys, a shadowed row means aiter does not start
+    (`refuses_to_start`)."""
 
     def ident(r: RowRef) -> tuple:
         return (r.op, r.file, r.loser is None, row_text(r.table.columns, r.values))
@@ -135,6 +137,11 @@ def merge_dropped(base: AiterSide, head: AiterSide) -> list[dict[str, Any]]:
             item["reason"] = "shadowed" if lo["same_part"] else "dropped"
             item["winner"] = lo["winner"]
             item["tie"] = lo["tie"]
+            rc = head.ctx.runtime_for(r.op)
+            rule = rc.merge_rule if rc is not None else "unknown"
+            item["merge_rule"] = rule
+            # core.py of this kind raises on duplicate keys: aiter does not start at all
+            item["refuses_to_start"] = rule.startswith("reject-duplicates") and lo["same_part"]
         out.append(item)
     return out
 
@@ -187,6 +194,11 @@ def to_text(r: dict[str, Any]) -> str:
             + (
                 f" (kept: {x['winner']['file']}:{x['winner']['line']} us {x['winner']['us']})"
                 if "winner" in x
+                else ""
+            )
+            + (
+                " - the runtime refuses duplicate keys: aiter does not start"
+                if x.get("refuses_to_start")
                 else ""
             )
         ),

@@ -174,6 +174,10 @@ def test_merge_drops_and_files_never_loaded_are_reported(repo, tmp_path):
     assert got == {(KIMI, 13, "shadowed"), (extra.relative_to(work).as_posix(), 2, "not-loaded")}
     shadowed = next(x for x in d["merge"]["dropped"] if x["reason"] == "shadowed")
     assert shadowed["winner"]["file"] == DEFAULT and shadowed["winner"]["us"] == 6.5
+    # the fixture's core.py raises on duplicate keys (as aiter 2026's does)
+    assert shadowed["merge_rule"] == "reject-duplicates-fill" and shadowed["refuses_to_start"]
+    new = {(f["rule"], f["file"], f["line"]) for f in d["findings"]["new"]}
+    assert ("merge-collision", KIMI, 13) in new
     assert d["replaced"] == []  # the faster default row still stands for that key
 
 
