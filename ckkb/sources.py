@@ -105,6 +105,18 @@ def default_aiter_tree() -> AiterTree:
     return AiterTree(package_dir=pkg, meta_dir=meta, version=wheel_version())
 
 
+def _dist_version(site: Path) -> str | None:
+    """The amd-aiter version installed in another environment's site-packages (its dist-info)."""
+    for info in sorted(site.glob("amd_aiter-*.dist-info")):
+        return info.name[len("amd_aiter-") : -len(".dist-info")] or None
+    return None
+
+
+def _is_this_wheel(meta: Path) -> bool:
+    found = _find_package_dir("aiter_meta")
+    return found is not None and found.resolve() == meta.resolve()
+
+
 def default_ck_root() -> Path:
     return default_aiter_tree().meta_dir / "3rdparty" / "composable_kernel"
 
@@ -157,6 +169,10 @@ def aiter_tree(path: str | Path | None = None) -> AiterTree:
     root = root.resolve()
     if (root / "aiter").is_dir():
         return AiterTree(package_dir=root / "aiter", meta_dir=root, version=None)
+    if root.name == "aiter_meta" and (root.parent / "aiter" / "configs").is_dir():
+        # an installed wheel's meta dir (how a knowledge base stores the wheel's tree)
+        version = wheel_version() if _is_this_wheel(root) else _dist_version(root.parent)
+        return AiterTree(package_dir=root.parent / "aiter", meta_dir=root, version=version)
     if root.name == "aiter" and (root / "configs").is_dir():
         meta = root.parent / "aiter_meta"
         return AiterTree(

@@ -184,3 +184,17 @@ def test_a_tree_that_vanished_is_named(two_trees, tmp_path):
     assert code == 2 and f"tree old (ck): {gone} no longer exists" in err
     assert "--drop old" in err and "Traceback" not in err
     assert run("trees", "--db", db)[0] == 0  # what was stored is still there
+
+
+def test_another_environments_wheel_is_an_aiter_tree(tmp_path):
+    """A knowledge base stores the wheel's aiter by its aiter_meta dir; a database built in
+    another environment names that dir, and a rebuild here must read it as the wheel it is."""
+    site = tmp_path / "site-packages"
+    shutil.copytree(FIXTURES / "aiter_mini" / "aiter", site / "aiter")
+    shutil.copytree(
+        FIXTURES / "aiter_mini", site / "aiter_meta", ignore=shutil.ignore_patterns("aiter")
+    )
+    (site / "amd_aiter-9.9.9.dist-info").mkdir()
+    tree = sources.aiter_tree(site / "aiter_meta")
+    assert tree.package_dir == site / "aiter" and tree.meta_dir == site / "aiter_meta"
+    assert tree.version == "9.9.9"
