@@ -378,3 +378,25 @@ def find_many(node: ts.Node, node_types: tuple[str, ...]) -> dict[str, list[ts.N
     for n in sorted(caps, key=lambda n: n.start_byte):
         out[n.type].append(n)
     return out
+
+
+def namespace_classes(nodes: list[ts.Node], src: bytes) -> dict[str, list]:
+    """The class definitions among `nodes` (struct/class specifiers) that are not nested in a
+    function or class body: name -> [line, first base's name or ""]. Tells a configuration
+    struct (CK's `ReductionConfiguration_1`) from a device op, which derives from one."""
+    out: dict[str, list] = {}
+    for node in nodes:
+        name, body = node.child_by_field_name("name"), node.child_by_field_name("body")
+        if name is None or body is None or name.type != "type_identifier":
+            continue
+        if is_nested_in(node, ("compound_statement", "field_declaration_list")):
+            continue
+        bases = next((c for c in node.named_children if c.type == "base_class_clause"), None)
+        first = (
+            next((c for c in bases.named_children if c.type != "access_specifier"), None)
+            if bases is not None
+            else None
+        )
+        base = squash(text(first, src)).split("<", 1)[0] if first is not None else ""
+        out.setdefault(text(name, src), [line(node), base.rsplit("::", 1)[-1]])
+    return out

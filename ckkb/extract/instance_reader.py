@@ -30,9 +30,9 @@ _CMAKE_VAR = re.compile(rb"@([A-Za-z_][A-Za-z0-9_]*)@")  # CMake configure_file 
 _MAYBE_LIST_ALIAS = re.compile(rb"using\s+\w+\s*=\s*[\w:]+_instances?\s*<")
 
 
-def dir_of(rel: str) -> str:
-    """The directory right under gpu/ ('' for a file directly in gpu/)."""
-    for base in ROOTS:
+def dir_of(rel: str, roots: tuple[str, ...] = ROOTS) -> str:
+    """The directory right under gpu/ or another of `roots` ('' for a file directly in one)."""
+    for base in roots:
         if rel.startswith(base + "/"):
             rest = rel[len(base) + 1 :].split("/")
             return rest[0] if len(rest) > 1 else ""
@@ -450,7 +450,14 @@ def _looks_like_entry(body: str) -> bool:
     return bool(b) and (b[0].isalpha() or b[0] == "_") and "<" in b and "|" not in b
 
 
-_DECL_TYPES = ("alias_declaration", "declaration", "type_definition", "preproc_include")
+_DECL_TYPES = (
+    "alias_declaration",
+    "declaration",
+    "type_definition",
+    "preproc_include",
+    "struct_specifier",
+    "class_specifier",
+)
 
 
 def _declarations(root: Any) -> dict[str, list[Any]]:
@@ -482,7 +489,8 @@ def _includes(found: dict[str, list], src: bytes) -> list[str]:
 
 
 def extract(root: Path, rel: str, data: bytes) -> FileResult:
-    """The stage's per-file facts: "aliases", "includes", "lists", "list_aliases"."""
+    """The stage's per-file facts: "aliases", "includes", "classes", "lists",
+    "list_aliases"."""
     res = FileResult()
     if cpp.is_binary(data):
         res.diagnostics.append(Diagnostic(rel, 0, "binary file, not C++: skipped", "warning", NAME))
@@ -504,6 +512,9 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
     reader = _Reader()
     res.facts["aliases"] = reader.aliases(found, data)
     res.facts["includes"] = _includes(found, data)
+    res.facts["classes"] = cpp.namespace_classes(
+        found["struct_specifier"] + found["class_specifier"], data
+    )
     lists: list[dict[str, Any]] = []
     list_aliases: list[dict[str, Any]] = []
     if has_tuple or maybe_alias:

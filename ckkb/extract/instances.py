@@ -21,13 +21,14 @@ from typing import Any
 from ckkb import fields as ckfields
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.files import list_files
-from ckkb.extract.instance_exprs import Plan, Resolver, map_fields, plan_of
-from ckkb.extract.instance_reader import NAME, ROOTS, dir_of, extract
+from ckkb.extract.instance_exprs import Plan, Resolver, map_fields, plan_of, substitute
+from ckkb.extract.instance_reader import NAME, dir_of, extract
+from ckkb.extract.instance_roots import instance_roots
 from ckkb.kb.schema.ck_instances import DeviceOpRow, InstanceListRow, InstanceRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
-from ckkb.sources import CK_INSTANCE_DIR
+from ckkb.sources import CK_FACTORY_DIR
 
-VERSION = "2"  # bump whenever extract() output changes: cached per-file results are keyed by it
+VERSION = "3"  # bump whenever extract() output changes: cached per-file results are keyed by it
 SUFFIXES = (".cpp", ".hpp", ".in")
 
 # Where `#include "X"` may point, relative to the CK root (CK's include directories).
@@ -87,6 +88,7 @@ def _norm(p: str) -> str:
 
 def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
     out = StageResult()
+    roots = (*instance_roots(root).roots, CK_FACTORY_DIR)
     ops: dict[str, list[DeviceOpRow]] = {}
     for op in ctx.table_rows("device_ops"):
         ops.setdefault(op.name, []).append(op)
@@ -94,6 +96,11 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
     facts = {rel: fr.facts for rel, fr in results.items() if fr.facts}
     index = _Index(sorted(facts))
     list_names = {lst["name"] for f in facts.values() for lst in f.get("lists", [])}
+    classes = {  # class name -> (file, line, first base) of the classes these files define
+        name: (rel, c[0], c[1])
+        for rel in sorted(facts, reverse=True)
+        for name, c in facts[rel].get("classes", {}).items()
+    }
 
     closure_cache: dict[str, tuple[list[str], set[str]]] = {}
 
@@ -136,7 +143,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
     ) -> None:
         counter["list"] += 1
         lid = counter["list"]
-        d = dir_of(list_rel)
+        d = dir_of(list_rel, roots)
         inc_names = closure(entries_rel)[1]
         n_active = n_out = 0
         for ordinal, e in enumerate(lst["entries"]):
@@ -158,6 +165,7 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
                 inc_names,
                 list_names,
                 shapes,
+                classes,
             )
             if alias_of:
                 row.list_name = lst["name"] if "alias_name" not in lst else lst["alias_name"]
@@ -230,6 +238,24 @@ def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> St
     return out
 
 
+def _through_aliases(
+    tname: str, template: str, exprs: tuple, resolve: Resolver, ops: dict[str, list[DeviceOpRow]]
+) -> tuple[str, tuple]:
+    """`template <...> using MyGemm = DeviceGemm_Xdl_CShuffleV3<..., P, ...>;` then `MyGemm<...>`
+    in a list: the device op and arguments the alias stands for (aliases of aliases too), or the
+    entry as written when the alias names no device op."""
+    name, args = template, exprs
+    for _ in range(8):
+        hit = resolve.lookup(name)
+        if hit is None or "params" not in hit or hit["expr"][0] != "tmpl":
+            break
+        sub = substitute(hit["expr"], hit["params"], list(args))
+        name, args = sub[1], sub[2]
+        if name.rsplit("::", 1)[-1] in ops:
+            return name.rsplit("::", 1)[-1], args
+    return tname, exprs
+
+
 def _pick_op(cands: list[DeviceOpRow], inc_names: set[str], n_args: int) -> DeviceOpRow:
     if len(cands) == 1:
         return cands[0]
@@ -254,6 +280,7 @@ def _instance_row(
     inc_names: set[str],
     list_names: set[str],
     shapes: dict[int, Plan],
+    classes: dict[str, tuple[str, int, str]] | None = None,
 ) -> tuple[InstanceRow, Diagnostic | None]:
     diag = None
     template = e["template"]
@@ -265,8 +292,11 @@ def _instance_row(
         hit = resolve.lookup(template)
         if hit is not None and hit["expr"][0] == "tmpl" and "params" not in hit:
             tname, exprs = hit["expr"][1].rsplit("::", 1)[-1], hit["expr"][2]
+    if exprs is not None and tname not in ops:
+        tname, exprs = _through_aliases(tname, template, exprs, resolve, ops)
     resolved = resolve.all(exprs) if exprs is not None else []
     op = None
+    cls = (classes or {}).get(tname) if tname not in ops else None
     fields: dict[str, Any] = {}
     defaulted: list[str] = []
     if exprs is None:
@@ -285,6 +315,16 @@ def _instance_row(
             e["line"],
             f"entry of {lst['name']} is another instance list ({tname}); "
             "its entries are listed there",
+            "warning",
+            NAME,
+        )
+    elif cls is not None and "Device" not in tname and "Device" not in cls[2]:
+        mapping = "not_device_op"
+        diag = Diagnostic(
+            rel,
+            e["line"],
+            f"entry of {lst['name']} is not a device op: {tname} is a class ({cls[0]}:{cls[1]}) "
+            "with no device-op base, so the list holds configurations, not instances",
             "warning",
             NAME,
         )
@@ -342,8 +382,8 @@ class _Stage:
 
     def files(self, root: Path) -> list[Path]:
         out: list[Path] = []
-        for base in ROOTS:
-            out.extend(list_files(root, base, SUFFIXES if base == CK_INSTANCE_DIR else (".hpp",)))
+        for base in (*instance_roots(root).roots, CK_FACTORY_DIR):
+            out.extend(list_files(root, base, SUFFIXES if base != CK_FACTORY_DIR else (".hpp",)))
         return out
 
     extract = staticmethod(extract)

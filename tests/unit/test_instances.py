@@ -267,6 +267,45 @@ def test_unknown_template_and_arity_are_reported(copy_tree):
     assert "DeviceGemmXdl takes 36..39 template arguments" in msgs[3]
 
 
+def test_configuration_structs_and_typedefd_ops(copy_tree):
+    """Issue 13: CK 2024-10's reduce headers list `ReductionConfiguration_1<256, 128, 2>`, a
+    struct of the tree with no device-op base; a template alias of a device op is that op."""
+    root = copy_tree("ck_mini")
+    (root / GPU / "gemm_odd").mkdir()
+    (root / GPU / "gemm_odd" / "device_cfg_instance.hpp").write_text(
+        "template <int BlockSize, int MThreadClusterSize, int KThreadClusterSize>\n"
+        "struct ReductionConfiguration_1\n{\n    static constexpr int B = BlockSize;\n};\n"
+        "using cfg_instances = std::tuple<\n"
+        "    ReductionConfiguration_1<256, 128, 2>,\n"
+        "    ReductionConfiguration_1<256, 64, 4>\n"
+        ">;\n"
+    )
+    (root / GPU / "gemm_odd" / "device_alias_instance.cpp").write_text(
+        "template <typename T, index_t Block>\n"
+        "using MyGemm = DeviceGemmXdl<T, T, T, float, Row, Row, Row, PassThrough, PassThrough,\n"
+        "    PassThrough, GemmDefault, Block, 256, 128, 4, 8, 32, 32, 4, 2, S<4, 64, 1>,\n"
+        "    S<1, 0, 2>, S<1, 0, 2>, 2, 8, 8, true, S<4, 64, 1>, S<0, 2, 1>, S<0, 2, 1>, 1, 2, 8,\n"
+        "    true, 7, 1>;\n"
+        "template <typename Ty>\nusing Mine = MyGemm<Ty, 256>;\n"
+        "using alias_instances = std::tuple<\n    Mine<half_t>\n>;\n"
+    )
+    _, insts, diags = run(root)
+    cfg = of(insts, "cfg_instances")
+    assert [(i.template, i.mapping) for i in cfg] == [
+        ("ReductionConfiguration_1", "not_device_op")
+    ] * 2
+    msgs = [d.message for d in diags if d.file.endswith("device_cfg_instance.hpp")]
+    assert len(msgs) == 2 and all("unknown device-op" not in m for m in msgs)
+    assert (
+        "ReductionConfiguration_1 is a class (" + GPU + "/gemm_odd/device_cfg_instance.hpp:2)"
+        in msgs[0]
+    )
+    (inst,) = of(insts, "alias_instances")
+    assert (inst.template, inst.mapping) == ("DeviceGemmXdl", "ok")
+    assert inst.fields["ADataType"] == "half_t" and inst.fields["BlockSize"] == 256
+    assert inst.fields["MPerBlock"] == 256
+
+
 def test_build_writes_tables(fixtures, tmp_db):
     tree = sources.ck_tree(fixtures / "ck_mini")
     build(tmp_db, {"ck": tree}, stages=[templates.STAGE, instances.STAGE], jobs=1)

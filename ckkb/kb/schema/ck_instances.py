@@ -133,7 +133,8 @@ class InstanceRow:
     mapping: str = col(
         "how fields were named: ok | arity_mismatch (argument "
         "count outside the op's range) | unknown_template "
-        "(no device_ops row) | nested_list (entry is another list) | not_template",
+        "(no device_ops row) | nested_list (entry is another list) | not_template | "
+        "not_device_op (entry is a class of the tree with no device-op base: a configuration)",
         "ok",
     )
     # Normalised cross-op columns (ckkb.fields.normalise derives them, in one place).
