@@ -30,8 +30,10 @@ from typing import Any
 
 from ckkb.archs import ARCHS
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.cmake_sources import listed_sources, parse_dir_cmake
+from ckkb.extract.cmake_sources import parse_dir_cmake, read_dir
 from ckkb.extract.cpp import is_binary
+from ckkb.extract.instance_roots import instance_roots
+from ckkb.extract.library_archs import TARGET_COMMANDS, LibraryArchs
 from ckkb.extract.tree_archs import tree_archs
 from ckkb.kb.schema.ck_registrations import BuildDefineRow, BuildRuleRow, FileBuildRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
@@ -159,16 +161,17 @@ class CMakeStage:
     combine_cost = 1.2  # seconds on the default tree: a scheduling hint
 
     def files(self, root: Path) -> list[Path]:
-        base = root / CK_INSTANCE_DIR
         out = [root / ROOT_CMAKE] if (root / ROOT_CMAKE).is_file() else []
-        top = base / "CMakeLists.txt"
-        if top.is_file():
-            out.append(top)
-        if base.is_dir():
-            for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()):
-                f = d / "CMakeLists.txt"
-                if f.is_file():
-                    out.append(f)
+        for inst_dir in instance_roots(root).roots:
+            base = root / inst_dir
+            top = base / "CMakeLists.txt"
+            if top.is_file():
+                out.append(top)
+            if base.is_dir():
+                for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()):
+                    f = d / "CMakeLists.txt"
+                    if f.is_file():
+                        out.append(f)
         return out
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
@@ -215,8 +218,29 @@ class CMakeStage:
             for k, v in results.items()
             if k not in (GPU_CMAKE, ROOT_CMAKE)
         }
-        more, diags = evaluate_tree(root, top.facts["stmts"], texts, archs, envs)
-        return StageResult(rows=rows + more, diagnostics=diags)
+        more_roots, diags = _more_roots(root, results)
+        more, diags2 = evaluate_tree(root, top.facts["stmts"], texts, archs, envs, more_roots)
+        return StageResult(rows=rows + more, diagnostics=diags + diags2)
+
+
+def _more_roots(
+    root: Path, results: dict[str, FileResult]
+) -> tuple[tuple[tuple[str, list[Stmt]], ...], list[Diagnostic]]:
+    """(directory, statements) of the instance libraries beside gpu/ that the tree's CMake
+    reaches, and a diagnostic for each whose CMakeLists.txt does not parse."""
+    out: list[tuple[str, list[Stmt]]] = []
+    diags: list[Diagnostic] = []
+    for inst_dir in instance_roots(root).roots:
+        file = f"{inst_dir}/CMakeLists.txt"
+        if inst_dir == CK_INSTANCE_DIR or file not in results:
+            continue
+        stmts = parse_dir_cmake(results[file].facts.get("text", ""))
+        if stmts is None:
+            msg = "no build rules read: CMake syntax error"
+            diags.append(Diagnostic(file, 0, msg, "warning", "ck.cmake"))
+            continue
+        out.append((inst_dir, stmts))
+    return tuple(out), diags
 
 
 def root_environments(
@@ -274,89 +298,180 @@ def evaluate_tree(
     dir_texts: dict[str, str],
     archs: tuple[str, ...] = ARCHS,
     envs: dict[str, dict[str, str]] | None = None,
+    more_roots: tuple[tuple[str, list[Stmt]], ...] = (),
 ) -> tuple[list[Any], list[Diagnostic]]:
-    """BuildRuleRows + FileBuildRows for every instance source × arch."""
+    """BuildRuleRows + FileBuildRows for every instance source × arch. `stmts` are gpu/'s
+    CMakeLists.txt; `more_roots` the (directory, statements) of instance libraries beside it
+    (`instance_roots`), which use the same add_instance_library wherever it is defined."""
     diags: list[Diagnostic] = []
-    lib = _library_function(stmts)
-    loop = _find_dir_loop(stmts)
+    plans = [(CK_INSTANCE_DIR, GPU_CMAKE, stmts)]
+    plans += [(r, f"{r}/CMakeLists.txt", st) for r, st in more_roots]
+    lib = next((f for _, _, st in plans if (f := _library_function(st)) is not None), None)
     if lib is None:
         diags.append(
             Diagnostic(
                 GPU_CMAKE, 0, "no add_instance_library function found", "warning", "ck.cmake"
             )
         )
-    guard_vars = _guard_vars(loop)
-    rules = _rule_rows(GPU_CMAKE, lib, loop, guard_vars)
-    out: list[Any] = list(rules.values())
-    base = Path(root) / CK_INSTANCE_DIR
+    out: list[Any] = []
+    lib_rules: dict[int, BuildRuleRow] = {}
+    for inst_dir, file, st in plans:
+        own = _library_function(st)
+        loop = _find_dir_loop(st)
+        guard_vars = _guard_vars(loop)
+        rules = _rule_rows(file, own, loop, guard_vars)
+        n_rules = sum(isinstance(r, BuildRuleRow) for r in out)
+        for r in rules.values():
+            r.id += n_rules
+        if own is lib:
+            lib_rules = rules
+        out.extend(rules.values())
+        out.extend(
+            _evaluate_root(
+                root,
+                inst_dir,
+                st,
+                loop,
+                guard_vars,
+                rules,
+                lib,
+                lib_rules,
+                dir_texts,
+                archs,
+                envs or {},
+                n_rules + len(rules),
+            )
+        )
+    return out, diags
+
+
+def _evaluate_root(
+    root: Path,
+    inst_dir: str,
+    stmts: list[Stmt],
+    loop: Foreach | None,
+    guard_vars: set[str],
+    rules: dict[int, BuildRuleRow],
+    lib: Function | None,
+    lib_rules: dict[int, BuildRuleRow],
+    dir_texts: dict[str, str],
+    archs: tuple[str, ...],
+    envs: dict[str, dict[str, str]],
+    n_rules: int,
+) -> list[Any]:
+    """The rows of one instance library root; new rule ids follow the `n_rules` rules so far."""
+    out: list[Any] = []
+    base = Path(root) / inst_dir
     # dir -> (source, path from the CK root, file name)
     by_dir: dict[str, list[tuple[str, str, str]]] = {}
     for s in instance_sources(base):
         if "/" in s:
             by_dir.setdefault(s.split("/", 1)[0], []).append(
-                (s, f"{CK_INSTANCE_DIR}/{s}", s.rsplit("/", 1)[-1])
+                (s, f"{inst_dir}/{s}", s.rsplit("/", 1)[-1])
             )
 
-    def rule_for(br: Branch | None) -> BuildRuleRow | None:
+    def loop_rule(br: Branch | None) -> BuildRuleRow | None:
         return rules.get(br.line) if br is not None else None
 
-    dir_stmts = {d: parse_dir_cmake(dir_texts.get(_dir_cmake(d), "")) for d in by_dir}
-    unlisted: dict[str, BuildRuleRow] = {}
+    def lib_rule(br: Branch | None) -> BuildRuleRow | None:
+        return lib_rules.get(br.line) if br is not None else None
 
-    def unlisted_rule(d: str, line: int) -> BuildRuleRow:
-        if d not in unlisted:
-            unlisted[d] = BuildRuleRow(
-                id=len(rules) + len(unlisted) + 1,
-                file=_dir_cmake(d),
+    def dir_cmake(d: str) -> str:
+        return f"{inst_dir}/{d}/CMakeLists.txt"
+
+    dir_stmts = {d: parse_dir_cmake(dir_texts.get(dir_cmake(d), "")) for d in by_dir}
+    made: dict[tuple[str, int], BuildRuleRow] = {}
+
+    def new_rule(
+        file: str, line: int, condition: str, action: str, targets: list, message: str = ""
+    ) -> BuildRuleRow:
+        if (file, line) not in made:
+            made[(file, line)] = BuildRuleRow(
+                id=n_rules + len(made) + 1,
+                file=file,
                 line=line,
-                condition="source not named by any add_instance_library call",
-                action="not_listed",
+                condition=condition,
+                action=action,
+                targets=targets,
+                message=message,
             )
-            out.append(unlisted[d])
-        return unlisted[d]
+            out.append(made[(file, line)])
+        return made[(file, line)]
 
     for arch in archs:
-        env = (envs or {}).get(arch) or dict(
-            DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch
-        )
+        env = envs.get(arch) or dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
         verdicts: dict[str, tuple[bool, BuildRuleRow | None]] = {}  # file name -> verdict
+        added = _added_dirs(stmts, env) if loop is None and inst_dir != CK_INSTANCE_DIR else None
+        root_targets = _root_targets(stmts, env, f"{inst_dir}/CMakeLists.txt")
         for d, files in sorted(by_dir.items()):
             if loop is not None:
-                built_dir, guard = _run_dir_loop(loop, env, base, d, dir_texts, guard_vars)
+                built_dir, guard = _run_dir_loop(
+                    loop, env, base, d, dir_texts, guard_vars, inst_dir
+                )
                 if not built_dir:
-                    out.extend(_skipped_row(path, arch, rule_for(guard)) for _, path, _ in files)
+                    out.extend(_skipped_row(path, arch, loop_rule(guard)) for _, path, _ in files)
                     continue
-            dir_cmake = dir_stmts.get(d)
-            listed = listed_sources(dir_cmake, env, _dir_cmake(d)) if dir_cmake else None
+            elif added is not None and d not in added:
+                out.extend(_skipped_row(path, arch, None) for _, path, _ in files)
+                continue
+            st = dir_stmts.get(d)
+            got = read_dir(st, env, dir_cmake(d)) if st else None
+            targets = LibraryArchs()
+            if got is not None:
+                targets.merge(got.targets)
+            targets.merge(root_targets)
             for f, path, name in files:
+                rel = f.split("/", 1)[1]
                 # a CMake template (.in) is configured into a source of another name: kept
-                if (
-                    listed is not None
-                    and not f.endswith(".in")
-                    and f.split("/", 1)[1] not in listed[0]
-                ):
-                    out.append(_skipped_row(path, arch, unlisted_rule(d, listed[1])))
+                if got is not None and not f.endswith(".in") and rel not in got.library_of:
+                    cond = "source not named by any add_instance_library call"
+                    rule = new_rule(dir_cmake(d), got.first_line, cond, "not_listed", [])
+                    out.append(_skipped_row(path, arch, rule))
+                    continue
+                hit = targets.of(got.library_of.get(rel, "")) if got is not None else None
+                if hit is not None and arch not in hit[1].archs:
+                    al = hit[1]
+                    msg = f"{hit[0]} is compiled for {';'.join(al.archs)} only"
+                    rule = new_rule(al.file, al.line, al.text, "library_targets", [*al.archs], msg)
+                    out.append(_skipped_row(path, arch, rule))
                     continue
                 if name not in verdicts:
                     verdicts[name] = (
-                        _run_library(lib, env, f, arch, rule_for) if lib else (True, None)
+                        _run_library(lib, env, f, arch, lib_rule) if lib else (True, None)
                     )
-                built, rule = verdicts[name]
+                built, why = verdicts[name]
                 out.append(
                     FileBuildRow(
                         file=path,
                         arch=arch,
                         built=built,
-                        rule_id=rule.id if rule else None,
-                        line=rule.line if rule else None,
-                        condition=rule.condition if rule else None,
+                        rule_id=why.id if why else None,
+                        line=why.line if why else None,
+                        condition=why.condition if why else None,
                     )
                 )
-    return out, diags
+    return out
 
 
-def _dir_cmake(d: str) -> str:
-    return f"{CK_INSTANCE_DIR}/{d}/CMakeLists.txt"
+def _added_dirs(stmts: list[Stmt], env: dict[str, str]) -> set[str]:
+    """The subdirectories an instance root without a directory loop adds, run under `env`."""
+    it = Interpreter(env, "")
+    try:
+        it.run(stmts)
+    except (Break, RecursionError):
+        pass
+    return {s.strip("/") for s in it.subdirs}
+
+
+def _root_targets(stmts: list[Stmt], env: dict[str, str], file: str) -> LibraryArchs:
+    """Per-library arch lists an instance root's CMakeLists.txt gives (its commands as written,
+    variables expanded under `env`; an if() around them is not evaluated)."""
+    out = LibraryArchs()
+    it = Interpreter(env, file)
+    for s in walk(stmts):
+        if isinstance(s, Command) and s.name in TARGET_COMMANDS:
+            out.read(s, it.words(s.args), file)
+    return out
 
 
 def _run_dir_loop(
@@ -366,11 +481,12 @@ def _run_dir_loop(
     d: str,
     dir_texts: dict[str, str],
     guard_vars: set[str],
+    inst_dir: str = CK_INSTANCE_DIR,
 ) -> tuple[bool, Branch | None]:
     """The directory loop's body for directory `d`: (whether it adds the directory, the branch
     that last set a guard variable when it does not)."""
-    dir_text = dir_texts.get(f"{CK_INSTANCE_DIR}/{d}/CMakeLists.txt", "")
-    it = Interpreter(env, GPU_CMAKE, read_file=lambda _p: dir_text)
+    dir_text = dir_texts.get(f"{inst_dir}/{d}/CMakeLists.txt", "")
+    it = Interpreter(env, f"{inst_dir}/CMakeLists.txt", read_file=lambda _p: dir_text)
     var = loop.args[0].value if loop.args else "subdir_path"
     it.env[var] = str(base / d)
     try:

@@ -10,22 +10,28 @@ interpreter under the arch's environment, so `if()`-guarded `list(APPEND ...)` a
 from __future__ import annotations
 
 import posixpath
+from dataclasses import dataclass
 
+from ckkb.extract.library_archs import TARGET_COMMANDS, LibraryArchs
 from ckkb.lang.cmake.interpreter import Break, Interpreter
 from ckkb.lang.cmake.syntax import CMakeSyntaxError, Command, Stmt, parse_cmake
 
 
 class _Recorder(Interpreter):
-    """The interpreter, with every add_instance_library call's arguments recorded."""
+    """The interpreter, with every add_instance_library call's arguments recorded, and the
+    commands that give a library target its own arch list (`library_archs`)."""
 
     def __init__(self, env: dict[str, str], file: str) -> None:
         super().__init__(dict(env, CMAKE_CURRENT_SOURCE_DIR="."), file)
         self.calls: list[tuple[int, list[str]]] = []
+        self.targets = LibraryArchs()
 
     def command(self, c: Command) -> None:
         if c.name.lower() == "add_instance_library":
             self.calls.append((c.line, self.words(c.args)))
             return
+        if c.name in TARGET_COMMANDS:
+            self.targets.read(c, self.words(c.args), self.file)
         super().command(c)
 
 
@@ -44,6 +50,22 @@ def listed_sources(
     """(sources named by add_instance_library calls, relative to the directory, normalised; the
     line of the first call), or None when the file makes no such call (then nothing is known
     and every source is taken as listed)."""
+    got = read_dir(stmts, env, file)
+    return (set(got.library_of), got.first_line) if got is not None else None
+
+
+@dataclass
+class DirLibraries:
+    """What one directory's CMakeLists.txt says about its instance libraries."""
+
+    library_of: dict[str, str]  # source (relative to the directory, normalised) -> library
+    first_line: int  # line of the first add_instance_library call
+    targets: LibraryArchs
+
+
+def read_dir(stmts: list[Stmt], env: dict[str, str], file: str) -> DirLibraries | None:
+    """The directory's add_instance_library calls and per-library arch lists, run under `env`;
+    None when the file calls add_instance_library nowhere."""
     it = _Recorder(env, file)
     try:
         it.run(stmts)
@@ -51,8 +73,8 @@ def listed_sources(
         pass
     if not it.calls:
         return None
-    out: set[str] = set()
+    out: dict[str, str] = {}
     for _line, words in it.calls:
         for w in words[1:]:
-            out.add(posixpath.normpath(w))
-    return out, it.calls[0][0]
+            out.setdefault(posixpath.normpath(w), words[0] if words else "")
+    return DirLibraries(out, it.calls[0][0], it.targets)

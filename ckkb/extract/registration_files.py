@@ -25,6 +25,7 @@ from ckkb.extract.conditions import (
     strip_ws,
 )
 from ckkb.extract.cpp import error_lines, function_declarator, is_binary, line, parse, text, walk
+from ckkb.extract.instance_roots import dir_under
 from ckkb.kb.stages import FileResult
 from ckkb.sources import CK_INSTANCE_DIR
 
@@ -54,13 +55,10 @@ _INDEX_TYPES = (
 )
 
 
-def gpu_dir(rel: str) -> str:
-    """The directory right under gpu/ ('' for a file directly in gpu/)."""
-    prefix = CK_INSTANCE_DIR + "/"
-    if not rel.startswith(prefix):
-        return ""
-    rest = rel[len(prefix) :]
-    return rest.split("/", 1)[0] if "/" in rest else ""
+def gpu_dir(rel: str, roots: tuple[str, ...] = (CK_INSTANCE_DIR,)) -> str:
+    """The directory right under gpu/, or under another instance-library root of `roots`
+    ('' for a file directly in a root)."""
+    return dir_under(rel, roots)
 
 
 # ---------------------------------------------------------------- expressions

@@ -25,6 +25,7 @@ from typing import Any
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import availability
 from ckkb.extract.files import list_files
+from ckkb.extract.instance_roots import instance_roots
 from ckkb.extract.registration_files import (
     CK_HPP,
     DEVICE_PROP_HPP,
@@ -37,7 +38,6 @@ from ckkb.extract.registration_files import (
 from ckkb.fields import enum_word
 from ckkb.kb.schema.ck_registrations import AddFunctionRow, GateRow, RegistrationRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
-from ckkb.sources import CK_INSTANCE_DIR
 
 # ---------------------------------------------------------------- combine
 
@@ -67,7 +67,7 @@ class RegistrationsStage:
     combine_cost = 0.1  # seconds on the default tree: a scheduling hint
 
     def files(self, root: Path) -> list[Path]:
-        out = list_files(root, CK_INSTANCE_DIR, SUFFIXES)
+        out = [p for r in instance_roots(root).roots for p in list_files(root, r, SUFFIXES)]
         for extra in (CK_HPP, DEVICE_PROP_HPP):
             if (root / extra).is_file():
                 out.append(root / extra)
@@ -83,6 +83,7 @@ class RegistrationsStage:
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
         diags: list[Diagnostic] = []
         rows: list[Any] = []
+        roots = instance_roots(root).roots
         lists_by_name: dict[str, list[Any]] = defaultdict(list)
         for lr in ctx.table_rows("instance_lists"):
             lists_by_name[lr.name].append(lr)
@@ -123,7 +124,7 @@ class RegistrationsStage:
                     lr.file.rsplit("/", 1)[-1] in inc and lr.file.rsplit("/", 1)[0] == folder
                 ),
                 lambda lr: lr.file.rsplit("/", 1)[0] == folder,
-                lambda lr: lr.dir == gpu_dir(rel),
+                lambda lr: lr.dir == gpu_dir(rel, roots),
             ):
                 hit = [lr for lr in cands if pred(lr)]
                 if hit:
@@ -139,7 +140,7 @@ class RegistrationsStage:
             if not funcs:
                 continue
             aliases = file_aliases(rel)
-            d = gpu_dir(rel)
+            d = gpu_dir(rel, roots)
             for f in funcs:
                 fid += 1
                 rows.append(

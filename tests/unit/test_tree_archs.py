@@ -1,64 +1,52 @@
 """Issue 13, CK half: archs come from the tree, list guards gate per arch, unlisted sources are
-not built. Each test builds a copy of the hand-written ck_mini tree changed the way the CK tree
-of 2024-10 (or a vendor fork) differs from the default tree.
+not built, a second instance library is found, and a library's own target list gates per arch.
+The tree is tests/fixtures/ck_fork: ck_mini changed the way a vendor fork differs from CK (its
+README lists the changes).
 
-Figures here are read off the fixture by hand: the edits below are the whole change.
+Figures here are read off the fixture by hand (the fork's changes are the whole difference from
+ck_mini); lines are found by grep in the fixture's files.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import re
 
 import pytest
 from click.testing import CliRunner
 
 from ckkb import pipeline
 from ckkb.cli import main
+from ckkb.extract.instance_roots import instance_roots
 from ckkb.kb import build as kbbuild
 from ckkb.kb.db import open_db
 from ckkb.sources import ck_tree
 from tests.conftest import FIXTURES
 
+FORK = FIXTURES / "ck_fork"
 GPU = "library/src/tensor_operation_instance/gpu"
 UNI = f"{GPU}/gemm_universal/device_gemm_xdl_universal_bf16_bf16_bf16"
 LIST_HPP = f"{UNI}/device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn.hpp"
-# the fork's target list: gfx960 is the fork's own target, gfx950 is not named by its CMake
-TARGETS = 'set(CK_GPU_TARGETS "gfx908;gfx90a;gfx940;gfx942;gfx960")\n'
-FAMILY = (
-    "#if defined(__gfx940__) || defined(__gfx942__) || defined(__gfx960__)\n"
-    "#define __gfx94__\n#endif\n"
-)
+FORK_LIB = "library/src/fork_instance"
+FORK_CMAKE = f"{FORK_LIB}/gemm_fork/CMakeLists.txt"
 
 
-def _fork(root, stray: bool = True):
-    """ck_mini as a fork: own target list, a family macro, one list entry under #ifdef
-    __gfx94__, and (stray) a copy of a directory that no CMake reaches."""
-    cm = root / "CMakeLists.txt"
-    cm.write_text(cm.read_text() + TARGETS)
-    hpp = root / "include/ck/ck.hpp"
-    hpp.write_text(hpp.read_text() + FAMILY)
-    lines = (root / LIST_HPP).read_text().splitlines(keepends=True)
-    # line 38: the last entry of ..._comp_instances, tile 64x64x64 (block 128)
-    assert "128, 64, 64, 64," in lines[37]
-    lines[37:38] = ["#ifdef __gfx94__\n", lines[37], "#endif\n"]
-    (root / LIST_HPP).write_text("".join(lines))
-    if stray:
-        src = root / UNI
-        shutil.copytree(src, root / GPU / "gemm_universal" / "gemm_universal" / src.name)
-    return root
+def _line(rel: str, pattern: str) -> int:
+    """Second method: the 1-based line of the first match of `pattern` in the fixture file."""
+    lines = (FORK / rel).read_text().splitlines()
+    return next(i + 1 for i, ln in enumerate(lines) if re.search(pattern, ln))
 
 
 @pytest.fixture(scope="module")
 def fork_db(tmp_path_factory):
-    base = tmp_path_factory.mktemp("fork")
-    out = {}
-    for name, stray in (("stray", True), ("clean", False)):
-        root = _fork(shutil.copytree(FIXTURES / "ck_mini", base / name), stray)
-        path = base / f"{name}.db"
-        kbbuild.build(path, {"ck": ck_tree(root)}, stages=pipeline.stages(), jobs=1)
-        out[name] = path
-    return out
+    path = tmp_path_factory.mktemp("fork") / "fork.db"
+    kbbuild.build(path, {"ck": ck_tree(FORK)}, stages=pipeline.stages(), jobs=1)
+    return path
+
+
+def _in(matches: list, file: str) -> list:
+    """The matches whose entry is in `file` (the stray copy repeats the list's entries)."""
+    return [m for m in matches if m["instance"]["file"] == file]
 
 
 def run(db, *args):
@@ -66,10 +54,10 @@ def run(db, *args):
 
 
 def test_archs_lists_the_trees_targets_with_file_and_line(fork_db):
-    r = run(fork_db["stray"], "archs", "--json")
+    r = run(fork_db, "archs", "--json")
     assert r.exit_code == 0, r.output
     archs = {a["arch"]: a for a in json.loads(r.output)["archs"]}
-    line = len((FIXTURES / "ck_mini/CMakeLists.txt").read_text().splitlines()) + 1
+    line = _line("CMakeLists.txt", "set\\(CK_GPU_TARGETS")
     for a in ("gfx908", "gfx90a", "gfx940", "gfx942", "gfx960"):
         assert archs[a]["file"] == "CMakeLists.txt" and archs[a]["line"] == line
         assert archs[a]["evaluated"] is True
@@ -77,46 +65,46 @@ def test_archs_lists_the_trees_targets_with_file_and_line(fork_db):
     assert archs["gfx90a"]["families"] == []
     # named by ck.hpp and the instance CMake, but not a target of this tree's build
     assert archs["gfx950"]["evaluated"] is False
-    r = run(fork_db["stray"], "archs")
+    r = run(fork_db, "archs")
     assert r.exit_code == 0 and "gfx960" in r.output
 
 
 def test_unknown_arch_gets_a_plain_answer(fork_db):
-    r = run(fork_db["stray"], "why", "--tile", "64x64x64", "--arch", "gfx1151")
+    r = run(fork_db, "why", "--tile", "64x64x64", "--arch", "gfx1151")
     assert r.exit_code == 2
     assert "this tree does not know gfx1151; it knows gfx900" in r.output
     assert "gfx960" in r.output
-    r = run(fork_db["stray"], "pool", "--json")
+    r = run(fork_db, "pool", "--json")
     assert r.exit_code == 0
     assert "gfx950" not in json.loads(r.output)["counts"]
-    r = run(fork_db["stray"], "why", "--tile", "64x64x64", "--arch", "gfx950")
+    r = run(fork_db, "why", "--tile", "64x64x64", "--arch", "gfx950")
     assert r.exit_code == 2 and "does not build for it" in r.output
 
 
 def test_guard_inside_a_list_gates_per_arch_with_evidence(fork_db):
     args = ("why", "--tile", "64x64x64", "--json", "--dir", "gemm_universal")
-    r = run(fork_db["clean"], *args, "--arch", "gfx90a")
+    r = run(fork_db, *args, "--arch", "gfx90a")
     assert r.exit_code == 0, r.output
-    (m,) = json.loads(r.output)["matches"]
+    (m,) = _in(json.loads(r.output)["matches"], LIST_HPP)
     assert m["available"] is False
     (reason,) = m["reasons"]
     assert reason["layer"] == "preprocessor"
-    assert reason["file"] == LIST_HPP and reason["line"] == 38  # the #ifdef, inserted at 38
+    assert reason["file"] == LIST_HPP and reason["line"] == _line(LIST_HPP, "^#ifdef __gfx94__")
     assert reason["condition"] == "#if defined(__gfx94__)"
     for arch in ("gfx940", "gfx942", "gfx960"):  # the family, the fork's own target included
-        r = run(fork_db["clean"], *args, "--arch", arch)
-        (m,) = json.loads(r.output)["matches"]
+        r = run(fork_db, *args, "--arch", arch)
+        (m,) = _in(json.loads(r.output)["matches"], LIST_HPP)
         assert m["available"] is True, arch
 
 
 def test_pool_counts_the_guarded_entry_only_where_it_exists(fork_db):
-    db = open_db(fork_db["clean"], readonly=True)
+    db = open_db(fork_db, readonly=True)
     per = dict(
         db.execute(
             "SELECT v.arch, sum(v.available) FROM ck_instance_availability v "
             "JOIN instances i ON i.id = v.instance_id "
-            "WHERE i.file = ? AND i.line = 39 GROUP BY v.arch",
-            [LIST_HPP],
+            "WHERE i.file = ? AND i.line = ? GROUP BY v.arch",
+            [LIST_HPP, _line(LIST_HPP, "^#ifdef __gfx94__") + 1],
         ).fetchall()
     )
     # gfx942 has one more: a registration the fixture adds only on gfx942 (device-name compare)
@@ -124,13 +112,65 @@ def test_pool_counts_the_guarded_entry_only_where_it_exists(fork_db):
 
 
 def test_directory_no_cmake_reaches_is_not_counted(fork_db):
-    stray = json.loads(run(fork_db["stray"], "pool", "--json").output)["counts"]
-    clean = json.loads(run(fork_db["clean"], "pool", "--json").output)["counts"]
-    assert stray == clean and clean["gfx942"]["mk_nk"] > 0
-    db = open_db(fork_db["stray"], readonly=True)
+    counts = json.loads(run(fork_db, "pool", "--json").output)["counts"]
+    # read off by hand, and equal to a build of this tree without the stray copy (run once)
+    assert {a: c["mk_nk"] for a, c in counts.items()} == {
+        "gfx908": 0,
+        "gfx90a": 16,
+        "gfx940": 15,
+        "gfx942": 18,
+        "gfx960": 15,
+    }
+    db = open_db(fork_db, readonly=True)
     rows = db.execute(
         "SELECT DISTINCT f.built, r.action FROM file_builds f JOIN build_rules r "
         "ON r.id = f.rule_id WHERE f.file LIKE ?",
         [f"{GPU}/gemm_universal/gemm_universal/%"],
     ).fetchall()
     assert rows == [(0, "not_listed")]
+
+
+def test_second_instance_library_is_found_from_the_cmake_chain():
+    got = instance_roots(FORK)
+    assert got.roots == (GPU, FORK_LIB) and got.from_chain
+    # ck_mini's top CMakeLists.txt adds no subdirectory: CK's own path, by convention
+    mini = instance_roots(FIXTURES / "ck_mini")
+    assert mini.roots == (GPU,) and not mini.from_chain
+
+
+def test_second_library_instances_and_registrations(fork_db):
+    r = run(fork_db, "instances", "--dir", "gemm_fork", "--json")
+    assert r.exit_code == 0, r.output
+    insts = json.loads(r.output)["instances"]
+    # second method: the two `DeviceGemm_Xdl_CShuffleV3<` entry lines of the fork's source
+    src = f"{FORK_LIB}/gemm_fork/device_gemm_fork_xdl_f16_f16_f16_mk_nk_mn_instance.cpp"
+    lines = (FORK / src).read_text().splitlines()
+    want = [i + 1 for i, ln in enumerate(lines) if ln.lstrip().startswith("DeviceGemm_Xdl")]
+    assert sorted(i["line"] for i in insts) == want and {i["file"] for i in insts} == {src}
+    assert all(i["registrations"] for i in insts)
+
+
+def test_library_target_list_gates_per_arch_with_evidence(fork_db):
+    args = ("why", "--tile", "160x128x64", "--json", "--dir", "gemm_fork")
+    line = _line(FORK_CMAKE, "^target_compile_options")
+    for arch in ("gfx908", "gfx90a", "gfx940"):  # built by the tree, not by this library
+        r = run(fork_db, *args, "--arch", arch)
+        assert r.exit_code == 0, r.output
+        (m,) = json.loads(r.output)["matches"]
+        assert m["available"] is False, arch
+        (reason,) = m["reasons"]
+        assert reason["layer"] == "build"
+        assert (reason["file"], reason["line"]) == (FORK_CMAKE, line)
+        assert "--offload-arch=gfx942 --offload-arch=gfx960" in reason["condition"]
+    for arch in ("gfx942", "gfx960"):
+        (m,) = json.loads(run(fork_db, *args, "--arch", arch).output)["matches"]
+        assert m["available"] is True, arch
+    r = run(fork_db, "pool", "--json", "--dir", "gemm_fork", "--dtype", "f16")
+    counts = json.loads(r.output)["counts"]
+    assert {a: c["mk_nk"] for a, c in counts.items()} == {
+        "gfx908": 0,
+        "gfx90a": 0,
+        "gfx940": 0,
+        "gfx942": 2,
+        "gfx960": 2,
+    }
