@@ -200,3 +200,25 @@ def test_build_reports_damage(tree):
         for d in res["diagnostics"]
         if d["kind"] == "unparsed" and "/reduce/device_reduce_instance_" in d["file"]
     ]
+
+
+def test_configuration_lists_are_not_unknown_templates(tree):
+    """The reduce headers' `ReductionConfiguration_1<...>` / `_2<...>` tuples list configuration
+    structs, not device ops: classified as such, never 'unknown device-op template'."""
+    _name, root, db = tree
+    code, out = ck(db, "diagnostics", "--json")
+    assert code == 0, out
+    diags = json.loads(out)["diagnostics"]
+    assert not [d for d in diags if "ReductionConfiguration" in d["message"]]
+    # second method: grep. The struct has no base class, and its entries are the lines
+    # `ReductionConfiguration_N<` inside `std::tuple<` lists of the reduce headers
+    red = root / "library/include/ck/library/tensor_operation_instance/gpu/reduce"
+    common = (red / "device_reduce_instance_impl_common.hpp").read_text()
+    assert re.search(r"struct ReductionConfiguration_1\n\{", common)
+    n = sum(
+        len(re.findall(r"(?m)^\s*ReductionConfiguration_[12]<", p.read_text()))
+        for p in red.glob("*.hpp")
+    )
+    assert n == 73  # 16 of _1, 57 of _2 (the same grep, by hand, on both trees)
+    rows = json.loads(ck(db, "instances", "--json", "--dir", "reduce")[1])["instances"]
+    assert sum(1 for i in rows if i["template"].startswith("ReductionConfiguration_")) == n
