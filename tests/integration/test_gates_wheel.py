@@ -150,3 +150,131 @@ def test_build_rules_from_ck_cmake(db):
         )
     )
     assert {r["arch"] for r in mx if r["built"]} == {"gfx950"}
+
+
+# ---------------------------------------------------------------- figures issue 13 changed
+# Issue 13 changed two figures of the default tree on purpose. Each is checked here against a
+# second method written apart from the extractor: a regex/line scan of the wheel's CK files.
+
+_GPU_DIR = "library/src/tensor_operation_instance/gpu"
+
+
+def _unlisted_by_script(ck_root) -> dict[str, int]:
+    """Second method: per .cpp under gpu/<dir>/ that no token of gpu/<dir>/CMakeLists.txt names
+    (a literal relative path, or, for a token built from a variable such as
+    `${PREFIX}_xdl_..._instance.cpp`, its literal tail), the `add_device_operation_instances(`
+    calls in it."""
+    import re
+
+    out: dict[str, int] = {}
+    for cm in sorted((ck_root / _GPU_DIR).glob("*/CMakeLists.txt")):
+        text = re.sub(r"#[^\n]*", "", cm.read_text())
+        tokens = re.findall(r"[\w./${}-]+\.cpp", text)
+        exact = {t for t in tokens if "$" not in t}
+        tails = [t.rsplit("}", 1)[1] for t in tokens if "}" in t]
+        for p in sorted(cm.parent.rglob("*.cpp")):
+            rel = p.relative_to(cm.parent).as_posix()
+            if rel in exact or any(tail and rel.endswith(tail) for tail in tails):
+                continue
+            calls = re.findall(r"(?m)^\s*add_device_operation_instances\(", p.read_text())
+            out[p.relative_to(ck_root).as_posix()] = len(calls)
+    return out
+
+
+def test_unlisted_sources_are_not_built(db, wheel_trees):
+    """Issue 13 (build layer): a source its directory's CMakeLists.txt does not name is never
+    compiled. On the default tree that takes 18 registrations on gfx942 (and every arch that
+    builds gemm_multiply_multiply) and 10 on gfx908/gfx90a, where gpu/CMakeLists.txt's directory
+    loop skips gemm_multiply_multiply (`NOT INST_TARGETS MATCHES "gfx94|gfx95|gfx11|gfx12"`).
+    Before issue 13 these registrations counted as available."""
+    import re
+
+    root = wheel_trees["ck"].root
+    script = _unlisted_by_script(root)
+    # the script's files: gemm f16_f8_f16 (2 files, 3 calls each), gemm_multiply_multiply f8/i8
+    # padding and mem variants (8 x 1), gemm_universal_streamk bf16 padding variants (4 x 1)
+    assert sum(script.values()) == 18 and len(script) == 14
+    mm = sum(n for f, n in script.items() if "/gemm_multiply_multiply/" in f)
+    assert mm == 8
+    top = (root / _GPU_DIR / "CMakeLists.txt").read_text()
+    assert re.search(
+        r'"\$\{cmake_instance\}" MATCHES "gemm_multiply_multiply" AND \(NOT INST_TARGETS '
+        r'MATCHES "gfx94\|gfx95\|gfx11\|gfx12"\)',
+        top,
+    )
+    rows = list(
+        db.query(
+            "SELECT a.arch, r.file FROM availability a JOIN registrations r "
+            "ON r.id = a.registration_id WHERE a.layer = 'build' AND a.condition = "
+            "'source not named by any add_instance_library call'"
+        )
+    )
+    assert {r["file"] for r in rows} == set(script)
+    per_arch = Counter(r["arch"] for r in rows)
+    assert per_arch["gfx942"] == per_arch["gfx950"] == sum(script.values())
+    assert per_arch["gfx908"] == per_arch["gfx90a"] == sum(script.values()) - mm
+
+
+def _gfx94_entries_by_script(ck_root) -> set[tuple[str, int, bool]]:
+    """Second method: (file, line, active) of every instance-list entry line (`Device...<`,
+    commented out or not) inside an `#if`/`#ifdef` branch whose condition names `__gfx94__`,
+    by a line scan of the instance sources and factory headers."""
+    import re
+
+    out = set()
+    for base in (_GPU_DIR, "library/include/ck/library/tensor_operation_instance/gpu"):
+        for p in sorted((ck_root / base).rglob("*")):
+            if p.suffix not in (".hpp", ".cpp", ".in") or not p.is_file():
+                continue
+            stack: list[str] = []
+            for n, ln in enumerate(p.read_text(errors="replace").splitlines(), 1):
+                s = ln.strip()
+                if re.match(r"#\s*if", s):
+                    stack.append(s)
+                elif re.match(r"#\s*(else|elif)", s) and stack:
+                    stack[-1] = "#else"
+                elif re.match(r"#\s*endif", s) and stack:
+                    stack.pop()
+                elif re.match(r"(//\s*)?Device\w*<", s) and any("__gfx94__" in c for c in stack):
+                    out.add((p.relative_to(ck_root).as_posix(), n, not s.startswith("//")))
+    return out
+
+
+def test_gfx94_only_entries_leave_gfx12(db, wheel_trees):
+    """Issue 13 (preprocessor layer inside lists): the fp8 entries under `#if
+    defined(__gfx94__)` exist only where ck.hpp defines `__gfx94__` (gfx942, gfx950 and the
+    gfx9.4 generic target: its `#if defined(__gfx942__) || defined(__gfx950__) || ...`). On the
+    default tree that takes 1,101 (instance, registering call) pairs off gfx1200 and off gfx1201,
+    where their registrations are otherwise available; before issue 13 they counted there."""
+    root = wheel_trees["ck"].root
+    script = _gfx94_entries_by_script(root)
+    assert len(script) == 336 and sum(1 for *_, active in script if active) == 333
+    ck_hpp = (root / "include/ck/ck.hpp").read_text()
+    assert "#if defined(__gfx942__) || defined(__gfx950__)" in ck_hpp
+    for arch, dropped in (("gfx1200", True), ("gfx942", False), ("gfx950", False)):
+        gated = {
+            (r["file"], r["line"])
+            for r in db.query(
+                "SELECT i.file, i.line FROM instance_gates g JOIN instances i "
+                "ON i.id = g.instance_id WHERE g.arch = ?",
+                [arch],
+            )
+        }
+        assert gated == ({(f, n) for f, n, _ in script} if dropped else set()), arch
+    # the pairs: the script's active entries x their lists' registrations available on the arch
+    pairs = Counter()
+    for r in db.query(
+        "SELECT i.file, i.line, a.arch FROM instances i JOIN registrations r "
+        "ON r.list_id = i.list_id JOIN availability a ON a.registration_id = r.id "
+        "WHERE a.available = 1 AND i.status = 'active'"
+    ):
+        if (r["file"], r["line"], True) in script:
+            pairs[r["arch"]] += 1
+    assert pairs["gfx1200"] == pairs["gfx1201"] == 1101
+    view = dict(
+        db.execute(
+            "SELECT v.arch, sum(v.available) FROM ck_instance_availability v JOIN instance_gates g "
+            "ON g.instance_id = v.instance_id AND g.arch = v.arch GROUP BY v.arch"
+        ).fetchall()
+    )
+    assert view.get("gfx1200", 0) == 0  # none of them is available there any more
