@@ -89,7 +89,7 @@ def explain(
         out["list"]["url"] = source_url(lst[0].get("file"), lst[0].get("line"))
     out["registrations"] = _registrations(conn, inst)
     out["gates"] = _gates(conn, out["registrations"])
-    out["arch_table"] = _arch_table(conn, out["registrations"])
+    out["arch_table"] = _arch_table(conn, out["registrations"], instance_id)
     out["races"], out["race_note"] = _races(conn, inst, links)
     return out
 
@@ -135,13 +135,21 @@ def _gates(conn: sqlite3.Connection, regs: list[dict[str, Any]]) -> list[dict[st
     return list(seen.values())
 
 
-def _arch_table(conn: sqlite3.Connection, regs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per arch: available on it through any registration, else the first evidence."""
+def _arch_table(
+    conn: sqlite3.Connection, regs: list[dict[str, Any]], instance_id: int
+) -> list[dict[str, Any]]:
+    """One row per arch: available on it through any registration, else the first evidence
+    (an #if inside the list that drops the instance on the arch counts, as in why and pool)."""
     if not regs:
         return []
-    rows = _rows(conn, "availability", {"ids": json.dumps([r["id"] for r in regs])})
+    ids = json.dumps([r["id"] for r in regs])
+    rows = _rows(conn, "availability", {"ids": ids, "instance_id": instance_id})
     by_arch: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
-    order = {a: i for i, a in enumerate(ARCHS)}
+    try:  # the tree's archs; a knowledge base older than tree_archs: ckkb.archs.ARCHS
+        tree = [r["arch"] for r in _rows(conn, "archs")]
+    except sqlite3.OperationalError:
+        tree = list(ARCHS)
+    order = {a: i for i, a in enumerate(tree)}
     for r in sorted(rows, key=lambda r: (order.get(r["arch"], 99), r["arch"])):
         by_arch.setdefault(r["arch"], []).append(r)
     out = []

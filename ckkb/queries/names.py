@@ -4,6 +4,7 @@ The SQL is in canned/names_*.sql, shared with the web."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +12,7 @@ from ckkb import vocabulary
 from ckkb.errors import CkkbError
 from ckkb.kb.db import json_value
 from ckkb.names import NameSchema, SchemaSet, load_schemas, parse
-from ckkb.queries import sql
+from ckkb.queries import sql, text
 
 
 def _query(db: Any, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -91,7 +92,7 @@ def locate(
     if want is not None:
         rows = [r for r in rows if _dtype_ok(want, r["a_dtype"]) is not False]
     entries: dict[tuple[str, int], dict[str, Any]] = {}
-    avail_cache: dict[int, dict[str, Any]] = {}
+    avail_cache: dict[tuple[int, int], dict[str, Any]] = {}
     for r in rows:
         e = entries.setdefault(
             (r["file"], r["line"]),
@@ -113,8 +114,12 @@ def locate(
         rid = r["registration_id"]
         if rid is None:
             continue
-        if rid not in avail_cache:
-            avail_cache[rid] = {
+        key = (rid, r["instance_id"])
+        if key not in avail_cache:
+            # the registration's availability for this entry: an #if inside the list that
+            # drops the entry on an arch counts (instance_gates), as in why and pool
+            params = {"ids": json.dumps([rid]), "instance_id": r["instance_id"]}
+            avail_cache[key] = {
                 a["arch"]: {
                     "available": bool(a["available"]),
                     "layer": a["layer"],
@@ -122,7 +127,7 @@ def locate(
                     "line": a["line"],
                     "condition": a["condition"],
                 }
-                for a in _query(db, "names_availability", {"registration_id": rid})
+                for a in db.query(text("instance", "availability"), params)
             }
         e["registrations"].append(
             {
@@ -132,7 +137,7 @@ def locate(
                 "line": r["registration_line"],
                 "bindings": json_value(r["bindings"]) or {},
                 "condition": r["condition"],
-                "availability": avail_cache[rid],
+                "availability": avail_cache[key],
             }
         )
     out = list(entries.values())

@@ -174,3 +174,65 @@ def test_library_target_list_gates_per_arch_with_evidence(fork_db):
         "gfx942": 2,
         "gfx960": 2,
     }
+
+
+def _guarded_instance(db) -> int:
+    line = _line(LIST_HPP, "^#ifdef __gfx94__") + 1
+    return db.execute(
+        "SELECT id FROM instances WHERE file = ? AND line = ?", [LIST_HPP, line]
+    ).fetchone()[0]
+
+
+def test_explain_and_locate_honour_guards_inside_lists(fork_db):
+    """The explain page's arch table and `ckkb locate` say what why and pool say: the entry under
+    `#ifdef __gfx94__` is not there on gfx90a (preprocessor layer), whatever its registrations
+    say."""
+    import sqlite3
+
+    import sqlite_utils
+
+    from ckkb.queries.explain import explain
+    from ckkb.queries.names import locate
+
+    conn = sqlite3.connect(fork_db)
+    iid = _guarded_instance(conn)
+    ifdef = _line(LIST_HPP, "^#ifdef __gfx94__")
+    res = explain(conn, iid)
+    table = {r["arch"]: r for r in res["arch_table"]}
+    assert table["gfx90a"]["available"] is False
+    assert (table["gfx90a"]["layer"], table["gfx90a"]["line"]) == ("preprocessor", ifdef)
+    assert table["gfx942"]["available"] and table["gfx960"]["available"]
+    # the tree's arch order (gfx940 and the fork's gfx960 among the others), not a fixed list
+    assert [r["arch"] for r in res["arch_table"]] == [
+        "gfx908",
+        "gfx90a",
+        "gfx940",
+        "gfx942",
+        "gfx960",
+    ]
+    found = locate(sqlite_utils.Database(fork_db), res["printed_names"][0])
+    (entry,) = [e for e in found["entries"] if e["file"] == LIST_HPP]
+    for reg in entry["registrations"]:
+        assert reg["availability"]["gfx90a"]["available"] is False
+        assert reg["availability"]["gfx90a"]["layer"] == "preprocessor"
+    assert any(reg["availability"]["gfx942"]["available"] for reg in entry["registrations"])
+
+
+def test_races_registered_honours_guards_inside_lists(fork_db, tmp_path):
+    """A race's registered pool leaves out the entry an #ifdef __gfx94__ drops: gfx90a has one
+    instance fewer than gfx942 and the fork's gfx960 (by hand: the guarded comp entry, added by
+    the one comp registering call whose factory is a bf16 Row/Col DeviceGemmV2)."""
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "kb.db"
+    shutil.copy(fork_db, db)
+    con = sqlite3.connect(db)
+    con.executemany(
+        "INSERT INTO races (id, op, dtype, layout, arch) VALUES (?, 'gemm_universal', 'bf16', "
+        "'mk_nk', ?)",
+        [(1, "gfx90a"), (2, "gfx942"), (3, "gfx960")],
+    )
+    got = dict(con.execute("SELECT race_id, registered FROM races_registered").fetchall())
+    con.close()
+    assert got[2] == got[3] == got[1] + 1

@@ -2,7 +2,8 @@
 -- Derivation: the op's device-op interfaces (profiler_ops.interfaces, read from its profile_*_impl.hpp)
 -- -> factory declarations of that interface whose first data type and A/B layouts match the race
 -- (factories) -> their add functions' registrations (registrations) that are available on the
--- race's arch (availability) -> the active entries of the instance lists they add (instance_lists).
+-- race's arch (availability) -> the active entries of the instance lists they add (instance_lists),
+-- less the entries an #if on arch macros inside the list drops on that arch (instance_gates).
 -- NULL when the race has no arch or dtype, the op has no interface, or no factory matches.
 CREATE VIEW races_registered AS
 WITH dt(label, ck) AS (
@@ -34,7 +35,11 @@ fns AS (
         )
       )
 )
-SELECT fns.race_id AS race_id, sum(l.entries) AS registered, count(DISTINCT g.id) AS registrations
+SELECT fns.race_id AS race_id,
+       sum(l.entries - (SELECT count(*) FROM instances i
+                        JOIN instance_gates ig ON ig.instance_id = i.id AND ig.arch = fns.arch
+                        WHERE i.list_id = l.id AND i.status = 'active')) AS registered,
+       count(DISTINCT g.id) AS registrations
 FROM fns
 JOIN registrations g ON g.function = fns.function
 JOIN availability a ON a.registration_id = g.id AND a.arch = fns.arch AND a.available = 1
