@@ -7,6 +7,7 @@ reported by `rocminfo` / `torch.cuda.get_device_properties().multi_processor_cou
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # Archs ckkb evaluates gates and build rules for (CK's SUPPORTED_GPU_TARGETS of interest).
@@ -58,3 +59,12 @@ def parts_for(gfx: str, cu_num: int | None) -> list[Part]:
 
 def is_known_arch(arch: str) -> bool:
     return arch in ARCHS
+
+
+_ARCH_COLUMN = re.compile(r"gfx[0-9]+[0-9a-z]*")
+
+
+def is_arch_column(name: str) -> bool:
+    """A result column named after an arch (`gfx90a`, `gfx1201`, a fork's `gfx960`): the
+    per-arch columns of a query, whatever archs the tree has."""
+    return _ARCH_COLUMN.fullmatch(name) is not None

@@ -450,8 +450,12 @@ def pool_counts(
 
 
 def pool(db: sqlite_utils.Database, dir: str, arch: str) -> list[dict[str, Any]]:
+    """The pool canned query's rows, each arch of `per_arch` also as a key of its own."""
     check_arch(arch, required=True, db=db)
-    return list(db.query(sql("pool"), {"dir": dir, "arch": arch}))
+    rows = [dict(r) for r in db.query(sql("pool"), {"dir": dir, "arch": arch})]
+    for r in rows:
+        r.update(json_value(r["per_arch"]) or {})
+    return rows
 
 
 def arch_diff(db: sqlite_utils.Database, arch_a: str, arch_b: str) -> list[dict[str, Any]]:

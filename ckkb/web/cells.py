@@ -21,7 +21,7 @@ from typing import Any
 import markupsafe
 
 from ckkb import vocabulary
-from ckkb.archs import ARCHS
+from ckkb.archs import is_arch_column
 from ckkb.fields import pipeline_word, scheduler_word
 from ckkb.queries.explain import source_url
 from ckkb.web import metadata, pages
@@ -183,7 +183,7 @@ def render(row: Any, value: Any, column: str, table: str | None, database: str, 
     if isinstance(value, int) and not isinstance(value, bool):
         if column in flags and value in (0, 1):
             return yes_no(bool(value))
-        if table is None and column in ARCHS:  # a canned query's per-arch count of calls
+        if table is None and is_arch_column(column):  # a query's per-arch count of calls
             return yes_no(value > 0, f"{value} registering call{'s' * (value != 1)} add it")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         unit = units.get(column, "")

@@ -15,7 +15,6 @@ import sqlite3
 from typing import Any
 
 from ckkb import queries
-from ckkb.archs import ARCHS
 from ckkb.web import validate
 
 # parameter name -> ckkb/queries/browse/choice_<source>.sql
@@ -42,9 +41,6 @@ def load(conn: sqlite3.Connection) -> dict[str, list[tuple[str, str]]]:
     for source in sorted(set(SOURCES.values())):
         rows = queries.rows(conn, "browse", f"choice_{source}")
         values = [(str(r["value"]), str(r.get("label") or r["value"])) for r in rows]
-        if source == "arch":
-            order = {a: k for k, a in enumerate(ARCHS)}
-            values.sort(key=lambda v: (order.get(v[0], 99), v[0]))
         out[source] = values
     return out
 

@@ -10,8 +10,8 @@ import markupsafe
 from datasette.utils.asgi import Request, Response
 
 from ckkb import queries
-from ckkb.archs import ARCHS
 from ckkb.web import charts, pages, validate
+from ckkb.web.landing import loaded_choices
 
 
 def gate_census_rows(conn: sqlite3.Connection, arch: str) -> list[dict[str, Any]]:
@@ -50,7 +50,10 @@ async def gate_chart_view(datasette: Any, request: Request) -> Response:
     db = pages.kb_database(datasette, request)
     if db is None:
         return await pages.no_kb(datasette, request)
-    checked = validate.check(["arch"], [], {"arch": request.args.get("arch", "")})
+    archs = [v for v, _label in (await loaded_choices(db)).get("arch", [])]
+    checked = validate.check(
+        ["arch"], [], {"arch": request.args.get("arch", "")}, archs=archs or None
+    )
     if not checked.ok:
         return await pages.error(datasette, request, "Bad parameter", checked.errors)
     arch = checked.normalised.get("arch", request.args.get("arch", "").strip())
@@ -65,7 +68,7 @@ async def gate_chart_view(datasette: Any, request: Request) -> Response:
             "kind": "gates",
             "svg": markupsafe.Markup(census_svg(datasette, db.name, rows, arch)),
             "arch": arch,
-            "archs": ARCHS,
+            "archs": archs,
             "totals": {s: sum(v.get(s, 0) for _, v in ordered) for s in series},
             "dirs": len(ordered),
             "query_url": datasette.urls.path(f"/{db.name}/gate_census")

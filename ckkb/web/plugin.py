@@ -32,7 +32,6 @@ from datasette.utils import to_css_class
 from datasette.utils.asgi import Request, Response
 from jinja2 import BaseLoader, Environment, TemplateNotFound
 
-from ckkb.archs import ARCHS
 from ckkb.kb import db as kbdb
 from ckkb.kb.schema import TABLES
 from ckkb.queries import explain
@@ -56,6 +55,7 @@ from ckkb.web.metadata import description_html
 
 async def index_view(datasette: Any, request: Request) -> Response:
     db = pages.kb_database(datasette, request)
+    archs = [v for v, _label in (await landing.loaded_choices(db)).get("arch", [])] if db else []
     return await pages.page(
         datasette,
         request,
@@ -63,7 +63,7 @@ async def index_view(datasette: Any, request: Request) -> Response:
         {
             "db_name": db.name if db else None,
             "queries": list(pages.canned(datasette).values()),
-            "archs": ARCHS,
+            "archs": archs,
         },
     )
 

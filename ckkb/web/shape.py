@@ -15,6 +15,7 @@ from the query's `Spec` (ckkb.web.specs):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
@@ -46,6 +47,10 @@ class Spec:
     row_class: Callable[[Row, list[str]], str] | None = None
     columns: Callable[[list[str], list[Row], dict[str, str]], list[str]] | None = None
     chart: Callable[[Any, str, list[Row], dict[str, str]], tuple[str, str, str]] | None = None
+    # a JSON-object column whose keys become columns in its place (pool's per-arch counts: the
+    # tree's archs, not a fixed list); "@expand" in `lead` stands for those columns
+    expand: str = ""
+    expand_cell: Callable[[Any], Any] | None = None  # how one expanded value reads
 
 
 @dataclass
@@ -100,6 +105,9 @@ def shape(
             for d, cells in zip(dicts, display, strict=True):
                 d[name] = fn(d)
                 cells.append(_cell(d[name]))
+    keys: list[str] = []
+    if spec.expand and spec.expand in cols:
+        cols, keys = _expand(spec, cols, dicts, display)
     answer = spec.answer
     if answer.startswith("@"):
         answer = args.get(answer[1:], "") or ""
@@ -111,7 +119,8 @@ def shape(
     if spec.order is not None:
         pairs.sort(key=lambda p: spec.order(p[0]))  # type: ignore[misc]
     shown = spec.columns(cols, dicts, args) if spec.columns else cols
-    lead = [c for c in spec.lead if c in shown and c != answer]
+    lead_names = [k for c in spec.lead for k in (keys if c == "@expand" else [c])]
+    lead = [c for c in lead_names if c in shown and c != answer]
     if answer in shown:
         lead.insert(spec.answer_at, answer)
     order = list(dict.fromkeys(lead + [c for c in shown if c not in spec.hide]))
@@ -190,3 +199,22 @@ def counts(rows: list[Row], key: str) -> dict[Any, int]:
     for r in rows:
         out[r.get(key)] = out.get(r.get(key), 0) + 1
     return out
+
+
+def _expand(
+    spec: Spec, cols: list[str], dicts: list[Row], display: list[list[Any]]
+) -> tuple[list[str], list[str]]:
+    """Replace the JSON-object column `spec.expand` by one column per key (in the order the
+    rows first name them; a key a row lacks reads 0). Returns (the new columns, the keys)."""
+    k = cols.index(spec.expand)
+    objs = []
+    for d in dicts:
+        v = d.pop(spec.expand, None)
+        obj = json.loads(v) if isinstance(v, str) and v else (v if isinstance(v, dict) else {})
+        objs.append(obj)
+    keys = list(dict.fromkeys(key for obj in objs for key in obj))
+    for d, cells, obj in zip(dicts, display, objs, strict=True):
+        vals = [obj.get(key, 0) for key in keys]
+        d.update(zip(keys, vals, strict=True))
+        cells[k : k + 1] = [spec.expand_cell(v) if spec.expand_cell else v for v in vals]
+    return cols[:k] + keys + cols[k + 1 :], keys

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import markupsafe
 
-from ckkb.archs import ARCHS
+from ckkb.archs import is_arch_column
 from ckkb.web.shape import Row, Spec, counts, tile_of, yes_no
 
 _TILE = {"tile": tile_of}
@@ -158,20 +158,26 @@ ARCH_DIFF = Spec(
 # ---------------------------------------------------------------- pool
 
 
+def _arch_columns(cols: list[str] | Row) -> list[str]:
+    """The per-arch columns (pool's `per_arch` expanded): the tree's archs, in its order."""
+    return [c for c in cols if is_arch_column(c)]
+
+
 def _pool_archs(cols: list[str], rows: list[Row], args: dict[str, str]) -> list[str]:
     """Arch columns with anything on them (and the asked one); the others are all 'no'."""
-    keep = {a for a in ARCHS if a == args.get("arch") or any(r.get(a) for r in rows)}
-    return [c for c in cols if c not in ARCHS or c in keep]
+    archs = _arch_columns(cols)
+    keep = {a for a in archs if a == args.get("arch") or any(r.get(a) for r in rows)}
+    return [c for c in cols if c not in archs or c in keep]
 
 
 def _pool_differs(r: Row, shown: list[str]) -> str:
-    archs = [a for a in shown if a in ARCHS]
+    archs = _arch_columns(shown)
     return "ckkb-differs" if len({bool(r.get(a)) for a in archs}) > 1 else ""
 
 
 def _pool_summary(rows: list[Row], args: dict[str, str]) -> str:
     arch = args.get("arch", "")
-    others = [a for a in ARCHS if a != arch and any(r.get(a) for r in rows)]
+    others = [a for a in _arch_columns(rows[0]) if a != arch and any(r.get(a) for r in rows)]
     also = ", ".join(f"{sum(1 for r in rows if r.get(a))} also on {a}" for a in others)
     differ = sum(1 for r in rows if len({bool(r.get(a)) for a in [arch, *others]}) > 1)
     return (
@@ -182,8 +188,15 @@ def _pool_summary(rows: list[Row], args: dict[str, str]) -> str:
     )
 
 
+def _calls(n: Any) -> Any:
+    """One per-arch cell of pool: yes/no, the count of registering calls in the tooltip."""
+    if not isinstance(n, int):
+        return n
+    return yes_no(n > 0, f"{n} registering call{'s' * (n != 1)} add it")
+
+
 POOL = Spec(
-    lead=("instance_id", "tile", *ARCHS, "layout", "pipeline", "scheduler", "block_size"),
+    lead=("instance_id", "tile", "@expand", "layout", "pipeline", "scheduler", "block_size"),
     answer="@arch",
     answer_at=2,
     hide=(*_TILE_PARTS, "file", "line"),
@@ -192,6 +205,8 @@ POOL = Spec(
     columns=_pool_archs,
     row_class=_pool_differs,
     empty="No instance under this directory is registered on this arch.",
+    expand="per_arch",
+    expand_cell=_calls,
 )
 
 

@@ -73,7 +73,7 @@ def check(
         value = (raw or "").strip()
         if not value:
             if p in required:
-                out.errors.append(f"missing parameter '{p}': {_hint(p)}")
+                out.errors.append(f"missing parameter '{p}': {_hint(p, known)}")
             continue
         if p == "tile":
             dims = parse_tile(value)
@@ -108,11 +108,11 @@ def check(
     return out
 
 
-def _hint(p: str) -> str:
+def _hint(p: str, known: list[str]) -> str:
     if p == "tile":
         return "give a tile as MxNxK, e.g. 256x224x64"
     if is_arch_param(p):
-        return f"give an architecture, one of {', '.join(ARCHS)}"
+        return f"give an architecture, one of {', '.join(known)}"
     if p == "dir":
         return "give a directory under gpu/, e.g. gemm_universal"
     return "give a value"

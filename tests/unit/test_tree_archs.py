@@ -236,3 +236,15 @@ def test_races_registered_honours_guards_inside_lists(fork_db, tmp_path):
     got = dict(con.execute("SELECT race_id, registered FROM races_registered").fetchall())
     con.close()
     assert got[2] == got[3] == got[1] + 1
+
+
+def test_pool_query_has_a_column_per_arch_of_the_tree(fork_db):
+    """The pool canned query keys its per-arch counts by the tree's archs: the fork's gfx960 is
+    there, gfx950 (named by its CMake but not built) is not."""
+    from ckkb.queries import ck as q
+
+    rows = q.pool(open_db(fork_db), "gemm_fork", "gfx960")
+    assert len(rows) == 2  # the fork library's two entries
+    for r in rows:
+        assert list(json.loads(r["per_arch"])) == ["gfx908", "gfx90a", "gfx940", "gfx942", "gfx960"]
+        assert (r["gfx90a"], r["gfx942"], r["gfx960"]) == (0, 1, 1)

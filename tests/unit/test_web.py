@@ -536,3 +536,24 @@ def test_a_query_without_a_spec_gets_the_default_page():
     )
     assert [c.name for c in s.columns] == ["a", "b"] and s.columns[0].answer
     assert s.summary == "2 rows." and len(s.rows) == 2
+
+
+def test_pool_columns_are_the_trees_archs():
+    """Issue 13: pool's per-arch columns come from the tree (its `per_arch` object), so a fork's
+    own gfx960 gets a column and an arch the tree does not build gets none."""
+    from ckkb.web import shape, specs
+
+    cols = ["instance_id", "per_arch", "layout", "list_name", "tile_m", "tile_n", "tile_k"]
+    rows = [
+        (1, '{"gfx90a": 0, "gfx942": 2, "gfx960": 1}', "mk_nk", "l", 64, 64, 64),
+        (2, '{"gfx90a": 1, "gfx942": 1, "gfx960": 1}', "mk_nk", "l", 128, 64, 64),
+    ]
+    display = [[str(v) for v in r] for r in rows]
+    s = shape.shape(specs.SPECS["pool"], cols, rows, display, {"dir": "d", "arch": "gfx960"})
+    names = [c.name for c in s.columns]
+    assert names[:5] == ["instance_id", "tile", "gfx960", "gfx90a", "gfx942"]
+    assert "per_arch" not in names and "gfx950" not in names and s.answer == "gfx960"
+    first = dict(zip(names, s.rows[0][1], strict=True))
+    assert "2 registering calls add it" in str(first["gfx942"])
+    assert s.rows[0][0] == "ckkb-differs" and s.rows[1][0] == ""
+    assert "1 also on gfx90a" in s.summary and "2 also on gfx942" in s.summary
