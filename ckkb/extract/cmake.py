@@ -4,7 +4,10 @@ Reads `library/src/tensor_operation_instance/gpu/CMakeLists.txt` (the `add_insta
 function and the directory loop), every `gpu/<dir>/CMakeLists.txt` (the `# ONLY XDL_KERNELS`
 style markers the directory loop matches against), and evaluates them with the CMake interpreter
 of `ckkb.lang.cmake`, one arch at a time. Nothing is hand-copied from CK: the rules are whatever
-the parsed CMake says.
+the parsed CMake says. Other instance libraries the top CMakeLists.txt reaches (a fork's, beside
+tensor_operation_instance/: `ckkb.extract.instance_roots`) are evaluated the same way, with the
+same add_instance_library; a library target's own arch list (`ckkb.extract.library_archs`) is a
+build rule too (`library_targets`).
 
 Default-build environment, per arch A (assumptions, stated once here): a plain `cmake` of the CK
 root with `SUPPORTED_GPU_TARGETS` = A (one target per build, so `INST_TARGETS` = A) and no -D
