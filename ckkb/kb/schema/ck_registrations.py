@@ -155,7 +155,10 @@ class BuildRuleRow:
     file: str = col("CMakeLists.txt path, relative to the CK root")
     line: int = col("line of the if()")
     condition: str = col("the if() condition as written")
-    action: str = col("remove_source | remove_targets | skip_directory | not_listed")
+    action: str = col(
+        "remove_source | remove_targets | skip_directory | not_listed | library_targets (a "
+        "library target compiled for its own arch list, in `targets`)"
+    )
     targets: list[Any] = col("targets removed (remove_targets)", json=True, default=[])
     message: str = col("the rule's own DEBUG message, if any", "")
 
