@@ -248,3 +248,15 @@ def test_pool_query_has_a_column_per_arch_of_the_tree(fork_db):
     for r in rows:
         assert list(json.loads(r["per_arch"])) == ["gfx908", "gfx90a", "gfx940", "gfx942", "gfx960"]
         assert (r["gfx90a"], r["gfx942"], r["gfx960"]) == (0, 1, 1)
+
+
+def test_instance_roots_follow_changes_to_the_cmake(tmp_path):
+    """The answer is kept between calls (a build asks several times) but not past a change: a
+    library the top CMakeLists.txt stops adding is no longer an instance library."""
+    import shutil
+
+    root = shutil.copytree(FORK, tmp_path / "fork")
+    assert instance_roots(root).roots == (GPU, FORK_LIB)
+    lib = root / "library/CMakeLists.txt"
+    lib.write_text(lib.read_text().replace("add_subdirectory(src/fork_instance)\n", ""))
+    assert instance_roots(root).roots == (GPU,)
