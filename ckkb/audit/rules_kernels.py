@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from ckkb.audit.context import AuditContext
+from ckkb.audit.kernel_choice import row_lists
 from ckkb.audit.model import Finding, finding
 from ckkb.extract.aiter_configs import ConfigTable
 
@@ -33,9 +34,22 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
     klist = ctx.kernel_list(op)
     rc = ctx.runtime_for(op)
     st = stats.setdefault(t.rel, {"checked": 0, "not_ck": 0, "no_kernel_list": 0})
+    chooser = row_lists(ctx, rc)
     for ln, v in t.rows:
         if not is_ck_row(t, v):
             st["not_ck"] += 1
+            continue
+        if chooser is not None:
+            kind, d, where = chooser.lookup(t.columns, v)
+            if kind == "none":
+                st["not_ck"] += 1
+            elif d is None:
+                st["no_kernel_list"] += 1
+                reasons = st.setdefault("reasons", {})
+                reasons[where] = reasons.get(where, 0) + 1
+            else:
+                st["checked"] += 1
+                out += _chosen_findings(t, op, ln, v, d, where)
             continue
         if klist is None or rc is None:  # (a kernel list is always found through rc)
             if _agrees(ctx, rc, v):
@@ -79,6 +93,64 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
                 )
             )
     return out
+
+
+def _chosen_findings(
+    t: ConfigTable, op: str | None, ln: int, v: dict[str, Any], d: dict[Any, Any], where: str
+) -> list[Finding]:
+    """A row against the list its tuner chose for it: kernelId must be in it and name the row's
+    kernelName; a name the list gives another id is kernel-id-name-mismatch (aiter picks some
+    kernels by id, others by name), a name it does not hold at all is kernel-name-stale."""
+    kid, name = v.get("kernelId"), v.get("kernelName")
+    k = d.get(kid) if isinstance(kid, int) and not isinstance(kid, bool) else None
+    if k is None:
+        ids = [i for i in d if isinstance(i, int)]
+        return [
+            finding(
+                "kernel-id-unknown",
+                t.rel,
+                ln,
+                f"kernelId {kid!r} is not in {where} for this row (ids {min(ids)}..{max(ids)})",
+                op=op,
+                kernelId=kid,
+                kernel_list=where,
+            )
+        ]
+    if "kernelName" not in t.columns or k.name is None or name == k.name:
+        return []
+    other = sorted((i, x) for i, x in d.items() if x.name == name)
+    if other:
+        i, x = other[0]
+        return [
+            finding(
+                "kernel-id-name-mismatch",
+                t.rel,
+                ln,
+                f"kernelId {kid} and kernelName {name} disagree: in {where} that name is id "
+                f"{i} ({x.file}:{x.line}) and id {kid} is {k.name}",
+                op=op,
+                kernelId=kid,
+                kernelName=name,
+                name_id=i,
+                kernel_file=x.file,
+                kernel_line=x.line,
+            )
+        ]
+    return [
+        finding(
+            "kernel-name-stale",
+            t.rel,
+            ln,
+            f"kernelName {name} is not what kernelId {kid} builds now: {k.name} "
+            f"({k.file}:{k.line}, {where})",
+            op=op,
+            kernelId=kid,
+            row_name=name,
+            list_name=k.name,
+            kernel_file=k.file,
+            kernel_line=k.line,
+        )
+    ]
 
 
 def kernel_list_findings(ctx: AuditContext) -> list[Finding]:
@@ -128,11 +200,14 @@ def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Findin
     the op and the reason (a tuner importing several lists, a module not found, none at all)."""
     rows: dict[str, list[str]] = defaultdict(list)
     counts: dict[str, int] = defaultdict(int)
+    reasons: dict[str, dict[str, int]] = defaultdict(dict)
     for rel, st in stats.items():
         op = ctx.ops.get(rel)
         if op is not None and st.get("no_kernel_list"):
             rows[op].append(rel)
             counts[op] += st["no_kernel_list"]
+            for why, n in st.get("reasons", {}).items():
+                reasons[op][why] = reasons[op].get(why, 0) + n
     out: list[Finding] = []
     for op in sorted(rows):
         rc = ctx.runtime_for(op)
@@ -140,13 +215,18 @@ def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Findin
             continue
         lead = (
             "no list the tuner imports gives their kernelId and kernelName; "
-            if getattr(rc, "kernel_list_candidates", None)
+            if getattr(rc, "kernel_list_candidates", None) and not reasons[op]
             else ""
         )
-        why = getattr(rc, "kernel_list_note", None) or (
-            f"{rc.kernel_list} of {rc.kernel_list_file} was not evaluated statically"
-            if rc.kernel_list_file
-            else "no kernel list found"
+        per_row = "; ".join(f"{n} rows: {w}" for w, n in sorted(reasons[op].items()))
+        why = (
+            per_row
+            or getattr(rc, "kernel_list_note", None)
+            or (
+                f"{rc.kernel_list} of {rc.kernel_list_file} was not evaluated statically"
+                if rc.kernel_list_file
+                else "no kernel list found"
+            )
         )
         out.append(
             finding(

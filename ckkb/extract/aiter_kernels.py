@@ -10,15 +10,21 @@ dict literal, and identical kernels under different ids, are recorded.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckkb.diagnostics import Diagnostic
+from ckkb.extract.aiter_derived import add_derived
+from ckkb.extract.aiter_kernel_model import (
+    KernelClass,
+    KernelEntry,
+    KernelFile,
+    KernelList,
+    entry_name,
+)
 from ckkb.extract.aiter_kernel_scan import SplitCall, class_lines, dict_statement
-from ckkb.extract.aiter_pyeval import Unsupported, compile_expr, literal
+from ckkb.extract.aiter_pyeval import Unsupported, literal
 from ckkb.extract.files import list_files
 from ckkb.extract.lazy import lazy_module
 from ckkb.extract.pyscan import COMPOUND, SOFT, Fallback, SourceScan, StatementLines, parse_lines
@@ -57,56 +63,6 @@ AITER_TO_CK = {
     "PIPELINE_Sched": "BlkGemmPipeSched",
 }
 PIPELINE_FIELDS = ("PIPELINE_VERSION", "GemmPipelineVersion")
-
-
-@dataclass
-class KernelClass:
-    name: str
-    line: int
-    fields: list[str]
-    defaults: dict[str, Any]
-    name_expr: cst.BaseExpression | None = None  # not pickled (see KernelFile)
-    name_line: int = 0
-    name_problem: str | None = None
-    name_fn: Any = None  # name_expr compiled (aiter_pyeval.compile_expr), made on first use
-
-
-@dataclass
-class KernelEntry:
-    key: Any
-    line: int
-    values: dict[str, Any]
-    name: str | None
-    shadowed: bool = False
-    duplicate_of: Any = None
-
-
-@dataclass
-class KernelList:
-    name: str
-    line: int
-    class_name: str
-    fields: list[str]
-    entries: list[KernelEntry] = field(default_factory=list)
-    duplicate_ids: list[Any] = field(default_factory=list)
-
-    @property
-    def arch(self) -> str | None:
-        m = re.search(r"(gfx\d+[a-z]?)", self.name)
-        return m.group(1) if m else None
-
-    def by_id(self) -> dict[Any, KernelEntry]:
-        """What Python builds from the literal: the last entry for each key."""
-        return {e.key: e for e in self.entries if not e.shadowed}
-
-
-@dataclass
-class KernelFile:
-    rel: str
-    op: str
-    classes: list[str]
-    lists: list[KernelList]
-    diagnostics: list[Diagnostic]
 
 
 def op_of(rel: str) -> str:
@@ -205,8 +161,10 @@ def _read_statements(rel: str, data: bytes) -> KernelFile:
             raise Fallback(f"line {ll.line}: names a kernel class but is not `name = {{...}}`")
         target, elements = shape
         _read_dict(target, ll.line, elements, classes, line, report_at, reported, kf)
+    add_derived(text, kf, classes, report_at)
     for kc in classes.values():
         kc.name_expr = kc.name_fn = None  # keep KernelFile picklable
+        kc.props = {}
     return kf
 
 
@@ -278,8 +236,10 @@ def _read_module(rel: str, data: bytes) -> KernelFile:
                 for el in d.elements
             ]
             _read_dict(target.value, line(small), elements, classes, line, report_at, reported, kf)
+    add_derived(text, kf, classes, report_at)
     for kc in classes.values():
         kc.name_expr = kc.name_fn = None  # keep KernelFile picklable
+        kc.props = {}
     return kf
 
 
@@ -319,7 +279,10 @@ def _read_class(
                             kc.defaults[fname] = literal(small.value)
                         except Unsupported as u:
                             report(u.node, f"{kc.name}.{fname}: default not a literal ({u.what})")
-        elif isinstance(item, cst.FunctionDef) and item.name.value == "name" and _is_property(item):
+        elif isinstance(item, cst.FunctionDef) and _is_property(item):
+            kc.props[item.name.value] = item
+            if item.name.value != "name":
+                continue
             kc.name_line = line(item)
             body = list(item.body.body) if isinstance(item.body, cst.IndentedBlock) else []
             if len(body) > 1 and _is_docstring(body[0]):
@@ -332,9 +295,7 @@ def _read_class(
                 and isinstance(rets[0].body[0], cst.Return)
             ):
                 kc.name_expr = rets[0].body[0].value
-            else:
-                kc.name_problem = "name property is not a single return statement"
-                report(item, f"{kc.name}.name: {kc.name_problem}; names not evaluated")
+            # else: statements, run by ckkb.extract.aiter_pyexec (entry_name)
     return kc
 
 
@@ -353,13 +314,16 @@ def _read_dict(
     if not any(key is not None and _is_kernel_call(value, classes) for _, key, value in elements):
         return  # not a kernel dict (e.g. a dict of lists by dtype)
     kl = None
+    incomplete = False
     seen: dict[Any, KernelEntry] = {}
     for el_line, key_node, value in elements:
         if key_node is None:
             report_at(el_line, f"{target}: dict unpacking is not evaluated statically")
+            incomplete = True
             continue
         if not _is_kernel_call(value, classes):
             report_at(el_line, f"{target}: entry is not a kernel instance call; skipped")
+            incomplete = True
             continue
         kc = classes[value.func.value]
         if kl is None:
@@ -372,20 +336,20 @@ def _read_dict(
                 el_line if u.node is key_node else line(u.node),
                 f"{target}: key not a literal ({u.what}); entry skipped",
             )
+            incomplete = True
             continue
         values, problem = _bind(kc, value)
         if problem:
             report_at(el_line, f"{target}[{key!r}]: {problem}; entry skipped", "error")
+            incomplete = True
             continue
         name = None
-        if kc.name_expr is not None:
+        if "name" in kc.props:
             try:
-                if kc.name_fn is None:
-                    kc.name_fn = compile_expr(kc.name_expr, kc.name)
-                name = kc.name_fn({}, values)
+                name = entry_name(kc, values, classes)
                 if not isinstance(name, str):
                     raise Unsupported(
-                        kc.name_expr, f"name evaluates to {type(name).__name__}, not str"
+                        kc.props["name"], f"name evaluates to {type(name).__name__}, not str"
                     )
             except Unsupported as u:
                 name = None
@@ -402,6 +366,7 @@ def _read_dict(
         kl.entries.append(entry)
     if kl is None:
         return
+    kl.complete = not incomplete
     first_by_values: dict[str, Any] = {}
     for e in kl.entries:
         if e.shadowed:
@@ -459,7 +424,7 @@ def is_kernel_file(path: Path) -> bool:
 class KernelsStage:
     name = STAGE_NAME
     worker_group = "libcst"  # read in one worker: libcst is imported once per build
-    version = "3"
+    version = "4"
     tree = "aiter"
     reads = ()
     writes = ("aiter_kernel_lists", "aiter_kernels")
@@ -502,6 +467,8 @@ def kernel_rows(files: list[KernelFile]) -> list[Any]:
                     entries=len(kl.entries),
                     duplicate_ids=kl.duplicate_ids,
                     arch=kl.arch,
+                    derived=kl.derived,
+                    arch_when=kl.when,
                 )
             )
             for e in kl.entries:

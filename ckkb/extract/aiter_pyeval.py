@@ -51,7 +51,7 @@ def converted(part: cst.FormattedStringExpression, value: Any) -> str:
     raise Unsupported(part, f"unsupported f-string conversion !{part.conversion}")
 
 
-def binary_op(node: cst.BinaryOperation, op: str, a: Any, b: Any) -> Any:
+def binary_op(node: cst.CSTNode, op: str, a: Any, b: Any) -> Any:
     """`a op b` for the operators kernel names use (op is the libcst operator class name)."""
     try:
         if op == "Add":

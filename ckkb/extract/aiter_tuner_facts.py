@@ -91,3 +91,5 @@ class TunerFile:
     kernel_imports: list[tuple[str, str]] = field(default_factory=list)
     # directories added by `sys.path.insert(0, f"{AITER_CSRC_DIR}/x/")`, repo-style
     sys_paths: list[str] = field(default_factory=list)
+    # getKernelName run per selector value (ckkb.extract.aiter_tuner_choice), None if not needed
+    kernel_choice: dict[str, Any] | None = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ckkb.extract.aiter_tuner_choice import read_choice
 from ckkb.extract.aiter_tuner_reader import (
     STAGE_NAME,
     CoreFacts,
@@ -69,7 +70,7 @@ def tuner_name(rel: str) -> str:
 class TunersStage:
     name = STAGE_NAME
     worker_group = "libcst"  # read in one worker: libcst is imported once per build
-    version = "4"
+    version = "5"
     tree = "aiter"
     reads = ()
     writes = ("aiter_runtime_configs", "aiter_tuner_options")
@@ -102,6 +103,8 @@ class TunersStage:
         ):
             return FileResult()
         tf, diags = read_tuner(drel, data)
+        if len(tf.kernel_imports) > 1 and b"def getKernelName" in data:
+            tf.kernel_choice, _ = read_choice(data.decode("utf-8", "replace"), tf.kernel_imports)
         return FileResult(diagnostics=diags, facts={"tuner": tf})
 
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
@@ -294,6 +297,25 @@ def kernel_list_of(
     return found[0][0], found[0][2], None
 
 
+def kernel_choice(root: Path, tuner: TunerFile | None) -> dict[str, Any]:
+    """The tuner's per-row choice with each case's module found as the tuner finds it
+    (module_file); a case whose module has no file says so."""
+    if tuner is None or not tuner.kernel_choice:
+        return {}
+    cases = []
+    for c in tuner.kernel_choice["cases"]:
+        c = dict(c)
+        if "module" in c:
+            m = c.pop("module")
+            f = module_file(root, tuner.rel, m, tuner.sys_paths)
+            if f is None:
+                c["error"] = f"{tuner.rel} imports {m}.{c.pop('name')}: module file not found"
+            else:
+                c["file"], c["list"] = f, c.pop("name")
+        cases.append(c)
+    return {**tuner.kernel_choice, "tuner": tuner.rel, "cases": cases}
+
+
 def runtime_rows(facts: TreeFacts) -> list[Any]:
     rows: list[Any] = []
     if facts.core is None:
@@ -315,6 +337,9 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
         models = [repo_rel(pkg, p) for p in model_config_files(pkg, rc.tuned_name)] if pkg else []
         tuner = facts.tuner_for(rc)
         klist_file, klist, note = kernel_list_of(facts.root, rc, tuner)
+        choice = kernel_choice(facts.root, tuner)
+        if choice:
+            note = None  # chosen per row (rules_kernels names rows whose list is not resolved)
         cands = (
             [
                 [f, n]
@@ -343,7 +368,8 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
                 kernel_list=klist,
                 tuner_file=tuner.rel if tuner else None,
                 kernel_list_note=note,
-                kernel_list_candidates=cands if note else [],
+                kernel_list_candidates=cands if note or choice else [],
+                kernel_list_choice=choice,
                 file=facts.core.rel,
                 line=rc.line,
             )

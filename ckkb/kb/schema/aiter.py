@@ -34,6 +34,13 @@ class AiterKernelListRow:
         "ids written more than once in the literal (Python keeps the last)", json=True, default=[]
     )
     arch: str | None = col("arch named by the list's variable name (e.g. _gfx950), if any", None)
+    derived: bool = col("built by module code (e.g. expand_blockpercu(...)), not a literal", False)
+    arch_when: list[Any] = col(
+        "[[test, arg, outcome], ...]: the tests on get_gfx() that lead to this value of a derived "
+        "list ([] = every arch)",
+        json=True,
+        default=[],
+    )
 
 
 @table(
@@ -146,6 +153,12 @@ class AiterRuntimeConfigRow:
         "[file, list] of every kernel list the tuner imports (it picks one per row)",
         json=True,
         default=[],
+    )
+    kernel_list_choice: dict[str, Any] = col(
+        "the tuner's getKernelName run per selector value (libtype, preshuffleB): params and "
+        "cases [{when, file, list} | {when, none} | {when, error}]; {} when it indexes one list",
+        json=True,
+        default={},
     )
     file: str = col("core.py, repo-style")
     line: int = col("line of the env-var read")
