@@ -69,6 +69,35 @@ def dtype(word: str | None) -> Dtype | None:
     return _BY_SPELLING.get(w) or _BY_SPELLING.get(w.lower())
 
 
+def canonical(word: str | None) -> str | None:
+    """The canonical word (`bf16`, `f8`, ...) for any spelling, else None."""
+    d = dtype(word)
+    return d.name if d else None
+
+
+# aiter op families (a part of aiter's op and config names) -> canonical data types: the A operand
+# their CK kernels consume (a8w8 is 8-bit A: fp8 or int8), and the harness/ckProfiler
+# measurements comparable to their rows.
+AITER_KERNEL_DTYPES: dict[str, tuple[str, ...]] = {
+    "a8w8": ("f8", "i8"),
+    "bf16": ("bf16",),
+    "a4w4": ("f4",),
+}
+AITER_MEASURED_DTYPES: dict[str, tuple[str, ...]] = {
+    "a8w8": ("f8",),
+    "bf16": ("bf16", "f16"),
+    "a4w4": ("f4",),
+}
+
+
+def aiter_family(op: str | None, table: dict[str, tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The canonical dtypes `table` gives the first family named in op (None: no family)."""
+    for family, names in table.items():
+        if op and family in op:
+            return names
+    return None
+
+
 def cpp_type(word: str) -> str:
     """The C++ element type instance rows carry for `word`; an unknown word is returned as given."""
     d = dtype(word)

@@ -17,20 +17,13 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from ckkb import vocabulary
 from ckkb.audit.context import AuditContext
 from ckkb.audit.model import Finding, finding
 from ckkb.audit.rules_kernels import is_ck_row
 from ckkb.extract.aiter_configs import ConfigTable, arch_of
 
 TILE_COLS = ("block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n")
-
-# op family -> CK A data types (after alias resolution,
-# "ck::" dropped) that family's kernels consume
-DTYPE_HINTS = {
-    "a8w8": ("f8_t", "f8", "int8_t", "i8"),
-    "bf16": ("bhalf_t", "bf16"),
-    "a4w4": ("f4x2_pk_t", "f4_t"),
-}
 
 
 def ck_gemm_xdl(template: str | None) -> bool:
@@ -41,10 +34,8 @@ def ck_gemm_xdl(template: str | None) -> bool:
 
 
 def dtype_hints(op: str | None) -> tuple[str, ...] | None:
-    for k, v in DTYPE_HINTS.items():
-        if op and k in op:
-            return v
-    return None
+    """The canonical A dtypes op's family of kernels consume (ckkb.vocabulary)."""
+    return vocabulary.aiter_family(op, vocabulary.AITER_KERNEL_DTYPES)
 
 
 @dataclass
@@ -191,8 +182,7 @@ class CkIndex:
         for c in cands:
             if not ck_gemm_xdl(c["template"]):
                 continue
-            a = (c["a_dtype"] or "").lower().removeprefix("ck::")
-            if a not in hints:
+            if vocabulary.canonical(c["a_dtype"]) not in hints:
                 continue
             if pipeline and c["pipeline"] and pipeline != c["pipeline"]:
                 continue
@@ -200,10 +190,6 @@ class CkIndex:
                 continue
             out.append(c)
         return out
-
-
-# op family -> harness_results.dtype values that measure the same operands
-HARNESS_DTYPES = {"a8w8": ("fp8",), "bf16": ("bf16", "fp16"), "a4w4": ("fp4",)}
 
 
 @dataclass
@@ -217,9 +203,9 @@ class BaselineIndex:
         self, arch: str | None, M: Any, N: Any, K: Any, op: str | None
     ) -> dict[str, Any] | None:
         dtypes: tuple[str | None, ...] = (None,)
-        for k, v in HARNESS_DTYPES.items():
-            if op and k in op:
-                dtypes = (*v, None)
+        measured = vocabulary.aiter_family(op, vocabulary.AITER_MEASURED_DTYPES)
+        if measured is not None:
+            dtypes = (*measured, None)
         found = [b for d in dtypes if (b := self.best.get((arch, M, N, K, d))) is not None]
         if not found:
             return None
@@ -227,6 +213,8 @@ class BaselineIndex:
         return min(warm or found, key=lambda b: b["us"])
 
     def add(self, key: tuple, us: float, rec: dict[str, Any]) -> None:
+        *shape, d = key
+        key = (*shape, vocabulary.canonical(d) or d)  # fp8, F8, f8_t: one word (ckkb.vocabulary)
         self.rows += 1
         cur = self.best.get(key)
         better = (

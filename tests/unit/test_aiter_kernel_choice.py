@@ -1,0 +1,171 @@
+"""Kernel lists found the way aiter 2026's tuners and codegen find them (issue 13, item 4):
+lists a module builds with code per arch (ckkb.extract.aiter_derived), a tuner's getKernelName
+picking a list per row (ckkb.extract.aiter_tuner_choice), and the audit checking each row
+against its own list. tests/fixtures/aiter_2026_pick is hand-written in the shape of aiter
+2026-08's a8w8 blockscale tuner and cktile instance file; the expected ids and names below were
+worked out by hand from those files (comments say how). Each test failed before the change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ckkb.audit.engine import audit
+from ckkb.extract.aiter_kernels import read_kernel_file
+from ckkb.extract.aiter_pyexec import arch_matches
+from ckkb.extract.aiter_tuner_choice import read_choice
+from ckkb.extract.aiter_tuner_reader import read_tuner
+
+TREE = Path(__file__).resolve().parents[1] / "fixtures" / "aiter_2026_pick"
+CKTILE = "csrc/ck_gemm_pick/gemm_pick_cktile_instance.py"
+TUNER = "csrc/ck_gemm_pick/gemm_pick_tune.py"
+PICK = "aiter/configs/pick_tuned_gemm.csv"
+PICK_BP = "aiter/configs/pick_bpreshuffle_tuned_gemm.csv"
+
+
+def _kf(rel: str, text: str | None = None):
+    data = text.encode() if text is not None else (TREE / rel).read_bytes()
+    return read_kernel_file(rel, data)
+
+
+def test_lists_built_by_code_per_arch():
+    kf = _kf(CKTILE)
+    derived = [kl for kl in kf.lists if kl.derived]
+    assert [(kl.name, kl.line, kl.when) for kl in derived] == [
+        ("candidate_kernels_cktile_dict", 67, [["startswith", "gfx95", True]]),
+        ("candidate_kernels_cktile_dict", 67, [["startswith", "gfx95", False]]),
+    ]
+    # by hand (lines by grep): kernels_list_95x holds 16x128 bpc1, 32x128 bpc2, 192x256 bpc1
+    # aqrm (ids 0-2); expand_blockpercu adds each tile's missing BlockPerCu (max 2) from id 3,
+    # tiles in order
+    gfx95 = {e.key: (e.name, e.line) for e in derived[0].entries}
+    assert gfx95 == {
+        0: ("pick_cktile_16x128_1", 60),
+        1: ("pick_cktile_32x128_2", 61),
+        2: ("pick_cktile_192x256_1_aqrm", 62),
+        3: ("pick_cktile_16x128_2", 60),
+        4: ("pick_cktile_32x128_1", 61),
+        5: ("pick_cktile_192x256_2_aqrm", 62),
+    }
+    assert {e.key: e.name for e in derived[1].entries} == {
+        0: "pick_cktile_128x128_1",
+        1: "pick_cktile_128x128_2",
+    }
+    # the name property of several statements (after a docstring) is run, not reported
+    assert kf.diagnostics == []
+    # candidate_kernels_by_name is keyed by names, not kernel ids: not a kernel list
+    assert "candidate_kernels_by_name" not in {kl.name for kl in kf.lists}
+
+
+@pytest.mark.parametrize(
+    "when, gfx, ok",
+    [
+        ([["startswith", "gfx95", True]], "gfx950", True),
+        ([["startswith", "gfx95", True]], "gfx942", False),
+        ([["startswith", "gfx95", False]], "gfx942", True),
+        ([["eq", "gfx942", True]], "gfx942", True),
+        ([["eq", "gfx942", False]], "gfx1250", True),
+        ([], "gfx1250", True),
+    ],
+)
+def test_arch_tests_evaluated_for_a_rows_gfx(when, gfx, ok):
+    assert arch_matches(when, gfx) is ok
+
+
+def test_what_cannot_be_built_is_reported_never_guessed():
+    src = (
+        "from dataclasses import dataclass\n"
+        "from helpers import widen\n"  # a function ckkb does not read
+        "\n"
+        "@dataclass\n"
+        "class K:\n"
+        "    a: int\n"
+        "\n"
+        "base = {0: K(1)}\n"
+        "wide = widen(base)\n"
+        "n = 0\n"
+        "while n < 3:\n"
+        "    n += 1\n"
+        "again = {**base}\n"
+    )
+    kf = _kf("csrc/ck_e/e_common.py", src)
+    assert [kl.name for kl in kf.lists] == ["base", "again"]
+    assert [(d.line, d.message) for d in kf.diagnostics] == [
+        (9, "kernel list not built statically: name 'widen' is not known statically")
+    ]
+
+
+def test_a_loop_that_does_not_end_is_refused():
+    src = (
+        "from dataclasses import dataclass\n"
+        "\n"
+        "@dataclass\n"
+        "class K:\n"
+        "    a: int\n"
+        "\n"
+        "base = {0: K(1)}\n"
+        "def grow(d):\n"
+        "    out = dict(d)\n"
+        "    for i in range(1000000000):\n"
+        "        out[i + 1] = d[0]\n"
+        "    return out\n"
+        "big = grow(base)\n"
+    )
+    kf = _kf("csrc/ck_e/e_common.py", src)
+    assert [kl.name for kl in kf.lists] == ["base"]
+    assert [d.message for d in kf.diagnostics] == [
+        "kernel list not built statically: more work than a static evaluation runs"
+    ]
+
+
+def test_tuner_choice_per_selector_value():
+    data = (TREE / TUNER).read_bytes()
+    tf, _ = read_tuner(TUNER, data)
+    choice, problems = read_choice(data.decode(), tf.kernel_imports)
+    assert problems == []
+    assert choice is not None and choice["method_line"] == 30
+    assert choice["params"] == [
+        {"name": "libType", "default": "ck", "true_for_env": []},
+        # run() switches config_env_name under `getattr(args, "preshuffle", False)`
+        {
+            "name": "preshuffleB",
+            "default": False,
+            "true_for_env": ["AITER_CONFIG_GEMM_PICK_BPRESHUFFLE"],
+        },
+    ]
+    got = {
+        (c["when"]["libType"], c["when"]["preshuffleB"]): c.get("name") or c.get("none")
+        for c in choice["cases"]
+    }
+    assert got == {
+        ("ck", False): "candidate_kernels_dict",
+        ("ck", True): "kernels_list",
+        ("cktile", False): "candidate_kernels_cktile_dict",
+        ("cktile", True): "candidate_kernels_cktile_dict",
+        ("*", False): True,  # asm, opus, ...: getKernelName returns None
+        ("*", True): True,
+    }
+
+
+def test_each_row_checked_against_the_list_its_tuner_picks():
+    r = audit(str(TREE), db_path="/nonexistent/ckkb.db")
+    kernel = [
+        (f.rule, f.file, f.line)
+        for f in r.findings
+        if f.rule.startswith("kernel") and f.rule != "kernel-duplicate"
+    ]
+    # by hand, pick_tuned_gemm.csv: line 5 names id 3 of the gfx95 list (kernelId 4); line 7's
+    # id 3 is past the gfx942 list (ids 0-1); line 8 is ck (preshuffleB False) with a
+    # preshuffle kernel's name. pick_bpreshuffle: line 4 names id 1 of the preshuffle list.
+    assert sorted(kernel) == [
+        ("kernel-id-name-mismatch", PICK_BP, 4),
+        ("kernel-id-name-mismatch", PICK, 5),
+        ("kernel-id-unknown", PICK, 7),
+        ("kernel-name-stale", PICK, 8),
+    ]
+    files = {f["file"]: f for f in r.files}
+    # every ck and cktile row checked; the asm row (getKernelName returns None) is not
+    assert (files[PICK]["kernel_checked"], files[PICK]["not_ck"]) == (6, 1)
+    assert files[PICK]["no_kernel_list"] == 0
+    assert files[PICK_BP]["kernel_checked"] == 3
