@@ -8,6 +8,31 @@ from typing import Any
 from ckkb.audit.context import AuditContext
 
 
+def lists_by_row(ctx: AuditContext, rc: Any) -> list[dict[str, Any]]:
+    """The tuner's getKernelName cases (aiter 2026: libtype, preshuffleB): the file and list each
+    one indexes, with the entries of each arch's value of that list."""
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for c in (getattr(rc, "kernel_list_choice", None) or {}).get("cases", []):
+        item: dict[str, Any] = {"when": c["when"]}
+        if "file" in c:
+            variants = [kl for kl in ctx.lists if kl.file == c["file"] and kl.name == c["list"]]
+            item.update(
+                file=c["file"],
+                list=c["list"],
+                arch_when=[kl.arch_when for kl in variants],
+                ids=[kl.entries for kl in variants],
+                first=(c["file"], c["list"]) not in seen,
+            )
+            seen.add((c["file"], c["list"]))
+        elif c.get("none"):
+            item["none"] = True
+        else:
+            item["error"] = c.get("error")
+        out.append(item)
+    return out
+
+
 def summary(ctx: AuditContext) -> dict[str, Any]:
     by_file: dict[str, list] = defaultdict(list)
     for kl in ctx.lists:
@@ -19,6 +44,9 @@ def summary(ctx: AuditContext) -> dict[str, Any]:
     ops = []
     for rc in ctx.runtime:
         klist = ctx.kernel_list(rc.op)
+        by_row = lists_by_row(ctx, rc)
+        ids = len(klist) if klist else 0
+        ids += sum(n for b in by_row for n in b.get("ids", []) if b.get("first"))
         ops.append(
             {
                 "op": rc.op,
@@ -27,7 +55,8 @@ def summary(ctx: AuditContext) -> dict[str, Any]:
                 "kernel_list": rc.kernel_list,
                 "kernel_list_note": getattr(rc, "kernel_list_note", None),
                 "kernel_list_candidates": getattr(rc, "kernel_list_candidates", None) or [],
-                "kernel_ids": len(klist) if klist else 0,
+                "kernel_lists_by_row": by_row,
+                "kernel_ids": ids,
                 "tuned_files": [t.rel for t in tuned.get(rc.op, [])],
                 "tuned_rows": sum(len(t.rows) for t in tuned.get(rc.op, [])),
             }

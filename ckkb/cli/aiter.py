@@ -172,7 +172,15 @@ def summary_cmd(aiter_path: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(s)
         return
-    print_table(s["ops"], ["op", "kernel_list_file", "kernel_ids", "tuned_rows"], title="ops")
+    ops = [
+        {
+            **o,
+            "kernel_list_file": o["kernel_list_file"]
+            or ", ".join(sorted({b["file"] for b in o["kernel_lists_by_row"] if "file" in b})),
+        }
+        for o in s["ops"]
+    ]
+    print_table(ops, ["op", "kernel_list_file", "kernel_ids", "tuned_rows"], title="ops")
     print_table(s["kernel_files"], ["file", "lists", "ids"], title="kernel-list files")
     t = s["totals"]
     click.echo(
