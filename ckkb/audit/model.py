@@ -54,7 +54,8 @@ _RULES = [
         "kernel-id-name-mismatch",
         "error",
         "kernels",
-        "kernelId and kernelName name different kernels of the lists the op's tuner imports",
+        "kernelId and kernelName name different kernels of the list the row's tuner picks "
+        "(or of the lists it imports)",
     ),
     Rule(
         "kernel-list-unresolved",
