@@ -19,8 +19,8 @@ reads a kernel list or class, that is reported with its line.
 
 from __future__ import annotations
 
+import ast
 import copy as _copy
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,17 +46,16 @@ from ckkb.extract.aiter_pyexec import (
     poison,
 )
 from ckkb.extract.lazy import lazy_module
-from ckkb.extract.pyscan import StatementLines
 
 if TYPE_CHECKING:
     import libcst as cst
+    import libcst.metadata as cst_metadata
 else:
     cst = lazy_module("libcst")
+    cst_metadata = lazy_module("libcst.metadata")
 
 MAX_PATHS = 32
 ARCH_FUNCTIONS = ("get_gfx", "get_gfx_runtime")  # aiter's chip_info: the arch built for
-# A module that binds a top-level name from code (a call, a name, an `if`): only those can derive.
-_CODE_AT_TOP = re.compile(r"^(?:if\b|[^\W\d]\w*[ \t]*=[ \t]*[^\W\d])", re.M)
 
 
 @dataclass
@@ -67,8 +66,28 @@ class Derived:
     entries: dict[int, Instance]
 
 
-def may_derive(text: str) -> bool:
-    return _CODE_AT_TOP.search(text) is not None
+def may_derive(text: str, names: set[str]) -> bool:
+    """Whether a top-level statement other than a def, a class, an import or a kernel dict
+    literal reads one of `names` (the module's kernel classes and literal lists): only then can
+    the module build a list with code, and only then is it parsed whole (libcst, ~10x `ast`)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+            continue
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id in names
+            and isinstance(stmt.value, ast.Dict)
+        ):
+            continue  # a literal the reader has read
+        if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(stmt)):
+            return True
+    return False
 
 
 def _assigned(node: Any) -> set[str]:
@@ -130,20 +149,82 @@ def _read(node: Any) -> set[str]:
     return out
 
 
+@dataclass
+class _Stmt:
+    """A top-level statement: a class or a kernel dict literal by name (never parsed again), or
+    any other statement parsed alone with libcst (`first`: its first line in the file)."""
+
+    kind: str  # "class", "literal", "code", "unparsed"
+    name: str = ""
+    node: Any = None
+    first: int = 0
+    bound: frozenset[str] = frozenset()  # what an unparsed statement binds (from `ast`)
+    _pos: dict[int, int] | None = None
+
+    def line(self, node: Any) -> int:
+        """A node's line in the file (positions resolved on first use)."""
+        if self._pos is None:
+            pos = cst_metadata.MetadataWrapper(
+                cst.Module(body=[self.node]), unsafe_skip_copy=True
+            ).resolve(cst_metadata.PositionProvider)
+            self._pos = {id(n): self.first - 1 + r.start.line for n, r in pos.items()}
+        return self._pos.get(id(node), 0) or self.first
+
+
+def _statements(text: str, tree: ast.Module, classes: set[str], literals: set[str]) -> list[_Stmt]:
+    """The module's top-level statements, cut at the lines `ast` gives: only the statements that
+    are neither a class nor a kernel dict literal are parsed (each alone, with libcst), so a
+    module of large literals costs little more than its few statements of code."""
+    lines = text.splitlines(keepends=True)
+    out: list[_Stmt] = []
+    last = 0
+    for node in tree.body:
+        if node.lineno <= last:
+            continue  # `a = 1; b = 2`: parsed with the statement that starts the line
+        if isinstance(node, ast.ClassDef):
+            out.append(_Stmt("class", node.name))
+            last = node.end_lineno or node.lineno
+            continue
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in literals
+            and isinstance(node.value, ast.Dict)
+        ):
+            out.append(_Stmt("literal", node.targets[0].id))
+            last = node.end_lineno or node.lineno
+            continue
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        last = node.end_lineno or node.lineno
+        try:
+            body = cst.parse_module("".join(lines[first - 1 : last])).body
+        except cst.ParserSyntaxError:
+            bound = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            out.append(_Stmt("unparsed", first=first, bound=frozenset(bound)))
+            continue
+        out += [_Stmt("code", node=b, first=first) for b in body]
+    return out
+
+
 def derive(
-    module: cst.Module,
+    text: str,
     classes: dict[str, ClassInfo],
     literals: dict[str, dict[int, Instance] | None],
 ) -> tuple[list[Derived], list[tuple[int, str]]]:
     """The derived kernel lists of a module, and (line, problem) for each statement that reads a
     kernel list or class and could not be run. `literals`: the module's kernel dict literals as
     read (None where an entry of one could not be read)."""
-    lines = StatementLines(module)
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return [], []
+    stmts = _statements(text, tree, set(classes), set(literals))
     explorer = Explorer()
     paths: list[tuple[list[list[Any]], dict[str, tuple[int, dict[int, Instance]]]]] = []
     problems: dict[tuple[int, str], None] = {}
     while True:
-        found = _run(module, lines, classes, literals, explorer, problems)
+        found = _run(stmts, classes, literals, explorer, problems)
         paths.append(([list(t) for t in explorer.taken], found))
         if len(paths) >= MAX_PATHS or not explorer.next_path():
             break
@@ -167,8 +248,7 @@ def _same(a: dict[int, Instance], b: dict[int, Instance]) -> bool:
 
 
 def _run(
-    module: cst.Module,
-    lines: StatementLines,
+    stmts: list[_Stmt],
     classes: dict[str, ClassInfo],
     literals: dict[str, dict[int, Instance] | None],
     explorer: Explorer,
@@ -178,22 +258,26 @@ def _run(
     budget = [200_000]
     kernel_names = set(classes) | set(literals)  # names a kernel list can come from
     derived_at: dict[str, int] = {}
-    for stmt in module.body:
-        if isinstance(stmt, cst.ClassDef):
-            name = stmt.name.value
-            if name in classes:
-                env[name] = classes[name]
+    for st in stmts:
+        if st.kind == "class":
+            if st.name in classes:
+                env[st.name] = classes[st.name]
             else:
-                poison(env, {name})
+                poison(env, {st.name})
             continue
-        lit = _literal_target(stmt, literals)
-        if lit is not None:
-            entries = literals[lit]
+        if st.kind == "literal":
+            entries = literals[st.name]
             if entries is None:
-                poison(env, {lit})
+                poison(env, {st.name})
             else:
-                env[lit] = {k: Instance(v.cls, dict(v.values), v.line) for k, v in entries.items()}
+                env[st.name] = {
+                    k: Instance(v.cls, dict(v.values), v.line) for k, v in entries.items()
+                }
             continue
+        if st.kind == "unparsed":
+            poison(env, set(st.bound))
+            continue
+        stmt = st.node
         if isinstance(stmt, cst.SimpleStatementLine) and all(
             isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
         ):
@@ -206,22 +290,14 @@ def _run(
         try:
             Interp(env, budget).exec_stmt(stmt)
         except Unsupported as u:
-            reads = _read(stmt)
-            if reads & kernel_names:
-                if isinstance(stmt, cst.If) or not lines.line(u.node):
-                    lines.resolve_positions(stmt)
-                problems[(lines.line(u.node) or lines.line(stmt), u.what)] = None
+            if _read(stmt) & kernel_names:
+                problems[(st.line(u.node), u.what)] = None
             poison(env, bound)
             continue
         if _read(stmt) & kernel_names:
             kernel_names |= bound
-            if isinstance(stmt, cst.If):
-                lines.resolve_positions(stmt)
-                for n in bound:
-                    derived_at[n] = _line_of_binding(stmt, n, lines) or lines.line(stmt)
-            else:
-                for n in bound:
-                    derived_at[n] = lines.line(stmt)
+            for n in bound:
+                derived_at[n] = _line_of_binding(st, n)
     out: dict[str, tuple[int, dict[int, Instance]]] = {}
     for n, ln in derived_at.items():
         v = env.get(n)
@@ -277,17 +353,19 @@ def _imports(stmt: Any, env: dict[str, Any], explorer: Explorer) -> None:
                 poison(env, {bound})
 
 
-def _line_of_binding(stmt: Any, name: str, lines: StatementLines) -> int:
-    """The line of the first statement inside `stmt` that binds `name`."""
+def _line_of_binding(st: _Stmt, name: str) -> int:
+    """The line of the first statement in `st` that binds `name` (an `if` binds in a branch)."""
+    if not isinstance(st.node, cst.If):
+        return st.first
     found: list[int] = []
 
     class V(cst.CSTVisitor):
         def visit_SimpleStatementLine(self, n: cst.SimpleStatementLine) -> None:
             if not found and name in _assigned(n):
-                found.append(lines.line(n))
+                found.append(st.line(n))
 
-    stmt.visit(V())
-    return found[0] if found else 0
+    st.node.visit(V())
+    return found[0] if found else st.first
 
 
 def add_derived(
@@ -298,12 +376,12 @@ def add_derived(
 ) -> None:
     """The lists the module builds with code from its literals (ckkb.extract.aiter_derived), each
     with the arch tests that lead to it."""
-    if not classes or not kf.lists or not may_derive(text):
+    if (
+        not classes
+        or not kf.lists
+        or not may_derive(text, {*classes, *(kl.name for kl in kf.lists)})
+    ):
         return
-    try:
-        module = cst.parse_module(text)
-    except cst.ParserSyntaxError:
-        return  # the whole-module reader reports it
     infos = {n: class_info(kc) for n, kc in classes.items()}
     literals: dict[str, dict[int, Instance] | None] = {}
     for kl in kf.lists:
@@ -315,7 +393,7 @@ def add_derived(
             if kl.complete
             else None
         )
-    found, problems = derive(module, infos, literals)
+    found, problems = derive(text, infos, literals)
     for ln, what in problems:
         report_at(ln, f"kernel list not built statically: {what}")
     reported: set[str] = set()

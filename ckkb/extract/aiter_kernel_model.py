@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.aiter_pyeval import compile_expr
+from ckkb.extract.aiter_pyeval import Unsupported, compile_expr
 from ckkb.extract.aiter_pyexec import ClassInfo, Instance, run_property
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ class KernelClass:
     name_problem: str | None = None
     name_fn: Any = None  # name_expr compiled (aiter_pyeval.compile_expr), made on first use
     props: dict[str, Any] = field(default_factory=dict)  # property -> cst.FunctionDef (not pickled)
+    name_cache: dict[str, Any] = field(default_factory=dict)  # entry_name's (not pickled)
 
 
 @dataclass
@@ -73,14 +74,30 @@ class KernelFile:
 def entry_name(kc: KernelClass, values: dict[str, Any], classes: dict[str, KernelClass]) -> Any:
     """What kc's `name` property returns for one entry's field values (Unsupported if not
     evaluated statically): a single return expression compiled once, or the property's
-    statements run."""
-    if kc.name_expr is not None:
-        if kc.name_fn is None:
-            kc.name_fn = compile_expr(kc.name_expr, kc.name)
-        return kc.name_fn({}, values)
-    prop = kc.props["name"]
-    return run_property(prop, Instance(class_info(kc), values, 0))
+    statements run. Cached per field values: derived lists repeat their literals' entries."""
+    key = repr(sorted(values.items()))
+    name = kc.name_cache.get(key, _MISSING)
+    if name is _MISSING:
+        try:
+            if kc.name_expr is not None:
+                if kc.name_fn is None:
+                    kc.name_fn = compile_expr(kc.name_expr, kc.name)
+                name = kc.name_fn({}, values)
+            else:
+                name = run_property(kc.props["name"], Instance(class_info(kc), values, 0))
+        except Unsupported as u:
+            name = u
+        kc.name_cache[key] = name
+    if isinstance(name, Unsupported):
+        raise name
+    return name
+
+
+_MISSING = object()
 
 
 def class_info(kc: KernelClass) -> ClassInfo:
-    return ClassInfo(kc.name, kc.fields, kc.defaults, kc.props)
+    info = ClassInfo(kc.name, kc.fields, kc.defaults, kc.props)
+    if "name" in kc.props:
+        info.name_of = lambda values: entry_name(kc, values, {})
+    return info

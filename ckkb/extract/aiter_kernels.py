@@ -165,6 +165,7 @@ def _read_statements(rel: str, data: bytes) -> KernelFile:
     for kc in classes.values():
         kc.name_expr = kc.name_fn = None  # keep KernelFile picklable
         kc.props = {}
+        kc.name_cache = {}
     return kf
 
 
@@ -240,6 +241,7 @@ def _read_module(rel: str, data: bytes) -> KernelFile:
     for kc in classes.values():
         kc.name_expr = kc.name_fn = None  # keep KernelFile picklable
         kc.props = {}
+        kc.name_cache = {}
     return kf
 
 

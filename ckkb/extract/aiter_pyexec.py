@@ -39,6 +39,9 @@ class ClassInfo:
     fields: list[str]
     defaults: dict[str, Any]
     props: dict[str, Any] = field(default_factory=dict)  # property name -> cst.FunctionDef
+    # what `.name` gives for field values (the reader's entry_name, cached): one evaluation of
+    # the name property for literal and derived entries alike
+    name_of: Callable[[dict[str, Any]], Any] | None = None
 
 
 class Instance:
@@ -305,13 +308,13 @@ class Interp(Evaluator):
                 raise Unsupported(fors, "unsupported async comprehension")
             for v in sub.eval(fors.iter):
                 self._tick(fors)
-                e2 = dict(env)
+                e2 = _Scope(env, {})  # the loop's names over the enclosing ones (not copied)
                 bind(fors.target, v, e2)
                 ev = Interp(e2, self.budget)
                 if all(ev.eval(c.test) for c in fors.ifs):
                     loop(fors.inner_for_in, e2)
 
-        loop(node.for_in, dict(self.env))
+        loop(node.for_in, self.env)
         return out
 
     def _call_args(self, node: cst.Call) -> tuple[list[Any], dict[str, Any]]:
@@ -539,6 +542,8 @@ class _Scope(dict[str, Any]):
 def instance_attr(obj: Instance, name: str, node: Any, budget: list[int] | None = None) -> Any:
     if name in obj.values:
         return obj.values[name]
+    if name == "name" and obj.cls.name_of is not None:
+        return obj.cls.name_of(obj.values)
     prop = obj.cls.props.get(name)
     if prop is None:
         raise Unsupported(node, f"{name} is not a field or property of {obj.cls.name}")
