@@ -169,3 +169,21 @@ def test_each_row_checked_against_the_list_its_tuner_picks():
     assert (files[PICK]["kernel_checked"], files[PICK]["not_ck"]) == (6, 1)
     assert files[PICK]["no_kernel_list"] == 0
     assert files[PICK_BP]["kernel_checked"] == 3
+
+
+def test_rows_whose_chosen_list_is_missing_are_an_error_naming_op_and_reason(tmp_path):
+    import shutil
+
+    tree = tmp_path / "pick"
+    shutil.copytree(TREE, tree)
+    (tree / CKTILE).unlink()  # the cktile list the tuner imports is gone
+    r = audit(str(tree), db_path="/nonexistent/ckkb.db")
+    found = {f.op: f for f in r.findings if f.rule == "kernel-list-unresolved"}
+    assert set(found) == {"gemm_pick", "gemm_pick_bpreshuffle"}  # both configs have cktile rows
+    f = found["gemm_pick"]
+    assert f.severity == "error" and found["gemm_pick_bpreshuffle"].evidence["rows"] == 1
+    # the four cktile rows of pick_tuned_gemm.csv (lines 3, 4, 5, 7), with the tuner's reason
+    assert f.evidence["rows"] == 4 and f.evidence["files"] == [PICK]
+    assert "libType='cktile'" in f.message and "module file not found" in f.message
+    files = {x["file"]: x for x in r.files}
+    assert (files[PICK]["kernel_checked"], files[PICK]["no_kernel_list"]) == (2, 4)
