@@ -137,6 +137,9 @@ def merge_preview(
                 "file": f,
                 "exists": exists,
                 "rows": len(t.rows) if t else 0,
+                # records ckkb could not read (input-error: e.g. a field short); pandas reads
+                # them, padded, so the runtime merges them too
+                "rows_unread": len(t.problems) if t else 0,
                 "columns": t.columns if t else [],
             }
         )

@@ -135,7 +135,7 @@ def merge_cmd(op: str, aiter_path: str | None, env_file: str | None, as_json: bo
     )
     r = p["rule"]
     click.echo(f"rule {r['id']} ({r['file']}:{r['line']}): {r['description']}")
-    print_table(p["files"], ["file", "exists", "rows"])
+    print_table(p["files"], ["file", "exists", "rows", "rows_unread"])
     for e in p["errors"]:
         click.echo(f"error: {e['message']}")
     click.echo(f"merged rows: {p['merged_rows']}  (key: {', '.join(p['merge_key']) or 'none'})")

@@ -72,6 +72,16 @@ def test_merge_on_aiter_2026_previews_what_the_runtime_merges(shared_trees):
     assert sum(f["rows"] for f in d["files"]) == rows
     assert d["rule"]["id"] == "reject-duplicates-fill"
     assert d["merge_key"] == ["M", "N", "K", "cu_num", "gfx"]
+    # fmoe: 31 files; the csv module's records (what pandas reads, short rows padded) are the
+    # rows ckkb reads plus the ones it reports as input-error (19 rows one field short)
+    m = _json(["aiter", "merge", "fmoe", "--aiter", str(root), "--json"])
+    files = aiter_census.merged_files(root / "aiter", "tuned_fmoe", "tuned_fmoe.csv")
+    assert [f["file"] for f in m["files"]] == [
+        "aiter/" + p.relative_to(root / "aiter").as_posix() for p in files
+    ]
+    records = sum(aiter_census.data_rows(p) for p in files)
+    assert sum(f["rows"] + f["rows_unread"] for f in m["files"]) == records == 2_402
+    assert sum(f["rows_unread"] for f in m["files"]) == 19
 
 
 def test_default_tree_audit_and_merge(wheel_trees, wheel_db):
