@@ -13,7 +13,16 @@ def lists_by_row(ctx: AuditContext, rc: Any) -> list[dict[str, Any]]:
     one indexes, with the entries of each arch's value of that list."""
     out: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
-    for c in (getattr(rc, "kernel_list_choice", None) or {}).get("cases", []):
+    choice = getattr(rc, "kernel_list_choice", None) or {}
+    # a bool the tuner sets by the config it writes (preshuffleB) is fixed for this op
+    fixed = {
+        p["name"]: rc.env_var in p["true_for_env"]
+        for p in choice.get("params", [])
+        if isinstance(p.get("default"), bool) and p.get("true_for_env")
+    }
+    for c in choice.get("cases", []):
+        if any(c["when"].get(k) != v for k, v in fixed.items()):
+            continue
         item: dict[str, Any] = {"when": c["when"]}
         if "file" in c:
             variants = [kl for kl in ctx.lists if kl.file == c["file"] and kl.name == c["list"]]

@@ -187,3 +187,33 @@ def test_rows_whose_chosen_list_is_missing_are_an_error_naming_op_and_reason(tmp
     assert "libType='cktile'" in f.message and "module file not found" in f.message
     files = {x["file"]: x for x in r.files}
     assert (files[PICK]["kernel_checked"], files[PICK]["no_kernel_list"]) == (2, 4)
+
+
+def test_summary_names_the_lists_each_config_indexes():
+    import json
+
+    from click.testing import CliRunner
+
+    from ckkb.cli import main
+
+    out = CliRunner().invoke(main, ["aiter", "summary", "--aiter", str(TREE), "--json"])
+    assert out.exit_code == 0, out.output
+    ops = {o["op"]: o for o in json.loads(out.output)["ops"]}
+
+    def lists(op: str) -> set[tuple[str, str]]:
+        return {(b["file"], b["list"]) for b in ops[op]["kernel_lists_by_row"] if "file" in b}
+
+    tile = (CKTILE, "candidate_kernels_cktile_dict")
+    # preshuffleB is fixed by the config the tuner writes (--preshuffle: the BPRESHUFFLE one)
+    assert lists("gemm_pick") == {
+        ("csrc/ck_gemm_pick/gemm_pick_common.py", "candidate_kernels_dict"),
+        tile,
+    }
+    assert lists("gemm_pick_bpreshuffle") == {
+        ("csrc/ck_gemm_pick_bp/gemm_pick_bp_common.py", "kernels_list"),
+        tile,
+    }
+    # ids: 2 (ck) + 6 and 2 (the cktile list's gfx95 and other values)
+    assert ops["gemm_pick"]["kernel_ids"] == 10
+    for b in ops["gemm_pick"]["kernel_lists_by_row"]:
+        assert "file" not in b or (TREE / b["file"]).is_file()
