@@ -57,6 +57,10 @@ def binary_op(node: cst.CSTNode, op: str, a: Any, b: Any) -> Any:
         if op == "Add":
             return a + b
         if op == "Multiply":
+            n = b if isinstance(a, (str, list, tuple)) else a
+            if isinstance(a, (str, list, tuple)) or isinstance(b, (str, list, tuple)):
+                if isinstance(n, int) and n > 100_000:
+                    raise Unsupported(node, f"repetition {n} times is not evaluated")
             return a * b
         if op == "Subtract":
             return a - b

@@ -183,6 +183,16 @@ def _setattr(x: Any, name: str, value: Any) -> None:
     raise TypeError(f"setattr(.., {name!r}) of a value ckkb does not model")
 
 
+MAX_RANGE = 100_000  # builtins loop in C, past the work budget: a longer range is refused
+
+
+def _range(*a: int) -> range:
+    r = range(*a)
+    if len(r) > MAX_RANGE:
+        raise ValueError(f"range of {len(r)} values")
+    return r
+
+
 _BUILTINS: dict[str, Callable[..., Any]] = {
     **Evaluator._BUILTINS,
     "dict": dict,
@@ -197,7 +207,7 @@ _BUILTINS: dict[str, Callable[..., Any]] = {
     "sum": sum,
     "next": next,
     "iter": iter,
-    "range": range,
+    "range": _range,
     "sorted": sorted,
     "enumerate": enumerate,
     "zip": zip,
@@ -224,7 +234,6 @@ _METHODS = {
         "startswith",
         "endswith",
         "split",
-        "format",
     },
 }
 

@@ -97,6 +97,8 @@ def test_what_cannot_be_built_is_reported_never_guessed():
 
 
 def test_a_loop_that_does_not_end_is_refused():
+    """A loop too long for a static reading stops at the work budget; a range too long to
+    build is refused before it is built."""
     src = (
         "from dataclasses import dataclass\n"
         "\n"
@@ -107,8 +109,9 @@ def test_a_loop_that_does_not_end_is_refused():
         "base = {0: K(1)}\n"
         "def grow(d):\n"
         "    out = dict(d)\n"
-        "    for i in range(1000000000):\n"
-        "        out[i + 1] = d[0]\n"
+        "    for i in range(100000):\n"
+        "        for j in range(100000):\n"
+        "            out[j + 1] = d[0]\n"
         "    return out\n"
         "big = grow(base)\n"
     )
@@ -116,6 +119,10 @@ def test_a_loop_that_does_not_end_is_refused():
     assert [kl.name for kl in kf.lists] == ["base"]
     assert [d.message for d in kf.diagnostics] == [
         "kernel list not built statically: more work than a static evaluation runs"
+    ]
+    kf = _kf("csrc/ck_e/e_common.py", src.replace("range(100000)", "range(10000000)", 1))
+    assert [d.message for d in kf.diagnostics] == [
+        "kernel list not built statically: call failed: ValueError('range of 10000000 values')"
     ]
 
 
