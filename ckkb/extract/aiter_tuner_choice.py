@@ -26,18 +26,21 @@ self.ARG_DEFAULTS["config_env_name"] = "AITER_CONFIG_..._BPRESHUFFLE"`); else it
 
 from __future__ import annotations
 
+import ast
 import itertools
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from ckkb.extract.aiter_pyeval import Unsupported
 from ckkb.extract.aiter_pyexec import Interp, _Return
 from ckkb.extract.lazy import lazy_module
-from ckkb.extract.pyscan import StatementLines
 
 if TYPE_CHECKING:
     import libcst as cst
+    import libcst.metadata as cst_metadata
 else:
     cst = lazy_module("libcst")
+    cst_metadata = lazy_module("libcst.metadata")
 
 METHOD = "getKernelName"
 OTHER = "*"  # a string selector value no branch compares with
@@ -84,26 +87,64 @@ def read_choice(
 ) -> tuple[dict[str, Any] | None, list[tuple[int, str]]]:
     """The tuner's per-row choice (None when it has no `getKernelName` with selector parameters),
     and (line, problem) for each combination not followed. `kernel_imports`: (module, name) of
-    the kernel lists the tuner imports (ckkb.extract.aiter_tuner_reader)."""
+    the kernel lists the tuner imports (ckkb.extract.aiter_tuner_reader).
+
+    Python's `ast` finds the imports and the methods; only `getKernelName` and the methods that
+    set `config_env_name` are parsed with libcst (a tuner is ~800 lines; they are ~40)."""
     try:
-        module = cst.parse_module(text)
-    except cst.ParserSyntaxError:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
         return None, []
-    lines = StatementLines(module)
-    imports = _aliases(module, set(kernel_imports))
-    for cls in module.body:
-        if not isinstance(cls, cst.ClassDef) or not isinstance(cls.body, cst.IndentedBlock):
+    imports = _aliases(tree, set(kernel_imports))
+    src = text.splitlines(keepends=True)
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
             continue
-        for fn in cls.body.body:
-            if isinstance(fn, cst.FunctionDef) and fn.name.value == METHOD:
-                lines.resolve_positions(cls)
-                return _choice(cls, fn, imports, lines)
+        fns = [f for f in cls.body if isinstance(f, ast.FunctionDef)]
+        fn = next((f for f in fns if f.name == METHOD), None)
+        if fn is None:
+            continue
+        method = _Method(src, fn)
+        if method.node is None:
+            return None, []
+        switches = [
+            m.node
+            for f in fns
+            if "config_env_name" in "".join(src[f.lineno - 1 : f.end_lineno])
+            and (m := _Method(src, f)).node is not None
+        ]
+        return _choice(switches, method, imports)
     return None, []
 
 
+class _Method:
+    """One method of a class, parsed alone (dedented) with libcst; lines are the file's."""
+
+    def __init__(self, src: list[str], fn: ast.FunctionDef) -> None:
+        first = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
+        self.first = first
+        self._pos: dict[int, int] | None = None
+        try:
+            body = cst.parse_module(textwrap.dedent("".join(src[first - 1 : fn.end_lineno]))).body
+        except cst.ParserSyntaxError:
+            self.node: Any = None
+            return
+        self.node = body[0] if body and isinstance(body[0], cst.FunctionDef) else None
+        self.def_line = fn.lineno
+
+    def line(self, node: Any) -> int:
+        if self._pos is None:
+            pos = cst_metadata.MetadataWrapper(
+                cst.Module(body=[self.node]), unsafe_skip_copy=True
+            ).resolve(cst_metadata.PositionProvider)
+            self._pos = {id(n): self.first - 1 + r.start.line for n, r in pos.items()}
+        return self._pos.get(id(node), 0) or self.def_line
+
+
 def _choice(
-    cls: Any, fn: Any, imports: dict[str, tuple[str, str]], lines: StatementLines
+    switches: list[Any], method: _Method, imports: dict[str, tuple[str, str]]
 ) -> tuple[dict[str, Any] | None, list[tuple[int, str]]]:
+    fn = method.node
     params = list(fn.params.params)
     if len(params) < 3:  # self, kernelId: one list, read from the import
         return None, []
@@ -143,42 +184,33 @@ def _choice(
                 case["error"] = f"{METHOD} returns {type(r.value).__name__}, not a list's .name"
         except Unsupported as u:
             case["error"] = f"{METHOD} not followed statically: {u.what}"
-            problems[(lines.line(u.node) or lines.line(fn), u.what)] = None
+            problems[(method.line(u.node), u.what)] = None
         cases.append(case)
     for s in selectors:
-        s["true_for_env"] = _env_switches(cls, s["name"]) if isinstance(s["default"], bool) else []
+        s["true_for_env"] = (
+            _env_switches(switches, s["name"]) if isinstance(s["default"], bool) else []
+        )
     return (
-        {"method_line": lines.line(fn), "params": selectors, "cases": cases},
+        {"method_line": method.def_line, "params": selectors, "cases": cases},
         list(problems),
     )
 
 
-def _aliases(module: Any, wanted: set[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+def _aliases(tree: ast.Module, wanted: set[tuple[str, str]]) -> dict[str, tuple[str, str]]:
     """alias -> (module, name) for the `from M import N [as A]` of the wanted lists (module
     level, `try` bodies included)."""
     out: dict[str, tuple[str, str]] = {}
-
-    class V(cst.CSTVisitor):
-        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
-            return False
-
-        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
-            return False
-
-        def visit_ImportFrom(self, n: cst.ImportFrom) -> None:
-            if n.module is None or isinstance(n.names, cst.ImportStar):
-                return
-            mod = module.code_for_node(n.module)
-            for a in n.names:
-                if not isinstance(a.name, cst.Name):
-                    continue
-                alias = a.name.value
-                if a.asname is not None and isinstance(a.asname.name, cst.Name):
-                    alias = a.asname.name.value
-                if (mod, a.name.value) in wanted:
-                    out[alias] = (mod, a.name.value)
-
-    module.visit(V())
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, ast.Try):
+            todo[:0] = [*node.body, *(s for h in node.handlers for s in h.body), *node.orelse]
+        elif isinstance(node, ast.If):
+            todo[:0] = [*node.body, *node.orelse]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                if (node.module, a.name) in wanted:
+                    out[a.asname or a.name] = (node.module, a.name)
     return out
 
 
@@ -210,7 +242,7 @@ def _strings(node: Any) -> list[str]:
     return []
 
 
-def _env_switches(cls: Any, param: str) -> list[str]:
+def _env_switches(methods: list[Any], param: str) -> list[str]:
     """Env vars the tuner writes its configs under when an option starting `param`'s name is
     set: `if <test naming "preshuffle">: ...["config_env_name"] = "AITER_CONFIG_X"`."""
     out: list[str] = []
@@ -252,7 +284,8 @@ def _env_switches(cls: Any, param: str) -> list[str]:
 
             n.body.visit(A())
 
-    cls.visit(V())
+    for m in methods:
+        m.visit(V())
     return sorted(set(out))
 
 
