@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ckkb.audit.engine import audit
 from ckkb.extract.aiter_kernels import read_kernel_file
@@ -224,3 +226,39 @@ def test_summary_names_the_lists_each_config_indexes():
     assert ops["gemm_pick"]["kernel_ids"] == 10
     for b in ops["gemm_pick"]["kernel_lists_by_row"]:
         assert "file" not in b or (TREE / b["file"]).is_file()
+
+
+_EXPAND_SRC = (TREE / CKTILE).read_text()
+_BASE = _EXPAND_SRC[: _EXPAND_SRC.index("kernels_list_942 = {")]  # imports, class, expand function
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([16, 32]), st.sampled_from([64, 128]), st.integers(1, 3)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(1, 3),
+)
+@settings(max_examples=40, deadline=None)
+def test_module_code_runs_as_python_would(entries, bpc_max):
+    """expand_blockpercu run by ckkb.extract.aiter_pyexec against a second method: the expansion
+    written out by hand in tests/integration/aiter_kernel_census.py (_expand)."""
+    from tests.integration.aiter_kernel_census import _expand
+
+    body = "".join(
+        f"    {i}: TileKernelInstance({m}, {n}, {b}),\n" for i, (m, n, b) in enumerate(entries)
+    )
+    src = (
+        _BASE.replace("BLOCK_PER_CU_MAX = 2", f"BLOCK_PER_CU_MAX = {bpc_max}")
+        + f"base = {{\n{body}}}\n\nderived = expand_blockpercu(base)\n"
+    )
+    kf = _kf("csrc/ck_e/e_cktile_instance.py", src)
+    (derived,) = [kl for kl in kf.lists if kl.derived]
+    got = {e.key: e.values for e in derived.entries}
+    fields = ("M_Tile", "N_Tile", "BlockPerCu")
+    base = {
+        i: dict(zip(fields, e, strict=True)) | {"AQRowMajor": False} for i, e in enumerate(entries)
+    }
+    assert got == _expand(base, bpc_max)
+    assert derived.when == [] and kf.diagnostics == []
