@@ -229,3 +229,26 @@ def _races(
             "(names join: instance_keys)",
         )
     return _rows(conn, "race_results", {"ids": json.dumps(ids)}), None
+
+
+def identity_availability(conn: sqlite3.Connection, inst: dict[str, Any]) -> dict[str, Any] | None:
+    """Where the tree `conn` reads has the instance `inst` (of any tree) by identity (same device
+    op, same resolved arguments): its matching instance ids and, per arch, whether any active
+    match is available and else the first evidence (`_arch_table`). None when it has no match."""
+    resolved = inst.get("resolved")
+    if not isinstance(resolved, str):
+        resolved = json.dumps(resolved)
+    same = _rows(conn, "same_identity", {"template": inst.get("template"), "resolved": resolved})
+    if not same:
+        return None
+    active = [r for r in same if r["status"] == "active"]
+    regs: OrderedDict[Any, dict[str, Any]] = OrderedDict()
+    for r in active:
+        for reg in _registrations(conn, r):
+            regs.setdefault(reg["id"], reg)
+    return {
+        "id": same[0]["id"],
+        "ids": [r["id"] for r in same],
+        "status": "active" if active else same[0]["status"],
+        "archs": {a["arch"]: a for a in _arch_table(conn, list(regs.values()))},
+    }

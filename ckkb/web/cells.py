@@ -24,7 +24,7 @@ from ckkb import vocabulary
 from ckkb.archs import is_arch_column
 from ckkb.fields import pipeline_word, scheduler_word
 from ckkb.queries.explain import source_url
-from ckkb.web import metadata, pages
+from ckkb.web import metadata, pages, tree_scope
 
 CK_PREFIXES = (
     "library/",
@@ -107,17 +107,22 @@ def _links(
     row: Any, value: Any, column: str, table: str | None, database: str, ds: Any
 ) -> markupsafe.Markup | None:
 
+    if table == "instances" and column in ("id", "template"):
+        tree = tree_scope.name_of(ds, database, _get(row, "source_id")) or ""
     if table == "instances" and column == "id" and isinstance(value, int):
         # the row page's id cell (on the table page Datasette links it to the row itself)
         return _link(
-            pages.instance_href(ds, value), value, f"explain instance {value}", "ckkb-instance"
+            pages.instance_href(ds, value, tree),
+            value,
+            f"explain instance {value}",
+            "ckkb-instance",
         )
     if table == "instances" and column == "template":
         iid = _get(row, "id")
         if iid is None:
             return None
         return markupsafe.Markup(
-            f'{escape(value)} <a class="ckkb-explain" href="{pages.instance_href(ds, iid)}" '
+            f'{escape(value)} <a class="ckkb-explain" href="{pages.instance_href(ds, iid, tree)}" '
             f'title="explain instance {iid}">explain</a>'
         )
     if isinstance(value, int) and (
@@ -127,8 +132,11 @@ def _links(
     ):
         return _link(pages.race_href(ds, value), value, f"chart of race {value}", "ckkb-race")
     if column == "registration_id" and isinstance(value, int) and database:
-        # a registration row is keyed by (id, source_id): one per tree
+        # a registration row is keyed by (id, source_id): one per tree; a canned query's row has
+        # no source_id: the CK tree the request reads
         source = _get(row, "source_id")
+        if not isinstance(source, int):
+            source = tree_scope.source_id(ds, database)
         if isinstance(source, int):
             href = ds.urls.row(database, "registrations", f"{value},{source}")
         else:

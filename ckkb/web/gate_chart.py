@@ -10,7 +10,7 @@ import markupsafe
 from datasette.utils.asgi import Request, Response
 
 from ckkb import queries
-from ckkb.web import charts, pages, validate
+from ckkb.web import charts, pages, tree_scope, validate
 from ckkb.web.landing import loaded_choices
 
 
@@ -57,7 +57,9 @@ async def gate_chart_view(datasette: Any, request: Request) -> Response:
     if not checked.ok:
         return await pages.error(datasette, request, "Bad parameter", checked.errors)
     arch = checked.normalised.get("arch", request.args.get("arch", "").strip())
-    rows = await db.execute_fn(lambda conn: gate_census_rows(conn, arch))
+    rows = await tree_scope.execute(
+        db, tree_scope.arg(request), lambda conn: gate_census_rows(conn, arch)
+    )
     ordered, series = census(rows)
     return await pages.page(
         datasette,

@@ -3,6 +3,7 @@ one search box (instances, printed names and tiles together, saying where it loo
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from typing import Any
 
@@ -10,7 +11,7 @@ from datasette.utils import escape_fts
 from datasette.utils.asgi import Request, Response
 
 from ckkb import queries
-from ckkb.web import choices, pages, validate
+from ckkb.web import choices, pages, tree_scope, validate
 
 SHOWN = 50
 
@@ -18,7 +19,6 @@ SHOWN = 50
 def landing_data(conn: sqlite3.Connection) -> dict[str, Any]:
     info = {r["key"]: r["value"] for r in queries.rows(conn, "browse", "build_info")}
     return {
-        "sources": queries.rows(conn, "browse", "sources"),
         "info": info,
         "counts": queries.rows(conn, "browse", "counts")[0],
     }
@@ -36,7 +36,9 @@ async def landing_view(datasette: Any, request: Request) -> Response:
     db = pages.kb_database(datasette, request)
     if db is None:
         return await pages.no_kb(datasette, request)
-    data = await db.execute_fn(landing_data)
+    tree = tree_scope.arg(request)
+    data = await tree_scope.execute(db, tree, landing_data)
+    known = await tree_scope.trees(db)
     return await pages.page(
         datasette,
         request,
@@ -46,6 +48,10 @@ async def landing_view(datasette: Any, request: Request) -> Response:
             "choices": await loaded_choices(db),
             "queries": list(pages.canned(datasette).values()),
             "tables": await db.table_names(),
+            "tree": tree,
+            "trees": known.all if known.several else (),
+            "reading": known.chosen(tree),
+            "sources": [dataclasses.asdict(t) for t in known.all],  # every tree, read or not
             **data,
         },
     )
@@ -95,7 +101,8 @@ async def search_view(datasette: Any, request: Request) -> Response:
     if db is None:
         return await pages.no_kb(datasette, request)
     q = (request.args.get("q") or "").strip()
-    sections = await db.execute_fn(lambda conn: search_data(conn, q)) if q else []
+    tree = tree_scope.arg(request)
+    sections = await tree_scope.execute(db, tree, lambda conn: search_data(conn, q)) if q else []
     for s in sections:
         s["more"] = len(s["rows"]) > SHOWN
         s["rows"] = s["rows"][:SHOWN]
@@ -115,5 +122,7 @@ async def search_view(datasette: Any, request: Request) -> Response:
             "found": sum(len(s["rows"]) for s in sections),
             "shown": SHOWN,
             "archs": (await loaded_choices(db)).get("arch", []),
+            "tree": tree,
+            "trees": (await loaded_choices(db)).get("tree", []),
         },
     )

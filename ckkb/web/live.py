@@ -46,9 +46,9 @@ _canned = contextvars.ContextVar("ckkb_canned_query", default=False)
 # Package data, read once per process (module state on purpose): it never changes while serving.
 @cache
 def _canned_sql() -> frozenset[str]:
-    from ckkb.web.metadata import canned_queries  # noqa: PLC0415
+    from ckkb.web.metadata import canned_queries, served_sql  # noqa: PLC0415
 
-    return frozenset(q.sql.strip() for q in canned_queries().values())
+    return frozenset(served_sql(q).strip() for q in canned_queries().values())
 
 
 class _Conn(sqlite3.Connection):

@@ -11,12 +11,15 @@ A parameter is optional (may be left empty) when the SQL itself gives the empty 
 (`:name = ''` or `:name IS NULL`, e.g. "empty = any tile") or when `-- params:` lists it as
 `name?`. Every other parameter is required, and the plugin answers a readable 400 page when one
 is missing.
+
+Every canned query also takes `tree` (optional: empty = the first tree of each kind): Datasette
+runs the file's SQL rewritten by ckkb.kb.trees.scoped_sql (`served_sql`), so the files stay plain.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from html import escape
 from importlib import resources
@@ -25,6 +28,9 @@ from typing import Any
 import yaml
 
 from ckkb.kb.schema import SCHEMA_VERSION, TABLES
+from ckkb.kb.trees import scoped_sql
+
+TREE = "tree"  # the parameter every canned query takes (ckkb.web.tree_scope)
 
 _HEADER = re.compile(r"^--\s*(title|description|params)\s*:\s*(.*)$", re.IGNORECASE)
 _CONT = re.compile(r"^--\s?(.*)$")
@@ -123,8 +129,25 @@ def canned_queries() -> dict[str, CannedQuery]:
     for f in sorted(folder.iterdir(), key=lambda p: p.name):
         if f.name.endswith(".sql"):
             name = f.name[:-4]
-            out[name] = parse_canned(name, f.read_text())
+            out[name] = with_tree(parse_canned(name, f.read_text()))
     return out
+
+
+def with_tree(q: CannedQuery) -> CannedQuery:
+    """`q` with the optional `tree` parameter every canned query takes."""
+    if TREE in q.params:
+        return q
+    return replace(q, params=(*q.params, TREE), optional=q.optional | {TREE})
+
+
+def served_sql(q: CannedQuery) -> str:
+    """The SQL Datasette runs for a canned query: the file's, reading the tree `:tree` names."""
+    return _scoped(q.sql)
+
+
+@cache
+def _scoped(sql: str) -> str:
+    return scoped_sql(sql, TREE)
 
 
 def description_html(q: CannedQuery) -> str:
@@ -187,7 +210,7 @@ def query_metadata() -> dict[str, dict[str, Any]]:
     for q in canned_queries().values():
         # hide_sql: the page opens on the form and the rows; "Show SQL" is one click away.
         entry: dict[str, Any] = {
-            "sql": q.sql,
+            "sql": served_sql(q),
             "title": q.title,
             "params": list(q.params),
             "hide_sql": True,

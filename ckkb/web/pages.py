@@ -9,7 +9,7 @@ from typing import Any
 
 from datasette.utils.asgi import Request, Response
 
-from ckkb.web import metadata
+from ckkb.web import metadata, tree_scope
 from ckkb.web.metadata import CannedQuery
 
 TEMPLATES = Path(str(resources.files("ckkb.web").joinpath("templates")))
@@ -88,8 +88,11 @@ async def no_kb(datasette: Any, request: Request) -> Response:
     )
 
 
-def instance_href(datasette: Any, instance_id: Any) -> str:
-    return str(datasette.urls.path(f"{PREFIX}/instance/{instance_id}"))
+def instance_href(datasette: Any, instance_id: Any, tree: str | None = None) -> str:
+    """The explain page of an instance of `tree` (None: the tree the request reads)."""
+    tree = tree_scope.CURRENT.get() if tree is None else tree
+    path = datasette.urls.path(f"{PREFIX}/instance/{instance_id}")
+    return f"{path}{tree_scope.query(tree)}"
 
 
 def race_href(datasette: Any, race_id: Any) -> str:

@@ -36,6 +36,7 @@ from ckkb.kb import db as kbdb
 from ckkb.kb.schema import TABLES
 from ckkb.queries import explain
 from ckkb.web import (
+    across,
     cells,
     choices,
     facets,
@@ -46,6 +47,7 @@ from ckkb.web import (
     race_chart,
     shape,
     specs,
+    tree_scope,
     validate,
 )
 from ckkb.web.metadata import description_html
@@ -63,6 +65,7 @@ async def index_view(datasette: Any, request: Request) -> Response:
         {
             "db_name": db.name if db else None,
             "queries": list(pages.canned(datasette).values()),
+            "tree": tree_scope.arg(request),
             "archs": archs,
         },
     )
@@ -86,18 +89,23 @@ async def instance_view(datasette: Any, request: Request) -> Response:
     db = pages.kb_database(datasette, request)
     if db is None:
         return await pages.no_kb(datasette, request)
-    data = await db.execute_fn(
-        lambda conn: explain.explain(conn, instance_id, race_chart.links(conn))
+    tree = tree_scope.arg(request)
+    known = await tree_scope.trees(db)
+    data = await tree_scope.execute(
+        db, tree, lambda conn: explain.explain(conn, instance_id, race_chart.links(conn))
     )
     if data is None:
+        ck = known.chosen(tree).get("ck")
+        where = f" (tree {ck.name})" if ck is not None and known.several else ""
         return await pages.error(
             datasette,
             request,
             "No such instance",
-            [f"instance {instance_id} is not in the knowledge base {db.name}"],
+            [f"instance {instance_id} is not in the knowledge base {db.name}{where}"],
             status=404,
             links=[(datasette.urls.table(db.name, "instances"), "browse instances")],
         )
+    trees_table = await across.across_trees(datasette, db, data["instance"], tree)
     return await pages.page(
         datasette,
         request,
@@ -106,15 +114,21 @@ async def instance_view(datasette: Any, request: Request) -> Response:
             "db_name": db.name,
             "x": data,
             "tile": shape.tile_of(data["instance"]),
+            "trees_table": trees_table,
+            "tree": known.chosen(tree).get("ck") if known.several else None,
             "instances_url": datasette.urls.table(db.name, "instances"),
-            "list_url": datasette.urls.row(
-                db.name, "instance_lists", str(data["instance"]["list_id"])
-            )
+            "list_url": datasette.urls.row(db.name, "instance_lists", _row_key(data["list"]))
             if data["list"]
             else None,
             "title": f"Instance {instance_id}",
         },
     )
+
+
+def _row_key(row: dict[str, Any]) -> str:
+    """A built table's row path: its (id, source_id) key."""
+    sid = row.get("source_id")
+    return str(row["id"]) if sid is None else f"{row['id']},{sid}"
 
 
 async def css_view(datasette: Any, request: Request) -> Response:
@@ -248,7 +262,9 @@ def extra_template_vars(
         db = datasette.get_database(database)
         loaded = await landing.loaded_choices(db)
         args = {p: (request.args.get(p) or "").strip() for p in q.params}
-        unknown = await db.execute_fn(lambda conn: choices.unknown(conn, args, loaded))
+        unknown = await tree_scope.execute(
+            db, args.get("tree", ""), lambda conn: choices.unknown(conn, args, loaded)
+        )
         desc = q.description.replace("`", "")
         return {
             "ckkb_page": {
@@ -358,13 +374,22 @@ def asgi_wrapper(datasette: Any) -> Callable[[Any], Any]:
                     headers={"Allow": "GET, HEAD"},
                 ).asgi_send(send)
                 return
+            tree = ""
             if scope.get("type") == "http" and scope.get("method") in ("GET", "HEAD"):
                 scope = _default_columns(datasette, scope)
-                response = _check_row_key(datasette, scope) or await _check_canned(datasette, scope)
+                tree, response = await _check_tree(datasette, scope)
+                if response is None:
+                    response = _check_row_key(datasette, scope)
+                if response is None:
+                    response = await _check_canned(datasette, scope)
                 if response is not None:
                     await response.asgi_send(send)
                     return
-            await app(scope, receive, send)
+            token = tree_scope.CURRENT.set(tree)
+            try:
+                await app(scope, receive, send)
+            finally:
+                tree_scope.CURRENT.reset(token)
 
         return checked_app
 
@@ -410,6 +435,27 @@ def _default_columns(datasette: Any, scope: dict[str, Any]) -> dict[str, Any]:
         return scope
     extra = urlencode([("_col", c) for c in defaults[parts[1]]])
     return {**scope, "query_string": (qs + "&" + extra if qs else extra).encode("latin-1")}
+
+
+async def _check_tree(datasette: Any, scope: dict[str, Any]) -> tuple[str, Response | None]:
+    """The request's `tree` ('' for the defaults or when it is not a ckkb page's), and a 400
+    page for a tree the knowledge base does not hold on a ckkb page (canned queries: below)."""
+    qs = scope.get("query_string", b"").decode("latin-1")
+    tree = dict(parse_qsl(qs, keep_blank_values=True)).get("tree", "").strip()
+    request = Request({"csrftoken": lambda: "", **scope}, None)
+    db = pages.kb_database(datasette, request)
+    if db is None:
+        return "", None
+    known = await tree_scope.trees(db)  # loaded here, so that cells can read it (render_cell)
+    error = known.error(tree)
+    if error is None:
+        return tree, None
+    path = "/" + scope.get("path", "").lstrip("/")
+    base = "/" + datasette.setting("base_url").strip("/")
+    rel = "/" + path[len(base) :].lstrip("/") if path.startswith(base) else path
+    if rel == "/" or rel.startswith(pages.PREFIX + "/") or rel == pages.PREFIX:
+        return "", await pages.error(datasette, request, "Unknown tree", [error])
+    return "", None
 
 
 async def _dirs(db: Any) -> set[str]:
@@ -477,6 +523,9 @@ async def _check_canned(datasette: Any, scope: dict[str, Any]) -> Response | Non
     checked = validate.check(
         query.params, query.required, args, dirs=dirs or None, archs=archs or None
     )
+    tree_error = (await tree_scope.trees(db)).error(args.get("tree", "").strip())
+    if tree_error:
+        checked.errors.append(tree_error)
     # This runs outside Datasette's CSRF middleware; our pages only use GET forms.
     request = Request({"csrftoken": lambda: "", **scope}, None)
     if not checked.ok:

@@ -26,7 +26,7 @@ from datasette.utils.asgi import Request, Response
 from ckkb import queries
 from ckkb.harness import roofline
 from ckkb.queries import explain
-from ckkb.web import charts, pages
+from ckkb.web import charts, pages, tree_scope
 
 _PROP = re.compile(r"(\w+)\s*:\s*([^,\s]+)")
 
@@ -76,7 +76,8 @@ def race_label(s: dict[str, Any]) -> str:
 # Kept for the server's life on purpose: race_links parses every result's name (a second on a big
 # knowledge base), and the key includes the file's size and mtime, so a rebuilt or newly ingested
 # file gets its own entry (the old one is dropped).
-_LINKS: dict[str, tuple[tuple[int, int], dict[int, list[int]]]] = {}
+# Keyed by the file and the trees the connection reads (ckkb.web.tree_scope).
+_LINKS: dict[tuple[str, str], tuple[tuple[int, int], dict[int, list[int]]]] = {}
 
 
 def links(conn: sqlite3.Connection) -> dict[int, list[int]]:
@@ -87,10 +88,11 @@ def links(conn: sqlite3.Connection) -> dict[int, list[int]]:
         version = (st.st_size, st.st_mtime_ns)
     except OSError:
         version = (0, 0)
-    cached = _LINKS.get(path)
+    key = (path, str(queries.rows(conn, "browse", "scope_key")[0]["trees"]))
+    cached = _LINKS.get(key)
     if cached is None or cached[0] != version:
-        _LINKS[path] = (version, explain.race_links(conn))
-    return _LINKS[path][1]
+        _LINKS[key] = (version, explain.race_links(conn))
+    return _LINKS[key][1]
 
 
 def race_data(conn: sqlite3.Connection, race: str | None) -> dict[str, Any]:
@@ -183,7 +185,9 @@ async def race_chart_view(datasette: Any, request: Request) -> Response:
             "Bad race id",
             [f"race '{race}' is not a race id: expected an integer (see the races table)"],
         )
-    data = await db.execute_fn(lambda conn: race_data(conn, race or None))
+    data = await tree_scope.execute(
+        db, tree_scope.arg(request), lambda conn: race_data(conn, race or None)
+    )
     summaries = data["summaries"]
     summary = next((s for s in summaries if str(s.get("id")) == race), None)
     if race and summary is None:

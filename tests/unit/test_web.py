@@ -16,6 +16,7 @@ from ckkb.kb.build.writer import insert_rows
 from ckkb.kb.schema import TABLES
 from ckkb.kb.schema.ck_instances import InstanceListRow, InstanceRow
 from ckkb.kb.schema.ck_registrations import AvailabilityRow, GateRow, RegistrationRow
+from ckkb.kb.schema.core import SourceRow
 from ckkb.queries import explain
 from ckkb.web import app, charts, metadata, validate
 
@@ -118,6 +119,8 @@ def tiny_kb(tmp_path):
             )
         )
     insert_rows(db, rows, source_id=1)
+    # the tree those rows came from (a build always writes it; the tree parameter reads it)
+    insert_rows(db, [SourceRow(id=1, kind="ck", path="/ck", version="1.2.0", name="1.2.0")])
     kbdb.finish_schema(db)
     db.close()
     return path
@@ -135,7 +138,9 @@ TEST_QUERY = metadata.parse_canned(
 
 @pytest.fixture
 def with_test_query(monkeypatch):
-    monkeypatch.setattr(metadata, "canned_queries", lambda: {"tile_probe": TEST_QUERY})
+    monkeypatch.setattr(
+        metadata, "canned_queries", lambda: {"tile_probe": metadata.with_tree(TEST_QUERY)}
+    )
 
 
 def run(ds, coro_fn):
@@ -232,13 +237,16 @@ def test_metadata_describes_every_table_from_the_schema():
 
 
 def test_metadata_canned_queries_are_the_sql_files():
+    from ckkb.kb.trees import scoped_sql
     from ckkb.queries import sql
 
     meta = metadata.build_metadata("kb")
     queries = meta["databases"]["kb"]["queries"]
     assert set(queries) == set(metadata.canned_queries())
     for name, q in queries.items():
-        assert q["sql"] == sql(name)  # the same text the CLI runs, not a copy
+        # the text the CLI runs, not a copy, reading the tree `:tree` names
+        assert q["sql"] == scoped_sql(sql(name), "tree")
+        assert q["params"][-1] == "tree"
         assert q["title"] and q["title"] != name, f"{name}.sql has no -- title: header"
         assert q.get("description_html"), f"{name}.sql has no -- description: header"
         assert q["hide_sql"] is True
