@@ -157,7 +157,9 @@ def scoped_sql(sql: str, param: str = "tree") -> str:
             f"[{t}] AS NOT MATERIALIZED (SELECT * FROM main.[{t}] "
             f"WHERE {key} IN (SELECT id FROM ckkb_scope))"
         )
-    ctes += [f"[{v}] AS ({_view_select(views[v])})" for v in needed_views]
+    # NOT MATERIALIZED: inlined like the view it stands for; a view read twice (arch_diff's
+    # correlated subquery) would otherwise be computed whole and scanned per row (40x slower)
+    ctes += [f"[{v}] AS NOT MATERIALIZED ({_view_select(views[v])})" for v in needed_views]
     m = _WITH.match(body)
     if m:
         recursive = "WITH RECURSIVE" if m.group(1) else "WITH"
