@@ -243,7 +243,7 @@ def identity_availability(conn: sqlite3.Connection, inst: dict[str, Any]) -> dic
         return None
     active = [r for r in same if r["status"] == "active"]
     regs: OrderedDict[Any, dict[str, Any]] = OrderedDict()
-    for r in active:
+    for r in active or same:  # a commented-out entry: its list's calls (the archs to show)
         for reg in _registrations(conn, r):
             regs.setdefault(reg["id"], reg)
     return {

@@ -1,0 +1,166 @@
+"""The `tree` parameter of the web (canned queries, ckkb's own pages) and the explain page's
+availability across trees, on a knowledge base of two CK trees (tests/two_trees.py).
+
+The expected values are read off the fixtures by hand (tests/fixtures/ck_mini_next/README.md says
+what differs), not from the extractor: in 1.2.0 part2 is left out on gfx950 by
+`if(ck::get_device_name() != "gfx950")`; in 1.3.0 that `if` is gone, and so is part2's 224x256x64
+entry. Instance ids are per tree: id 5 is 224x256x64 in 1.2.0 and 256x256x32 in 1.3.0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+
+from ckkb.web import app
+from tests.two_trees import NEW, OLD, build_two_trees
+
+
+@pytest.fixture(scope="module")
+def two_kb(tmp_path_factory):
+    return build_two_trees(tmp_path_factory.mktemp("two"))
+
+
+def run(db, coro_fn):
+    ds = app.make_datasette(db)
+
+    async def go():
+        await ds.invoke_startup()
+        return await coro_fn(ds.client)
+
+    return asyncio.run(go())
+
+
+def _why(client, tree):
+    url = "/two/why_missing.json?tile=256x224x64&arch=gfx950&_shape=array"
+    return client.get(url + (f"&tree={tree}" if tree is not None else ""))
+
+
+def test_canned_query_answers_per_tree(two_kb):
+    async def go(client):
+        answers = {}
+        for tree in (None, "", OLD, NEW):
+            r = await _why(client, tree)
+            assert r.status_code == 200, r.text
+            # one row per registering call (default and kpadding add functions)
+            answers[tree] = sorted((x["instance_id"], x["available"]) for x in r.json())
+        return answers
+
+    answers = run(two_kb, go)
+    # absent, empty and the first tree's name read the same tree: part2 is off on gfx950
+    assert answers[None] == answers[""] == answers[OLD] == [(4, 0), (4, 0)]
+    # 1.3.0 registers part2 on gfx950 through the default add function
+    assert answers[NEW] == [(4, 0), (4, 1)]
+
+
+def test_canned_query_tree_is_scoped_everywhere(two_kb):
+    """A query reading several tables (pool: instances, registrations, availability) sees the
+    chosen tree's rows only: 1.3.0 has one part2 instance less."""
+
+    async def go(client):
+        out = {}
+        for tree in (OLD, NEW):
+            r = await client.get(
+                f"/two/why_missing.json?tile=224x256x64&arch=gfx942&tree={tree}&_shape=array"
+            )
+            out[tree] = {x["instance_id"] for x in r.json()}
+        return out
+
+    out = run(two_kb, go)
+    assert out == {OLD: {5}, NEW: set()}
+
+
+def test_bad_tree_is_a_400(two_kb):
+    async def go(client):
+        r = await _why(client, "1.3")
+        assert r.status_code == 400
+        assert r.json()["errors"] == [
+            "unknown tree '1.3' (did you mean 1.3.0?): "
+            "this knowledge base holds 1.2.0 (ck), 1.3.0 (ck)"
+        ]
+        r = await client.get("/two/why_missing?tile=256x224x64&arch=gfx950&tree=nope")
+        assert r.status_code == 400 and "unknown tree &#39;nope&#39;" in r.text
+        assert '<select name="tree"' in r.text  # the form again, with the dropdown
+        r = await client.get("/two/why_missing?tile=256x224x64&arch=gfx950&tree=%201.3.0%20")
+        assert r.status_code == 302 and r.headers["location"].endswith("tree=1.3.0")
+        for page in ("/", "/-/ckkb", "/-/ckkb/instance/4", "/-/ckkb/search?q=256x224x64"):
+            r = await client.get(page + ("&" if "?" in page else "?") + "tree=nope")
+            assert r.status_code == 400 and "unknown tree &#39;nope&#39;" in r.text, page
+
+    run(two_kb, go)
+
+
+def test_tree_dropdown_lists_the_trees(two_kb):
+    async def go(client):
+        r = await client.get(f"/two/why_missing?tile=256x224x64&arch=gfx950&tree={NEW}")
+        assert r.status_code == 200
+        select = re.search(r'<select name="tree".*?</select>', r.text, re.S).group(0)
+        options = re.findall(r'<option value="([^"]*)"( selected)?>([^<]*)</option>', select)
+        assert options == [
+            ("", "", "(the default trees)"),
+            (OLD, "", f"{OLD} (ck, default)"),
+            (NEW, " selected", f"{NEW} (ck)"),
+        ]
+        # the explain links of the answer stay in the tree
+        assert 'href="/-/ckkb/instance/4?tree=1.3.0"' in r.text
+
+    run(two_kb, go)
+
+
+def _trees_table(html):
+    table = re.search(r'<table class="ckkb-t ckkb-trees-table">.*?</table>', html, re.S)
+    assert table, "no across-trees table"
+    heads = re.findall(r'<th data-tree="([^"]+)"[^>]*><a href="([^"]+)"', table.group(0))
+    cells = {}
+    for arch, row in re.findall(r'<tr data-arch="([^"]+)">(.*?)</tr>', table.group(0), re.S):
+        td = r'<td class="ckkb-nw" data-tree="([^"]+)"[^>]*>(.*?)</td>'
+        for tree, cell in re.findall(td, row):
+            text = re.sub(r"<[^>]+>", "", cell).strip()
+            cells[(arch, tree)] = text
+    return heads, cells
+
+
+def test_explain_page_across_trees(two_kb):
+    async def go(client):
+        r = await client.get("/-/ckkb/instance/4")
+        assert r.status_code == 200
+        heads, cells = _trees_table(r.text)
+        assert heads == [(OLD, "/-/ckkb/instance/4"), (NEW, "/-/ckkb/instance/4?tree=1.3.0")]
+        assert cells[("gfx950", OLD)] == "no removed by registration"
+        assert cells[("gfx950", NEW)] == "yes"
+        assert cells[("gfx942", OLD)] == cells[("gfx942", NEW)] == "yes"
+        # 224x256x64 (id 5 of 1.2.0) is not in 1.3.0
+        r = await client.get("/-/ckkb/instance/5")
+        heads, cells = _trees_table(r.text)
+        assert [h[0] for h in heads] == [OLD]
+        assert re.search(r'Not in <b class="ckkb-tree-missing">1\.3\.0</b>', r.text)
+        # id 5 of 1.3.0 is another instance: 256x256x32, commented out in both trees (id 6)
+        r = await client.get(f"/-/ckkb/instance/5?tree={NEW}")
+        assert r.status_code == 200 and "256x256x32" in r.text
+        assert "this page reads tree <b>1.3.0</b>" in r.text
+        heads, cells = _trees_table(r.text)
+        assert heads == [(OLD, "/-/ckkb/instance/6"), (NEW, "/-/ckkb/instance/5?tree=1.3.0")]
+        assert cells[("gfx942", OLD)] == cells[("gfx942", NEW)] == "no removed by commented out"
+        r = await client.get(f"/-/ckkb/instance/999?tree={NEW}")
+        assert r.status_code == 404 and "(tree 1.3.0)" in r.text
+
+    run(two_kb, go)
+
+
+def test_pages_read_the_tree(two_kb):
+    async def go(client):
+        r = await client.get("/-/ckkb/search?q=224x256x64")
+        assert 'href="/-/ckkb/instance/5"' in r.text
+        r = await client.get(f"/-/ckkb/search?q=224x256x64&tree={NEW}")
+        assert "/-/ckkb/instance/" not in r.text  # gone from 1.3.0
+        r = await client.get(f"/?tree={NEW}")
+        assert r.status_code == 200
+        assert f'<input type="hidden" name="tree" value="{NEW}">' in r.text
+        r = await client.get("/two/instances?source_id=2&_col=template")
+        assert 'href="/-/ckkb/instance/4?tree=1.3.0"' in r.text  # its row's own tree
+        r = await client.get("/two/instances/4,2")
+        assert r.status_code == 200
+
+    run(two_kb, go)
