@@ -56,7 +56,13 @@ async def page(
     datasette: Any, request: Request, template: str, context: dict[str, Any], status: int = 200
 ) -> Response:
     html = await datasette.render_template(
-        template, {"ckkb_prefix": datasette.urls.path(PREFIX), **context}, request=request
+        template,
+        {
+            "ckkb_prefix": datasette.urls.path(PREFIX),
+            "ckkb_tree": tree_scope.CURRENT.get(),
+            **context,
+        },
+        request=request,
     )
     return Response.html(html, status=status)
 
@@ -96,4 +102,5 @@ def instance_href(datasette: Any, instance_id: Any, tree: str | None = None) -> 
 
 
 def race_href(datasette: Any, race_id: Any) -> str:
-    return str(datasette.urls.path(f"{PREFIX}/chart/race-spread?race={race_id}"))
+    tree = tree_scope.query(tree_scope.CURRENT.get()).replace("?", "&")
+    return str(datasette.urls.path(f"{PREFIX}/chart/race-spread?race={race_id}")) + tree

@@ -237,7 +237,9 @@ def _census_chart(
 
     arch = args.get("arch", "")
     href = (
-        datasette.urls.path(f"{pages.PREFIX}/chart/gate-census") + "?" + urlencode({"arch": arch})
+        datasette.urls.path(f"{pages.PREFIX}/chart/gate-census")
+        + "?"
+        + urlencode({"arch": arch, **({"tree": args["tree"]} if args.get("tree") else {})})
     )
     return gate_chart.census_svg(datasette, database, rows, arch), href, "gate census chart"
 
