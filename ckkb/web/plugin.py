@@ -496,7 +496,8 @@ async def _check_canned(datasette: Any, scope: dict[str, Any]) -> Response | Non
         return None
     qs = scope.get("query_string", b"").decode("latin-1")
     args = dict(parse_qsl(qs, keep_blank_values=True))
-    if not any(p in args for p in query.params) and fmt is None:
+    # a visit with no parameter but the tree (a link that keeps the tree) is a bare visit too
+    if not any(p in args for p in query.params if p != "tree") and fmt is None:
         if not query.required:
             return None  # a bare visit, nothing required: Datasette runs it and shows its form
         loaded = await landing.loaded_choices(db)

@@ -105,6 +105,10 @@ def test_tree_dropdown_lists_the_trees(two_kb):
         ]
         # the explain links of the answer stay in the tree
         assert 'href="/-/ckkb/instance/4?tree=1.3.0"' in r.text
+        # a link that keeps the tree opens the form, not a page of missing parameters
+        r = await client.get(f"/two/why_missing?tree={NEW}")
+        assert r.status_code == 200 and "missing parameter" not in r.text
+        assert f'<option value="{NEW}" selected>' in r.text
 
     run(two_kb, go)
 
