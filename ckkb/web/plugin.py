@@ -11,9 +11,10 @@ Routes:
   /-/ckkb/chart/race-spread?race=  TFLOPS per instance for one race, sorted
   /-/ckkb/chart/gate-census?arch=  device-name gates per directory, by effect
 
-Every canned query's page is ckkb_query.html, shaped by ckkb.web.shape and ckkb.web.specs; cells
-are rendered by ckkb.web.cells. Bad canned-query parameters (unknown arch, malformed tile,
-missing parameter) are caught by the
+Every page and canned query takes `tree=NAME` (ckkb.web.tree_scope; empty: the first tree of each
+kind); an unknown tree is a 400. Every canned query's page is ckkb_query.html, shaped by
+ckkb.web.shape and ckkb.web.specs; cells are rendered by ckkb.web.cells. Bad canned-query
+parameters (unknown arch, malformed tile, missing parameter, unknown tree) are caught by the
 ASGI wrapper before Datasette runs the SQL and answered with a 400 page (or JSON) that says what is
 wrong; see ckkb.web.validate.
 """
