@@ -71,10 +71,13 @@ class Trees:
 
 
 async def trees(db: Any) -> Trees:
-    """The served file's trees, read once per file (ckkb.web.live drops `_ckkb_*` on a rebuild)."""
+    """The served file's trees, read once per file: again when a build renamed another file
+    over it (one stat per call; a request for a tree just added must not meet the old list)."""
+    ident = live.file_ident(db.path) if db.path else (0, 0)
     cache = getattr(db, "_ckkb_trees", None)
-    if cache is None:
+    if cache is None or getattr(db, "_ckkb_trees_ident", None) != ident:
         cache = db._ckkb_trees = Trees(tuple(await db.execute_fn(list_trees)))
+        db._ckkb_trees_ident = ident
     return cache
 
 

@@ -168,3 +168,30 @@ def test_pages_read_the_tree(two_kb):
         assert r.status_code == 200
 
     run(two_kb, go)
+
+
+def test_a_tree_added_while_serving_is_served(tmp_path):
+    """A build renames a new file over the served one: a request for the tree it added finds it
+    (the list of trees is read again, not kept from the old file)."""
+    import os
+
+    from ckkb import pipeline
+    from ckkb.kb.build import build
+    from ckkb.sources import ck_tree, named_tree
+    from tests.two_trees import FIXTURES
+
+    served = tmp_path / "two.db"
+    build(served, [named_tree(ck_tree(FIXTURES / "ck_mini"), OLD)], stages=pipeline.stages())
+    ds = app.make_datasette(served)
+
+    async def go():
+        await ds.invoke_startup()
+        r = await ds.client.get(f"/-/ckkb/instance/4?tree={NEW}")
+        assert r.status_code == 400 and "unknown tree" in r.text
+        newer = build_two_trees(tmp_path / "next")
+        os.replace(newer, served)  # what a build does at its end
+        r = await ds.client.get(f"/-/ckkb/instance/4?tree={NEW}")
+        assert r.status_code == 200 and "this page reads tree <b>1.3.0</b>" in r.text
+
+    (tmp_path / "next").mkdir()
+    asyncio.run(go())
