@@ -215,12 +215,14 @@ def main() -> None:
     ap.add_argument("--cli-runs", type=int, default=5, help="runs per why/pool figure (median)")
     ap.add_argument("--requests", type=int, default=100, help="timed GETs per canned query")
     ap.add_argument("--skip-serve", action="store_true", help="skip (d)")
+    ap.add_argument("--keep", default=None, help="build in this directory and keep it")
     args = ap.parse_args()
     wheel_ck = sources.default_ck_root()
     load0 = os.getloadavg()
     rows: list[tuple[str, str, str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="ckkb-trees-") as tmp:
-        work = Path(tmp)
+        work = Path(args.keep or tmp)
+        work.mkdir(parents=True, exist_ok=True)
         # (a) cold builds
         one, info1, db1 = cold(work, "wheel", args.runs)
         two, info2, db3 = cold(
@@ -266,7 +268,7 @@ def main() -> None:
                 )
             )
         served: dict[Target, list[tuple[str, int, int, float, float]]] = {}
-        sqls: dict[tuple[str, str], float] = {}
+        sqls: dict[tuple[str, str, str], float] = {}
         if not args.skip_serve:
             held = json.loads(ckkb("trees", "--db", str(db3), "--json")[1])["trees"]
             old = next(
@@ -277,9 +279,8 @@ def main() -> None:
             targets = [(db1, ""), (db3, ""), (db3, old)]
             served = serve_p95(targets, args.requests)
             sqls = {
-                (tree, r[0]): sql_ms(db3, r[0], tree)
+                (str(db), tree, r[0]): sql_ms(db, r[0], tree)
                 for (db, tree), rs in served.items()
-                if db == db3
                 for r in rs
             }
     load1 = os.getloadavg()
@@ -301,14 +302,16 @@ def main() -> None:
         shown = tree or "(the defaults)"
         print(f"\n(d) ckkb serve, three trees, tree={shown}: {args.requests} GETs per query")
         print(
-            f"{'query':<20} {'status':>6} {'rows':>6} {'p50 ms':>8} {'p95 ms':>8} {'sql ms':>8}"
-            f" {'1-tree p95':>10} {'ratio':>6}"
+            f"{'query':<20} {'status':>6} {'rows':>6} {'p50 ms':>7} {'p95 ms':>7} {'sql ms':>7}"
+            f" | 1 tree: {'p50':>6} {'p95':>6} {'sql':>6} | p50 and p95 ratios"
         )
         for name, status, n, p50, p95 in rs:
-            sq, p1 = sqls[(tree, name)], single[name][4]
+            sq, ref = sqls[(str(db), tree, name)], single[name]
+            sq1 = sqls[(str(targets[0][0]), "", name)]
             print(
-                f"{name:<20} {status:>6} {n:>6} {p50:>8.1f} {p95:>8.1f} {sq:>8.1f}"
-                f" {p1:>10.1f} {p95 / p1:>5.2f}x"
+                f"{name:<20} {status:>6} {n:>6} {p50:>7.1f} {p95:>7.1f} {sq:>7.1f}"
+                f" |         {ref[3]:>6.1f} {ref[4]:>6.1f} {sq1:>6.1f} |"
+                f" {p50 / ref[3]:>5.2f}x {p95 / ref[4]:>5.2f}x"
             )
         over = [r[0] for r in rs if r[4] > serve.GOAL_P95_MS]
         print(
