@@ -72,6 +72,23 @@ def inventory(stage: Stage, root: Path, cache: Cache) -> StagePlan:
     return plan
 
 
+def same_bytes(first_root: str, root: str, rel: str) -> tuple[int, int, str] | None:
+    """(size, mtime_ns, sha256) of root/rel when its bytes are first_root/rel's, else None: two
+    trees of one build that both miss a file extract it once."""
+    try:
+        a, b = os.path.join(first_root, rel), os.path.join(root, rel)
+        st = os.stat(b)
+        if os.stat(a).st_size != st.st_size:
+            return None
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            data = fb.read()
+            if fa.read() != data:
+                return None
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, hashlib.sha256(data).hexdigest()
+
+
 def _borrow(plan: StagePlan, stage: Stage, rel: str, others: dict[tuple[int, str], str]) -> bool:
     """Take another tree's cached result for this file when its bytes are the same."""
     path = os.path.join(os.fspath(plan.root), rel)

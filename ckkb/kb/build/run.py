@@ -30,7 +30,7 @@ from ckkb.kb import atomic, lock
 from ckkb.kb import db as kbdb
 from ckkb.kb.build import gc_policy, workers
 from ckkb.kb.build.cache import Cache, CacheRow
-from ckkb.kb.build.plan import StagePlan, inventory
+from ckkb.kb.build.plan import StagePlan, inventory, same_bytes
 from ckkb.kb.build.reuse import copy_tree_rows, old_built, old_trees
 from ckkb.kb.build.writer import (
     FingerprintPart,
@@ -198,6 +198,10 @@ class _Build:
         self.fts_fresh: set[str] = set()  # tables whose full-text index followed their stage
         self.fts_stale: set[str] = set()  # ... and that a later stage wrote again
         self.reused: dict[str, int] = {}  # tree name -> its source id in the old database
+        # a miss of an earlier tree, by (stage, rel); the later trees' misses of the same bytes
+        # at the same path, by the earlier one's (stage, root, rel): extracted once (`pair`)
+        self.first_miss: dict[tuple[str, str], str] = {}
+        self.twins: dict[workers.Miss, list[tuple[str, int, int, str]]] = {}
         self.done = 0
 
     # ---------------------------------------------------------------- phases
@@ -235,8 +239,9 @@ class _Build:
                     self.plans[unit.key] = plan
                     self.diags[unit.tree.name] += plan.diagnostics
                     self.tree_parts[unit.tree.name] += plan.fingerprint
+                    plan.misses, twins = self.pair(plan.misses)
                     found += plan.misses
-                    self.remaining[unit.key] = len(plan.misses)
+                    self.remaining[unit.key] = len(plan.misses) + twins
                 self.misses += found
                 if self.jobs <= 1 or not found:
                     continue
@@ -391,9 +396,28 @@ class _Build:
             name, {"extract_cpu": 0.0, "combine": 0.0, "combine_cpu": 0.0, "insert": 0.0}
         )
 
-    def absorb(self, result: workers.Extracted) -> None:
-        """One extracted (stage, file): keep its result for the combine and for the cache."""
+    def pair(self, misses: list[workers.Miss]) -> tuple[list[workers.Miss], int]:
+        """The misses to extract, and how many others are twins of an earlier tree's miss (the
+        same bytes at the same path: its result is theirs, `absorb`)."""
+        rest: list[workers.Miss] = []
+        twins = 0
+        for stage, root, rel in misses:
+            first = self.first_miss.get((stage, rel))
+            same = same_bytes(first, root, rel) if first is not None else None
+            if first is None or same is None:
+                self.first_miss.setdefault((stage, rel), root)
+                rest.append((stage, root, rel))
+                continue
+            self.twins.setdefault((stage, first, rel), []).append((root, *same))
+            twins += 1
+        return rest, twins
+
+    def absorb(self, result: workers.Extracted, twin: bool = False) -> None:
+        """One extracted (stage, file): keep its result for the combine and for the cache, and
+        for each later tree's twin of the file."""
         stage_name, root, rel, size, mtime, sha, blob, cpu, done_at = result
+        for other, o_size, o_mtime, o_sha in self.twins.pop((stage_name, root, rel), []):
+            self.absorb((stage_name, other, rel, o_size, o_mtime, o_sha, blob, 0.0, done_at), True)
         tree = self.by_root[root]
         key = (stage_name, tree)
         tm = self.timing(stage_name)
@@ -406,6 +430,8 @@ class _Build:
         if size >= 0:
             self.store.append((stage_name, version, root, rel, size, mtime, sha, blob))
         self.remaining[key] -= 1
+        if twin:
+            return  # not a file the workers parsed
         self.done += 1
         if self.progress and (self.done % 16 == 0 or self.done == len(self.misses)):
             self.progress("parse", self.done, len(self.misses))  # a redraw per file costs more
