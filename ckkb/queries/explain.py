@@ -242,13 +242,14 @@ def identity_availability(conn: sqlite3.Connection, inst: dict[str, Any]) -> dic
     if not same:
         return None
     active = [r for r in same if r["status"] == "active"]
-    regs: OrderedDict[Any, dict[str, Any]] = OrderedDict()
+    archs: dict[str, dict[str, Any]] = {}
     for r in active or same:  # a commented-out entry: its list's calls (the archs to show)
-        for reg in _registrations(conn, r):
-            regs.setdefault(reg["id"], reg)
+        for a in _arch_table(conn, _registrations(conn, r), r["id"]):
+            if a["arch"] not in archs or (a["available"] and not archs[a["arch"]]["available"]):
+                archs[a["arch"]] = a  # available through any match, else the first evidence
     return {
         "id": same[0]["id"],
         "ids": [r["id"] for r in same],
         "status": "active" if active else same[0]["status"],
-        "archs": {a["arch"]: a for a in _arch_table(conn, list(regs.values()))},
+        "archs": archs,
     }
