@@ -198,3 +198,26 @@ def test_another_environments_wheel_is_an_aiter_tree(tmp_path):
     tree = sources.aiter_tree(site / "aiter_meta")
     assert tree.package_dir == site / "aiter" and tree.meta_dir == site / "aiter_meta"
     assert tree.version == "9.9.9"
+
+
+def test_stored_views_keep_trees_apart_when_read_unscoped(two_trees, tmp_path):
+    """Datasette's own view pages read the stored views over every tree: their joins must pair
+    rows of one tree only, so the whole view is the sum of its per-tree reads."""
+    a, b = two_trees
+    db = tmp_path / "both.db"
+    build(
+        db,
+        [sources.named_tree(sources.ck_tree(a)), sources.named_tree(sources.ck_tree(b))],
+        stages=pipeline.stages(),
+        jobs=1,
+    )
+    plain = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    for view in ("ck_instance_availability", "names_ambiguous"):
+        whole = plain.execute(f"select count(*) from {view}").fetchone()[0]
+        per_tree = 0
+        for name in ("1.2.0", "1.3.0"):
+            scoped = open_db(db, readonly=True, tree=name)
+            per_tree += scoped.conn.execute(f"select count(*) from {view}").fetchone()[0]
+            scoped.close()
+        assert whole == per_tree, view
+    plain.close()

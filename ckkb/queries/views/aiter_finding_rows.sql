@@ -4,4 +4,4 @@ SELECT
   f.rule, f.severity, f.file, f.line, f.op, f.message,
   r.arch, r.gfx, r.cu_num, r.M, r.N, r.K, r.kernelId, r.kernelName, r.splitK, r.us
 FROM aiter_audit_findings f
-LEFT JOIN aiter_config_rows r ON r.file = f.file AND r.line = f.line;
+LEFT JOIN aiter_config_rows r ON r.file = f.file AND r.line = f.line AND r.source_id = f.source_id;

@@ -20,6 +20,6 @@ SELECT i.id AS instance_id,
        i.dir, i.list_id, i.list_name, i.template, i.status,
        r.function, r.file AS registration_file, r.line AS registration_line, r.args AS registration_args
 FROM instances i
-JOIN registrations r ON r.list_id = i.list_id
-JOIN availability a ON a.registration_id = r.id
-LEFT JOIN instance_gates g ON g.instance_id = i.id AND g.arch = a.arch;
+JOIN registrations r ON r.list_id = i.list_id AND r.source_id = i.source_id
+JOIN availability a ON a.registration_id = r.id AND a.source_id = r.source_id
+LEFT JOIN instance_gates g ON g.instance_id = i.id AND g.arch = a.arch AND g.source_id = i.source_id;

@@ -9,5 +9,5 @@ SELECT key,
        max(printed_name) AS printed_name
 FROM instance_keys
 WHERE key NOT LIKE '%{unknown}%' AND status = 'active'
-GROUP BY key
+GROUP BY source_id, key
 HAVING count(DISTINCT file || ':' || line) > 1;

@@ -2,4 +2,4 @@
 CREATE VIEW races_op_functions AS
 SELECT DISTINCT o.name AS op, j.value AS interface, f.function, f.dtypes, f.layouts, f.file
 FROM profiler_ops o, json_each(o.interfaces) j
-JOIN factories f ON f.interface = j.value;
+JOIN factories f ON f.interface = j.value AND f.source_id = o.source_id;

@@ -12,16 +12,17 @@ WITH dt(label, ck) AS (
            ('bf8', 'BF8'), ('bf8', 'bf8_t'), ('fp64', 'F64'), ('fp64', 'double')
 ),
 race_if AS (
-    SELECT r.id AS race_id, r.arch, r.dtype, r.layout, j.value AS interface
+    SELECT r.id AS race_id, r.arch, r.dtype, r.layout, j.value AS interface, o.source_id
     FROM races r
     JOIN profiler_ops o ON o.name = r.op, json_each(o.interfaces) j
     WHERE r.arch IS NOT NULL AND r.dtype IS NOT NULL
 ),
 fns AS (
-    SELECT DISTINCT ri.race_id, ri.arch, f.function
+    SELECT DISTINCT ri.race_id, ri.arch, f.function, f.source_id
     FROM race_if ri
     -- `interface` or `interface<...>`; a range, not LIKE, so the index on factories.interface is used
     JOIN factories f ON (f.interface = ri.interface OR (f.interface > ri.interface || '<' AND f.interface < ri.interface || '='))
+        AND f.source_id = ri.source_id
     WHERE EXISTS (
         SELECT 1 FROM dt
         WHERE dt.label = ri.dtype
@@ -38,10 +39,12 @@ fns AS (
 SELECT fns.race_id AS race_id,
        sum(l.entries - (SELECT count(*) FROM instances i
                         JOIN instance_gates ig ON ig.instance_id = i.id AND ig.arch = fns.arch
-                        WHERE i.list_id = l.id AND i.status = 'active')) AS registered,
+                            AND ig.source_id = i.source_id
+                        WHERE i.list_id = l.id AND i.source_id = l.source_id AND i.status = 'active')) AS registered,
        count(DISTINCT g.id) AS registrations
 FROM fns
-JOIN registrations g ON g.function = fns.function
-JOIN availability a ON a.registration_id = g.id AND a.arch = fns.arch AND a.available = 1
-JOIN instance_lists l ON l.id = g.list_id
+JOIN registrations g ON g.function = fns.function AND g.source_id = fns.source_id
+JOIN availability a ON a.registration_id = g.id AND a.source_id = g.source_id AND a.arch = fns.arch
+    AND a.available = 1
+JOIN instance_lists l ON l.id = g.list_id AND l.source_id = g.source_id
 GROUP BY fns.race_id;
