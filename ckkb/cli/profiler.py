@@ -205,6 +205,14 @@ def cmd_cmd(
 @click.option(
     "--command", "command", default=None, help="The ckProfiler command line that produced the logs."
 )
+@click.option(
+    "--tree",
+    default=None,
+    help=(
+        "The CK tree (`ckkb trees`) whose release printed the logs: names are read with its "
+        "schemas. Default: per name, the first tree whose schemas read it exactly."
+    ),
+)
 @db_option
 @json_option
 def ingest_cmd(
@@ -215,6 +223,7 @@ def ingest_cmd(
     rocm: str | None,
     host: str | None,
     command: str | None,
+    tree: str | None,
     db_path: str | None,
     as_json: bool,
 ) -> None:
@@ -230,6 +239,7 @@ def ingest_cmd(
         rocm=rocm,
         command=command,
         host=host,
+        tree=tree,
     )
     failed = [
         f for f in summary.files if not f["duplicate"] and not f["stored"]

@@ -338,13 +338,15 @@ def schema_from_row(row: Mapping[str, Any]) -> NameSchema:
     )
 
 
-def load_schemas(db: Any) -> SchemaSet:
-    """Every name schema stored in the knowledge base (table name_schemas) that has tokens."""
+def load_schemas(db: Any, source_id: int | None = None) -> SchemaSet:
+    """The name schemas stored in the knowledge base (table name_schemas) that have tokens: those
+    of the tree `source_id` (ckkb.queries.name_trees chooses it), or every stored one."""
     out = SchemaSet()
     if "name_schemas" not in db.table_names():
         return out
-    query = resources.files("ckkb.queries").joinpath("lookups", "name_schemas.sql").read_text()
-    for row in db.query(query):
+    which = "name_schemas" if source_id is None else "name_schemas_of_source"
+    query = resources.files("ckkb.queries").joinpath("lookups", f"{which}.sql").read_text()
+    for row in db.query(query, {"source_id": source_id}):
         s = schema_from_row(row)
         out[f"{s.device_op}@{s.file}"] = s  # one class name may be defined in two headers
     return out
