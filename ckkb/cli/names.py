@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 
 from ckkb import names, settings
-from ckkb.cli.options import db_option, json_option, open_kb
+from ckkb.cli.options import chosen_tree, db_option, json_option, open_kb
 from ckkb.cli.output import console, emit_json, print_table, warn
 from ckkb.errors import CkkbError, DatabaseError
 from ckkb.kb import db as kbdb
@@ -95,29 +95,20 @@ def _show(p: names.ParsedName, tree: str | None = None) -> None:
 
 @click.command("parse")
 @click.argument("name_args", metavar="NAME...", nargs=-1, required=True)
-@click.option(
-    "--tree",
-    default=None,
-    help=(
-        "Read the names with this CK tree's schemas (`ckkb trees`). Default: per name, the "
-        "first tree whose schemas read it exactly, else the first tree."
-    ),
-)
 @db_option
 @json_option
-def parse_cmd(
-    name_args: tuple[str, ...], tree: str | None, db_path: str | None, as_json: bool
-) -> None:
+def parse_cmd(name_args: tuple[str, ...], db_path: str | None, as_json: bool) -> None:
     """Parse printed instance names (what ckProfiler prints) into op, fields, args and properties.
 
     `-` reads names from standard input, one per line. Fields use CK's template parameter names,
-    mapped with each op's GetTypeString() schema from the knowledge base (`tree` in --json: the
-    tree whose schemas read it). Exit 1 when any name failed (the others are still answered).
+    mapped with each op's GetTypeString() schema from the knowledge base: the CK tree --tree
+    names, else per name the first tree whose schemas read it exactly, else the first tree
+    (`tree` in --json). Exit 1 when any name failed (the others are still answered).
     """
     items: list[str] = []
     for n in name_args:
         items.extend(read_stdin_names() if n == "-" else [n])
-    reader = _reader(db_path, tree)
+    reader = _reader(db_path, chosen_tree())
     parsed = [reader.read(n) for n in items]
     if as_json:
         emit_json([{**p.to_json(), "tree": t} for p, t in parsed])

@@ -9,12 +9,10 @@ parameter name, no generic fallback), falling back to the first tree's reading.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ckkb.errors import CkkbError
+from ckkb.kb import trees
 from ckkb.names import ParsedName, SchemaSet, load_schemas, parse
-from ckkb.queries import lookup
 
 
 @dataclass(frozen=True)
@@ -26,35 +24,16 @@ class SchemaTree:
     schemas: SchemaSet = field(compare=False)
 
 
-def ck_trees(db: Any) -> list[tuple[str, int]]:
-    """(name, source_id) of every CK tree of the knowledge base, in build order.
-
-    Stands in for ckkb.kb.trees.list_trees until it lands: a tree is named by its version (its
-    directory name when it has none)."""
-    if "sources" not in db.table_names():
-        return []
-    out: list[tuple[str, int]] = []
-    for r in db.query(lookup("ck_sources")):
-        name = r["version"] or Path(r["path"] or "").name or f"ck{r['id']}"
-        if any(n == name for n, _ in out):
-            name = f"{name}#{r['id']}"
-        out.append((name, int(r["id"])))
-    return out
-
-
 def schema_trees(db: Any, tree: str | None = None) -> list[SchemaTree]:
-    """The named CK tree, or (tree None) every CK tree in build order, each with its schemas.
-    Raises CkkbError naming the known trees when `tree` is not one of them."""
-    known = ck_trees(db)
+    """The CK trees whose schemas read names, each with its schemas: the one `tree` names, or
+    every CK tree in build order when `tree` is None or names a tree of another kind. Raises
+    ckkb.kb.trees.UnknownTree (naming the trees held) when no tree is named `tree`."""
+    held = trees.list_trees(db.conn) if "sources" in db.table_names() else []
     if tree is not None:
-        hit = [(n, sid) for n, sid in known if n == tree]
-        if not hit:
-            names = ", ".join(n for n, _ in known) or "none (build one with `ckkb build`)"
-            raise CkkbError(
-                f"unknown tree {tree!r}", hint=f"CK trees of this knowledge base: {names}"
-            )
-        known = hit
-    return [SchemaTree(n, sid, load_schemas(db, sid)) for n, sid in known]
+        ck = trees.choose(held, tree).get("ck")
+        if ck is not None and ck.name == tree:
+            held = [ck]
+    return [SchemaTree(t.name, t.id, load_schemas(db, t.id)) for t in held if t.kind == "ck"]
 
 
 class NameReader:
@@ -62,8 +41,8 @@ class NameReader:
     per name the first tree whose schemas read it exactly (ParsedName.schema == "matched"), else
     the first tree's reading. With no trees the grammar alone reads (tree None)."""
 
-    def __init__(self, trees: list[SchemaTree]) -> None:
-        self.trees = trees
+    def __init__(self, schema_trees: list[SchemaTree]) -> None:
+        self.trees = schema_trees
 
     @classmethod
     def of(cls, db: Any, tree: str | None = None) -> NameReader:

@@ -33,31 +33,10 @@ CSHUFFLE_2022 = (
 
 @pytest.fixture(scope="module")
 def two_trees(tmp_path_factory) -> Path:
-    """A knowledge base with two CK trees: ck_mini (1.2.0, built first) and ck_2022 (0.2.0).
-
-    Until `ckkb build --ck A --ck B` lands, ck_2022 is built alone and its sources row and name
-    schemas are copied in as a second tree, the way a multi-tree build stores them (a sources row
-    per tree, each built row carrying its source_id)."""
-    base = tmp_path_factory.mktemp("trees")
-    path, other = base / "kb.db", base / "ck2022.db"
-    build(path, {"ck": sources.ck_tree(FIXTURES / "ck_mini")}, stages=pipeline.stages(), jobs=1)
-    build(other, {"ck": sources.ck_tree(FIXTURES / "ck_2022")}, stages=pipeline.stages(), jobs=1)
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.execute("attach ? as o", [str(other)])
-        sid = conn.execute("select max(id) + 1 from sources").fetchone()[0]
-        conn.execute(
-            "insert into sources (id, kind, path, version, wheel_version) "
-            "select ?, kind, path, version, wheel_version from o.sources where kind = 'ck'",
-            [sid],
-        )
-        cols = [r[1] for r in conn.execute("pragma table_info(name_schemas)") if r[1] != "id"]
-        cl = ", ".join(c for c in cols if c != "source_id")
-        conn.execute(
-            f"insert into name_schemas ({cl}, source_id) select {cl}, ? from o.name_schemas",
-            [sid],
-        )
-    conn.close()
+    """A knowledge base with two CK trees: ck_mini (1.2.0, built first) and ck_2022 (0.2.0)."""
+    path = tmp_path_factory.mktemp("trees") / "kb.db"
+    both = [sources.named_tree(sources.ck_tree(FIXTURES / t)) for t in ("ck_mini", "ck_2022")]
+    build(path, both, stages=pipeline.stages(), jobs=1)
     return path
 
 
@@ -96,7 +75,8 @@ def test_each_name_is_read_by_the_tree_whose_schemas_read_it_exactly(two_trees):
     assert (p.schema, tree) == ("generic", "0.2.0")
     with pytest.raises(CkkbError) as e:
         NameReader.of(db, "ck-2021")
-    assert "unknown tree 'ck-2021'" in e.value.message and "1.2.0, 0.2.0" in (e.value.hint or "")
+    assert "no tree named 'ck-2021'" in e.value.message
+    assert "1.2.0 (ck), 0.2.0 (ck)" in e.value.message
 
 
 def _names(path: Path) -> dict[str, tuple[str, str, str | None]]:
@@ -173,7 +153,7 @@ def test_cli_ingest_and_parse_take_tree(two_trees, tmp_path):
     r = CliRunner().invoke(
         main, ["ingest", str(SAMPLES / "001.txt"), "--tree", "nope", "--db", str(path)]
     )
-    assert r.exit_code == 2 and "unknown tree 'nope'" in r.output and "1.2.0, 0.2.0" in r.output
+    assert r.exit_code == 2 and "no tree named 'nope'" in r.output and "0.2.0 (ck)" in r.output
     assert "Traceback" not in r.output and path.read_bytes() == before  # nothing stored
     r = CliRunner().invoke(
         main, ["ingest", str(SAMPLES / "001.txt"), "--tree", "0.2.0", "--db", str(path)]
@@ -195,4 +175,4 @@ def test_cli_ingest_and_parse_take_tree(two_trees, tmp_path):
     r = CliRunner().invoke(main, ["parse", XDL_2022, "--db", str(path)])
     assert r.exit_code == 0 and "[tree 0.2.0]" in r.stdout
     r = CliRunner().invoke(main, ["parse", XDL_2022, "--tree", "x", "--db", str(path)])
-    assert r.exit_code == 2 and "unknown tree 'x'" in r.output
+    assert r.exit_code == 2 and "no tree named 'x'" in r.output
