@@ -33,10 +33,12 @@ CSHUFFLE_2022 = (
 
 @pytest.fixture(scope="module")
 def two_trees(tmp_path_factory) -> Path:
-    """A knowledge base with two CK trees: ck_mini (1.2.0, built first) and ck_2022 (0.2.0)."""
+    """A knowledge base with two CK trees, ck_mini (1.2.0, built first) and ck_2022 (0.2.0), and
+    an aiter tree (aiter_mini)."""
     path = tmp_path_factory.mktemp("trees") / "kb.db"
-    both = [sources.named_tree(sources.ck_tree(FIXTURES / t)) for t in ("ck_mini", "ck_2022")]
-    build(path, both, stages=pipeline.stages(), jobs=1)
+    held = [sources.named_tree(sources.ck_tree(FIXTURES / t)) for t in ("ck_mini", "ck_2022")]
+    held.append(sources.named_tree(sources.aiter_tree(FIXTURES / "aiter_mini")))
+    build(path, held, stages=pipeline.stages(), jobs=1)
     return path
 
 
@@ -73,10 +75,13 @@ def test_each_name_is_read_by_the_tree_whose_schemas_read_it_exactly(two_trees):
     assert (p.schema, p.op, tree) == ("generic", "DeviceGemmXdl", "1.2.0")
     p, tree = NameReader.of(db, "0.2.0").read(XDL_MINI)
     assert (p.schema, tree) == ("generic", "0.2.0")
+    # a tree of another kind names no release of CK: each name is still read by its own tree
+    assert [t.name for t in NameReader.of(db, "aiter_mini").trees] == ["1.2.0", "0.2.0"]
+    assert NameReader.of(db, "aiter_mini").read(XDL_2022)[1] == "0.2.0"
     with pytest.raises(CkkbError) as e:
         NameReader.of(db, "ck-2021")
     assert "no tree named 'ck-2021'" in e.value.message
-    assert "1.2.0 (ck), 0.2.0 (ck)" in e.value.message
+    assert "1.2.0 (ck), 0.2.0 (ck), aiter_mini (aiter)" in e.value.message
 
 
 def _names(path: Path) -> dict[str, tuple[str, str, str | None]]:
