@@ -10,14 +10,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from ckkb import pipeline, sources
+from ckkb import names, pipeline, sources
 from ckkb.cli import main
 from ckkb.errors import CkkbError
+from ckkb.extract import typestrings
 from ckkb.kb import db as kbdb
 from ckkb.kb.build import build
 from ckkb.kb.ingest import ingest
-from ckkb.queries.name_trees import NameReader
+from ckkb.queries.name_trees import NameReader, SchemaTree
 from tests.conftest import FIXTURES, SAMPLES
 
 # 001.txt (2022-12) prints these forms; ck_2022's schemas read them, ck_mini's (1.2.0) do not
@@ -181,3 +184,50 @@ def test_cli_ingest_and_parse_take_tree(two_trees, tmp_path):
     assert r.exit_code == 0 and "[tree 0.2.0]" in r.stdout
     r = CliRunner().invoke(main, ["parse", XDL_2022, "--tree", "x", "--db", str(path)])
     assert r.exit_code == 2 and "no tree named 'x'" in r.output
+
+
+def _tree_schemas(root: Path) -> names.SchemaSet:
+    """A fixture tree's name schemas, read by the typestrings stage without a knowledge base."""
+    out = names.SchemaSet()
+    for f in typestrings.STAGE.files(root):
+        rel = f.relative_to(root).as_posix()
+        for s in typestrings.extract_schemas(rel, f.read_bytes())[0]:
+            if s["status"] != "unsupported":
+                out[f"{s['device_op']}@{rel}"] = names.schema_from_row({**s, "file": rel})
+    return out
+
+
+MINI = SchemaTree("1.2.0", 1, _tree_schemas(FIXTURES / "ck_mini"))
+Y2022 = SchemaTree("0.2.0", 2, _tree_schemas(FIXTURES / "ck_2022"))
+
+
+@st.composite
+def printed_by_a_tree(draw):
+    """(tree, name, values) of a name one tree's GetTypeString() prints, with random values."""
+    tree = draw(st.sampled_from([MINI, Y2022]))
+    s = draw(st.sampled_from(sorted(tree.schemas.values(), key=lambda s: s.device_op)))
+    values: dict = {}
+    out = []
+    for t in s.tokens:
+        if "lit" in t:
+            out.append(t["lit"])
+        elif "ref" in t and t.get("conv") == "enum" and t.get("map"):
+            out.append(
+                values.setdefault(t["ref"], draw(st.sampled_from(sorted(t["map"].values()))))
+            )
+        elif "ref" in t and t.get("kind") == "int":
+            out.append(values.setdefault(t["ref"], str(draw(st.integers(1, 512)))))
+        else:
+            assume(False)  # other forms are covered by test_names' round trip
+    return tree, "".join(out), values
+
+
+@settings(max_examples=200, deadline=None)
+@given(printed_by_a_tree())
+def test_a_name_is_read_exactly_by_the_first_tree_that_prints_its_form(case):
+    tree, name, values = case
+    p, got = NameReader([MINI, Y2022]).read(name)
+    readers = [t.name for t in (MINI, Y2022) if names.parse(name, t.schemas).schema == "matched"]
+    assert tree.name in readers and got == readers[0] and p.schema == "matched", name
+    assert {k: str(v) for k, v in p.fields.items() if k in values} == values
+    assert p.op == name.split("<", 1)[0]  # the identifier it prints, never a shorter one
