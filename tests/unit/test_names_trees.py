@@ -231,3 +231,13 @@ def test_a_name_is_read_exactly_by_the_first_tree_that_prints_its_form(case):
     assert tree.name in readers and got == readers[0] and p.schema == "matched", name
     assert {k: str(v) for k, v in p.fields.items() if k in values} == values
     assert p.op == name.split("<", 1)[0]  # the identifier it prints, never a shorter one
+
+
+def test_locate_never_takes_an_unknown_op_for_a_known_one(two_trees):
+    r = CliRunner().invoke(
+        main, ["locate", "DeviceGemmXdl_C_Shuffle<256, 128, 128, 32, 8, 2>", "--db", str(two_trees)]
+    )
+    assert r.exit_code == 2
+    assert "no GetTypeString() in this tree prints 'DeviceGemmXdl_C_Shuffle'" in r.output
+    r = CliRunner().invoke(main, ["locate", XDL_2022, "--db", str(two_trees)])
+    assert r.exit_code == 2 and "DeviceGemmXdl is printed by a device op in this tree" in r.output
