@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ckkb import vocabulary
+
 
 @dataclass(slots=True)
 class Result:
@@ -58,24 +60,10 @@ class RaceEnd:
 Event = Result | ParseError | RaceStart | RaceEnd
 
 
-DTYPE_ALIASES = {
-    "f16": "fp16",
-    "half": "fp16",
-    "f32": "fp32",
-    "float": "fp32",
-    "f8": "fp8",
-    "bf8": "bf8",
-    "i8": "int8",
-    "f64": "fp64",
-}
-
-
 def normalise_dtype(label: str | None) -> str | None:
-    """'f16' -> 'fp16' (the Best line spells types as CK's short names; the legends say fp16)."""
-    if label is None:
-        return None
-    low = label.strip().lower()
-    return DTYPE_ALIASES.get(low, low)
+    """'f16' -> 'fp16': the Best line spells types as CK's short names, the legends (and race rows)
+    say fp16; one vocabulary (ckkb.vocabulary) reads every spelling."""
+    return vocabulary.label(label)
 
 
 def layout_from_best(header: dict[str, Any]) -> str | None:

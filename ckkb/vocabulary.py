@@ -16,19 +16,20 @@ class Dtype:
     name: str  # canonical short word, as in CK file names
     cpp: str  # the C++ element type instance rows carry
     spellings: frozenset[str]  # every way of writing it (the name and cpp included)
+    label: str  # the word ckProfiler's legends use (`fp16`), as race rows store it
 
 
-def _dtype(name: str, cpp: str, *others: str) -> Dtype:
-    return Dtype(name, cpp, frozenset({name, cpp, *others}))
+def _dtype(name: str, cpp: str, *others: str, label: str = "") -> Dtype:
+    return Dtype(name, cpp, frozenset({name, cpp, *others}), label or name)
 
 
 DTYPES: tuple[Dtype, ...] = (
     _dtype("bf16", "bhalf_t", "ck::bhalf_t", "BF16"),
-    _dtype("f16", "half_t", "ck::half_t", "F16", "fp16"),
-    _dtype("f32", "float", "F32", "fp32"),
-    _dtype("f64", "double", "F64", "fp64"),
-    _dtype("i8", "int8_t", "I8", "int8"),
-    _dtype("i32", "int32_t", "I32", "int32"),
+    _dtype("f16", "half_t", "ck::half_t", "F16", "fp16", "half", label="fp16"),
+    _dtype("f32", "float", "F32", "fp32", label="fp32"),
+    _dtype("f64", "double", "F64", "fp64", label="fp64"),
+    _dtype("i8", "int8_t", "I8", "int8", label="int8"),
+    _dtype("i32", "int32_t", "I32", "int32", label="int32"),
     _dtype(
         "f8",
         "f8_t",
@@ -39,6 +40,7 @@ DTYPES: tuple[Dtype, ...] = (
         "ck::f8_fnuz_t",
         "f8_ocp_t",
         "ck::f8_ocp_t",
+        label="fp8",
     ),
     _dtype(
         "bf8",
@@ -50,8 +52,8 @@ DTYPES: tuple[Dtype, ...] = (
         "bf8_ocp_t",
         "ck::bf8_ocp_t",
     ),
-    _dtype("f4", "f4x2_pk_t", "f4_t", "F4", "fp4"),
-    _dtype("f6", "f6x16_pk_t", "F6", "fp6"),
+    _dtype("f4", "f4x2_pk_t", "f4_t", "F4", "fp4", label="fp4"),
+    _dtype("f6", "f6x16_pk_t", "F6", "fp6", label="fp6"),
     _dtype("bf6", "bf6x16_pk_t", "BF6"),
 )
 _BY_SPELLING: dict[str, Dtype] = {s: d for d in DTYPES for s in d.spellings}
@@ -102,6 +104,15 @@ def cpp_type(word: str) -> str:
     """The C++ element type instance rows carry for `word`; an unknown word is returned as given."""
     d = dtype(word)
     return d.cpp if d else word
+
+
+def label(word: str | None) -> str | None:
+    """The word race rows store for a data type ckProfiler printed (`f16`, `F16`, `half_t` ->
+    `fp16`, as its legends say); a word naming no data type is kept, lower case."""
+    if word is None:
+        return None
+    d = dtype(word)
+    return d.label if d else word.strip().lower()
 
 
 def spellings(word: str) -> frozenset[str]:

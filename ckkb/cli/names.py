@@ -9,11 +9,12 @@ import click
 from rich.markup import escape
 
 from ckkb import names, settings
-from ckkb.cli.options import db_option, json_option, open_kb
+from ckkb.cli.options import chosen_tree, db_option, json_option, open_kb
 from ckkb.cli.output import console, emit_json, print_table, warn
 from ckkb.errors import CkkbError, DatabaseError
 from ckkb.kb import db as kbdb
 from ckkb.queries import names as name_queries
+from ckkb.queries.name_trees import NameReader
 
 STDIN_LIMIT = 64 * 1024 * 1024  # read at most this much from standard input
 
@@ -32,30 +33,33 @@ def read_stdin_names(stream: BinaryIO | None = None) -> list[str]:
     return [ln.rstrip(b"\r").decode("utf-8", errors="replace") for ln in lines]
 
 
-def _schemas(db_path: str | None) -> names.SchemaSet | None:
+def _reader(db_path: str | None, tree: str | None) -> NameReader:
+    """The knowledge base's name reader (ckkb.queries.name_trees); the grammar alone when there
+    is no usable default knowledge base (a warning says so) and no tree was asked for."""
     path = settings.db_path(db_path)
+    strict = bool(db_path) or tree is not None
     if not path.exists():
-        if db_path:
+        if strict:
             raise CkkbError(f"knowledge base not found: {path}", hint=kbdb.BUILD_HINT)
         warn(
             f"no knowledge base at {path}: names are read by the grammar only "
             "(no CK parameter names); run `ckkb build`"
         )
-        return None
+        return NameReader([])
     try:
         db = open_kb(path)
     except DatabaseError as e:
-        if db_path:
+        if strict:
             raise
         warn(f"{e.message}: names are read by the grammar only (no CK parameter names)")
-        return None
+        return NameReader([])
     try:
-        return names.load_schemas(db)
+        return NameReader.of(db, tree)
     finally:
         db.close()
 
 
-def _show(p: names.ParsedName) -> None:
+def _show(p: names.ParsedName, tree: str | None = None) -> None:
     if p.schema == "error":
         pos = p.error["position"] if p.error else 0
         shown = p.name if len(p.name) <= 160 else p.name[:160] + "..."
@@ -71,6 +75,8 @@ def _show(p: names.ParsedName) -> None:
     where = f" ({p.device_op}, {p.schema_file}:{p.schema_line})" if p.device_op else ""
     if len(p.device_ops) > 1:
         where += f"; also printed by {', '.join(p.device_ops[1:])}"
+    if tree is not None:
+        where += f" [tree {tree}]"
     console.print(
         f"[bold]{escape(str(p.op))}[/bold] {escape('[' + p.schema + ']')}{escape(where)}",
         highlight=False,
@@ -95,20 +101,21 @@ def parse_cmd(name_args: tuple[str, ...], db_path: str | None, as_json: bool) ->
     """Parse printed instance names (what ckProfiler prints) into op, fields, args and properties.
 
     `-` reads names from standard input, one per line. Fields use CK's template parameter names,
-    mapped with each op's GetTypeString() schema from the knowledge base. Exit 1 when any name
-    failed (the others are still answered).
+    mapped with each op's GetTypeString() schema from the knowledge base: the CK tree --tree
+    names, else per name the first tree whose schemas read it exactly, else the first tree
+    (`tree` in --json). Exit 1 when any name failed (the others are still answered).
     """
     items: list[str] = []
     for n in name_args:
         items.extend(read_stdin_names() if n == "-" else [n])
-    schemas = _schemas(db_path)
-    parsed = [names.parse(n, schemas) for n in items]
+    reader = _reader(db_path, chosen_tree())
+    parsed = [reader.read(n) for n in items]
     if as_json:
-        emit_json([p.to_json() for p in parsed])
+        emit_json([{**p.to_json(), "tree": t} for p, t in parsed])
     else:
-        for p in parsed:
-            _show(p)
-    if any(p.schema == "error" for p in parsed):
+        for p, t in parsed:
+            _show(p, t)
+    if any(p.schema == "error" for p, _ in parsed):
         sys.exit(1)
 
 

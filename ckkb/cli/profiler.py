@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from ckkb import settings
 from ckkb.cli import checks
-from ckkb.cli.options import db_option, json_option, open_kb
+from ckkb.cli.options import chosen_tree, db_option, json_option, open_kb
 from ckkb.cli.output import console, emit_json, print_table, warn
 from ckkb.errors import CkkbError
 from ckkb.profiler_cmd import build_command
@@ -218,7 +218,11 @@ def ingest_cmd(
     db_path: str | None,
     as_json: bool,
 ) -> None:
-    """Store ckProfiler logs and race/harness bundles (re-ingesting the same file adds nothing)."""
+    """Store ckProfiler logs and race/harness bundles (re-ingesting the same file adds nothing).
+
+    Instance names are read with the name schemas of the CK tree --tree names (the release that
+    printed them), else per name with the first tree whose schemas read it exactly.
+    """
     from ckkb.kb.ingest import ingest  # noqa: PLC0415
 
     summary = ingest(
@@ -230,6 +234,7 @@ def ingest_cmd(
         rocm=rocm,
         command=command,
         host=host,
+        tree=chosen_tree(),
     )
     failed = [
         f for f in summary.files if not f["duplicate"] and not f["stored"]

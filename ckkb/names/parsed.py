@@ -151,9 +151,9 @@ def _with_schema(
     out = ParsedName(name=name, op=head, args=args, props=props)
     if not schemas:
         return out
-    cands = schemas.candidates(head)
+    exact = schemas.candidates(head)
     texts = [name] if suffix is None else [name, suffix]
-    for s in cands:
+    for s in exact or schemas.glued(head):
         for text in texts:
             got = schema_fields(s, text)
             if got is None:
@@ -166,12 +166,24 @@ def _with_schema(
                 s.line,
             )
             out.device_ops = schemas.same_format(s)
-            out.op = next((o for o in s.ops if head.startswith(o)), s.ops[0] if s.ops else head)
+            out.op = printed_op(head, s)
             return out
-    if cands:
-        out.fields = _generic_fields(cands, args, props)
-        out.op = next((o for o in cands[0].ops if head.startswith(o)), head)
+    if exact:  # this op in another form (an older release): what its arguments can tell
+        out.fields = _generic_fields(exact, args, props)
+    # else an op this tree does not know: generic, under its own name, no fields guessed
     return out
+
+
+def printed_op(head: str, s: NameSchema) -> str:
+    """The op `s` prints that a name read by `s` starts with: `head` itself, the last part of a
+    qualified `ns::Op`, or (a glued name the schema's whole format read) the longest of its ops
+    that `head` starts with."""
+    if head in s.ops:
+        return head
+    tail = head.rsplit("::", 1)[-1]
+    if tail in s.ops:
+        return tail
+    return max((o for o in s.ops if head.startswith(o)), key=len, default=head)
 
 
 def _generic_fields(

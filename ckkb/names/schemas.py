@@ -299,22 +299,28 @@ class SchemaSet(dict[str, NameSchema]):
         return self.__dict__["_same"].get(id(s), (s.device_op,))
 
     def candidates(self, head: str) -> list[NameSchema]:
-        """The schemas that may have printed a name whose op is `head`."""
+        """The schemas whose op is exactly `head` (or the last part of a qualified `ns::Op`).
+        Never a shorter op that `head` merely starts with: `DeviceGemmXdl_C_Shuffle` (CK 2022) is
+        not `DeviceGemmXdl`."""
         idx = self.by_op()
         hit = idx.get(head)
         if hit:
             return hit
         if "::" in head:
-            hit = idx.get(head.rsplit("::", 1)[1])
-            if hit:
-                return hit
-        # names glued into one word (GemmXdlSplitKCShuffle_MNKPadding_RRR_...): longest "_" prefix
-        parts = head.split("_")
-        for k in range(len(parts) - 1, 0, -1):
-            hit = idx.get("_".join(parts[:k]))
-            if hit:
-                return hit
+            return idx.get(head.rsplit("::", 1)[1]) or []
         return []
+
+    def glued(self, head: str) -> list[NameSchema]:
+        """Schemas that may print `head` as one word with their fields glued on
+        (`GemmXdlSplitKCShuffle_MNKPadding_RRR_B256_...`): those whose op is a `_`-separated
+        prefix of `head`, longest first. Only a full match of such a schema's format reads the
+        name; a prefix alone proves nothing (parse never cuts a name down to one)."""
+        idx = self.by_op()
+        parts = head.split("_")
+        out: list[NameSchema] = []
+        for k in range(len(parts) - 1, 0, -1):
+            out.extend(idx.get("_".join(parts[:k]), ()))
+        return out
 
 
 def schema_from_row(row: Mapping[str, Any]) -> NameSchema:
@@ -332,13 +338,15 @@ def schema_from_row(row: Mapping[str, Any]) -> NameSchema:
     )
 
 
-def load_schemas(db: Any) -> SchemaSet:
-    """Every name schema stored in the knowledge base (table name_schemas) that has tokens."""
+def load_schemas(db: Any, source_id: int | None = None) -> SchemaSet:
+    """The name schemas stored in the knowledge base (table name_schemas) that have tokens: those
+    of the tree `source_id` (ckkb.queries.name_trees chooses it), or every stored one."""
     out = SchemaSet()
     if "name_schemas" not in db.table_names():
         return out
-    query = resources.files("ckkb.queries").joinpath("lookups", "name_schemas.sql").read_text()
-    for row in db.query(query):
+    which = "name_schemas" if source_id is None else "name_schemas_of_source"
+    query = resources.files("ckkb.queries").joinpath("lookups", f"{which}.sql").read_text()
+    for row in db.query(query, {"source_id": source_id}):
         s = schema_from_row(row)
         out[f"{s.device_op}@{s.file}"] = s  # one class name may be defined in two headers
     return out

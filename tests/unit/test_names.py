@@ -558,7 +558,9 @@ def test_cli_parse_json_and_exit_codes(tmp_path):
     assert r.exit_code == 1
     out = json.loads(r.stdout)
     assert [o["schema"] for o in out] == ["generic", "error"]
-    assert set(out[0]) == {"name", "op", "fields", "args", "props", "schema", "error"}
+    # issue 3's shape, plus (issue 15) the tree whose schemas read it: None without a database
+    assert set(out[0]) == {"name", "op", "fields", "args", "props", "schema", "error", "tree"}
+    assert out[0]["tree"] is None
     assert out[1]["error"]["position"] == 7
 
 

@@ -62,8 +62,11 @@ def ingest(
     rocm: str | None = None,
     command: str | None = None,
     host: str | None = None,
+    tree: str | None = None,
 ) -> Summary:
-    """Ingest logs and bundles into the knowledge base at db_path (created empty if missing)."""
+    """Ingest logs and bundles into the knowledge base at db_path (created empty if missing).
+    Instance names are read against the name schemas of the CK tree `tree`, or by default, name
+    by name, of the tree whose schemas read it exactly (ckkb.queries.name_trees)."""
     files = [Path(p) for p in paths]
     if not files:
         raise CkkbError("nothing to ingest", hint="pass one or more ckProfiler logs or bundles")
@@ -72,7 +75,7 @@ def ingest(
     writer = lock.acquire(db_path, "ingest")  # one writer at a time (ckkb.kb.lock)
     try:
         lock.clean_temp(db_path)  # left by a build killed before its rename
-        return _ingest_locked(db_path, files, arch, gpu, cu, rocm, command, host)
+        return _ingest_locked(db_path, files, arch, gpu, cu, rocm, command, host, tree)
     except (OSError, sqlite3.DatabaseError) as e:
         err = atomic.write_error(e, db_path)
         if err is None:
@@ -91,6 +94,7 @@ def _ingest_locked(
     rocm: str | None,
     command: str | None,
     host: str | None,
+    tree: str | None = None,
 ) -> Summary:
     db = kbdb.open_db(db_path, create=True)
     if any(
@@ -116,7 +120,7 @@ def _ingest_locked(
             ).fetchall()
             for name, _ in dropped:
                 conn.execute(f"drop index [{name}]")
-        w = Writer(conn, db)
+        w = Writer(conn, db, tree)
         seen: set[str] = set()
         for p in paths:
             file = str(p)

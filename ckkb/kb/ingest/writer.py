@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ckkb import names
 from ckkb.kb import db as kbdb
 from ckkb.kb.ingest_keys import StoredKeys
 from ckkb.kb.schema import TABLES
@@ -27,6 +26,7 @@ from ckkb.log_events import (
 from ckkb.logs import iter_events
 from ckkb.profiler_cmd import interpret_argv, split_command
 from ckkb.profiler_legend import Legend
+from ckkb.queries.name_trees import NameReader
 from ckkb.queries.profiler import load_legend
 
 BATCH = 20000
@@ -83,31 +83,34 @@ def sha256_file(path: Path) -> str:
 
 
 class NameParser:
-    """ckkb.names.parse with the knowledge base's name schemas, cached per distinct name.
-    `parse` never raises: an unreadable name comes back with its error, op None."""
+    """ckkb.names.parse with the name schemas of the knowledge base's CK trees (`tree`: that one
+    tree's; None: per name the tree whose schemas read it exactly, ckkb.queries.name_trees),
+    cached per distinct name. `parse` never raises: an unreadable name comes back with its
+    error, op None."""
 
-    def __init__(self, db: Any) -> None:
-        has_schemas = "name_schemas" in db.table_names()
-        self.schemas = names.load_schemas(db) if has_schemas else None
+    def __init__(self, db: Any, tree: str | None = None) -> None:
+        self.reader = NameReader.of(db, tree)
+        self.explicit = tree is not None  # the user's word: its reading replaces a stored one
         self.cache: dict[str, tuple[str | None, str]] = {}
         # race_names rows not yet written
-        self.new: list[tuple[str, str | None, str | None, str]] = []
+        self.new: list[tuple[str, str | None, str | None, str, str | None]] = []
 
     def __call__(self, name: str) -> tuple[str | None, str]:
         hit = self.cache.get(name)
         if hit is not None:
             return hit
         out: tuple[str | None, str] = (None, "{}")
-        schema = None
+        schema = tree = None
         if name:
-            j = names.parse(name, self.schemas).to_json()
+            p, tree = self.reader.read(name)
+            j = p.to_json()
             fields = dict(j.get("fields") or {})
             fields.update(j.get("props") or {})
             if not j.get("fields") and j.get("args"):
                 fields["args"] = j["args"]
             out = (j.get("op"), json.dumps(fields, default=str))
             schema = j.get("schema")
-        self.new.append((name, out[0], schema, out[1]))
+        self.new.append((name, out[0], schema, out[1], tree))
         if len(self.cache) < 100_000:
             self.cache[name] = out
         return out
@@ -116,24 +119,31 @@ class NameParser:
 class Writer:
     """Allocates ids and batches inserts on one connection (inside the caller's transaction)."""
 
-    def __init__(self, conn: sqlite3.Connection, db: Any) -> None:
+    def __init__(self, conn: sqlite3.Connection, db: Any, tree: str | None = None) -> None:
         self.conn = conn
         self.db = db
         self.race_id = conn.execute("select coalesce(max(id), 0) from races").fetchone()[0]
         self.result_id = conn.execute("select coalesce(max(id), 0) from race_results").fetchone()[0]
         self.error_id = conn.execute("select coalesce(max(id), 0) from ingest_errors").fetchone()[0]
         self.legends: dict[str, Legend | None] = {}
-        self.names = NameParser(db)
+        self.names = NameParser(db, tree)
         self.keys = StoredKeys(conn)
         marks = ", ".join("?" * len(RESULT_COLS))
         self._rsql = f"insert into race_results ({', '.join(RESULT_COLS)}) values ({marks})"
 
     def flush_names(self) -> None:
-        """Write the names parsed since the last flush (each distinct name once, ever)."""
+        """Write the names parsed since the last flush (each distinct name once; a reading of the
+        tree the user named replaces a stored one)."""
         if self.names.new:
             self.conn.executemany(
-                "insert or ignore into race_names (name, op_template, schema, fields) "
-                "values (?, ?, ?, ?)",
+                "insert into race_names (name, op_template, schema, fields, tree) "
+                "values (?, ?, ?, ?, ?) "
+                + (
+                    "on conflict (name) do update set op_template = excluded.op_template, "
+                    "schema = excluded.schema, fields = excluded.fields, tree = excluded.tree"
+                    if self.names.explicit
+                    else "on conflict (name) do nothing"
+                ),
                 self.names.new,
             )
             self.names.new.clear()

@@ -228,8 +228,9 @@ class RaceResultRow:
 @table(
     "race_names",
     "Every distinct instance name seen in ingested races, "
-    "parsed once (ckkb.names.parse with the knowledge base's "
-    "name schemas at ingest time). The view race_results_named joins it to every result.",
+    "parsed once (ckkb.names.parse with the name schemas of one CK tree "
+    "of the knowledge base at ingest time, column tree). "
+    "The view race_results_named joins it to every result.",
     pk="name",
     kind=INGESTED,
 )
@@ -244,6 +245,12 @@ class RaceNameRow:
         "parsed fields under CK's template parameter names, plus the printed Key: value properties",
         json=True,
         default={},
+    )
+    tree: str | None = col(
+        "the CK tree whose name schemas read it: `ckkb ingest --tree` (the latest such reading "
+        "is kept), else the first tree, in build order, whose schemas read it exactly, else the "
+        "first tree; NULL when the knowledge base has no CK tree",
+        None,
     )
 
 
