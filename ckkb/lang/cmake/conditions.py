@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -46,7 +46,17 @@ class Binary:
     right: Arg
 
     def holds(self, env: dict[str, str]) -> bool:
-        return _binary(self.op, self.left, self.right, env)
+        lhs = _value(self.left, env)
+        if self.op == "MATCHES":
+            pattern = self.right.value
+            rx = self.pattern if "${" not in pattern else _regex(expand(pattern, env))
+            return rx is not None and rx.search(lhs) is not None
+        return _binary(self.op, lhs, self.right, env)
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str] | None:
+        """The regex of a MATCHES whose pattern names no variable, compiled once per node."""
+        return _regex(self.right.value)
 
 
 @dataclass(frozen=True)
@@ -198,6 +208,10 @@ def _is_false_const(s: str) -> bool:
 
 
 def _num(s: str) -> float | None:
+    t = s.strip()
+    # what float() can read starts with a digit, a sign, '.', 'inf' or 'nan': spare the raise
+    if not t or not (t[0].isdecimal() or t[0] in "+-.iInN"):
+        return None
     try:
         return float(s)
     except ValueError:
@@ -217,10 +231,12 @@ def _version(s: str) -> tuple[int, ...]:
 
 def _truth(a: Arg, env: dict[str, str]) -> bool:
     s = expand(a.value, env)
-    n = _num(s)
-    if s.upper() in _TRUE or (n is not None and n != 0):
+    if s.upper() in _TRUE:
         return True
-    if _is_false_const(s) or n is not None or a.quoted:
+    n = _num(s)
+    if n is not None:
+        return n != 0
+    if _is_false_const(s) or a.quoted:
         return False
     return s in env and not _is_false_const(env[s])
 
@@ -266,13 +282,15 @@ def _compare(op: str, lhs: str, rhs: str) -> bool:
     }[op]
 
 
-def _binary(op: str, left: Arg, right: Arg, env: dict[str, str]) -> bool:
-    lhs = _value(left, env)
-    if op == "MATCHES":
-        try:  # re's own cache keeps the compiled pattern
-            return re.search(expand(right.value, env), lhs) is not None
-        except re.error:
-            return False
+def _regex(pattern: str) -> re.Pattern[str] | None:
+    try:  # re's own cache keeps the compiled pattern
+        return re.compile(pattern)
+    except re.error:
+        return None
+
+
+def _binary(op: str, lhs: str, right: Arg, env: dict[str, str]) -> bool:
+    """A binary test other than MATCHES, its left operand's value given."""
     if op == "IN_LIST":
         return lhs in env.get(expand(right.value, env), "").split(";")
     return _compare(op, lhs, _value(right, env))
