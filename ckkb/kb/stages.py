@@ -104,6 +104,22 @@ class BuildContext:
         return self.facts.get(stage_name, {})
 
 
+def dependencies(stages: Sequence[Stage]) -> dict[str, set[str]]:
+    """stage name -> the stages whose combine must come before its own: those that write a table
+    it reads, and those whose file facts it reads."""
+    writers: dict[str, list[str]] = {}
+    for s in stages:
+        for t in s.writes:
+            writers.setdefault(t, []).append(s.name)
+    out: dict[str, set[str]] = {}
+    for s in stages:
+        wanted = set(getattr(s, "reads_facts", ()))
+        out[s.name] = {w for t in s.reads for w in writers.get(t, ()) if w != s.name} | {
+            o.name for o in stages if o.name in wanted
+        }
+    return out
+
+
 def build_order(stages: Sequence[Stage]) -> list[Stage]:
     """Stages in an order where each comes after every stage that writes a table it reads.
 
@@ -113,14 +129,8 @@ def build_order(stages: Sequence[Stage]) -> list[Stage]:
     order given. A stage that reads a table no stage here writes reads no rows (an aiter-only
     build has no CK instances). A cycle is an error.
     """
-    writers: dict[str, list[int]] = {}
-    for i, s in enumerate(stages):
-        for t in s.writes:
-            writers.setdefault(t, []).append(i)
-    needs: list[set[int]] = [
-        {w for t in s.reads for w in writers.get(t, ()) if w != i} | _fact_needs(s, stages)
-        for i, s in enumerate(stages)
-    ]
+    index = {s.name: i for i, s in enumerate(stages)}
+    needs: list[set[int]] = [{index[n] for n in deps} for deps in dependencies(stages).values()]
     dependants: list[set[int]] = [set() for _ in stages]
     for i, n in enumerate(needs):
         for j in n:
@@ -145,11 +155,6 @@ def build_order(stages: Sequence[Stage]) -> list[Stage]:
         done.add(best)
         out.append(stages[best])
     return out
-
-
-def _fact_needs(stage: Stage, stages: Sequence[Stage]) -> set[int]:
-    wanted = set(getattr(stage, "reads_facts", ()))
-    return {i for i, s in enumerate(stages) if s.name in wanted}
 
 
 def check_writes(stage: Stage, tables: Iterable[str]) -> None:

@@ -6,9 +6,9 @@
 - Cached: per (stage, file), keyed by size+mtime, then sha256 (`cache.Cache`), so a rebuild only
   re-extracts what changed; when no input of any stage changed, the build is a no-op.
 - Parallel: cache misses go to a process pool as each stage group is inventoried, so extraction
-  overlaps the rest of the inventory; this process combines each stage, in the order
-  `build_order` derives from what stages read and write, as soon as its files are in, and
-  indexes its tables right away.
+  overlaps the rest of the inventory; this process combines each stage as soon as its files are
+  in and the stages it reads from are combined (preferring the order `build_order` derives from
+  what stages read and write), and indexes its tables right away.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from ckkb.kb.stages import (
     StageResult,
     build_order,
     check_writes,
+    dependencies,
     register_stages,
 )
 from ckkb.sources import NamedTree, named_tree
@@ -330,13 +331,34 @@ class _Build:
 
     def extract_and_combine(self, db: Any) -> None:
         """Take the workers' results as they finish (a long task sent early, such as a worker
-        group's, holds back no other); after each, combine every stage whose files are all in (in
-        build order), while the workers go on with later files."""
+        group's, holds back no other); after each, combine every stage whose files are all in and
+        whose dependencies (in its tree) are combined, the first in build order first, while the
+        workers go on with later files. A stage nothing waits on (the aiter ones) is thus combined
+        while this process would otherwise wait for the CK instance lists, not after the CK
+        chain."""
         pending = [u for u in self.units if u.tree.name not in self.reused]
+        needs = dependencies(list({u.stage.name: u.stage for u in self.units}.values()))
+        # a dependency of the unit's own kind is the stage run over the same tree; one of another
+        # kind (the aiter audit reads CK rows) waits for that stage over every tree
+        waits = {
+            u.key: {
+                d.key
+                for d in self.units
+                if d.stage.name in needs[u.stage.name]
+                and (d.tree.name == u.tree.name or d.stage.tree != u.stage.tree)
+            }
+            for u in pending
+        }
+        combined = {u.key for u in self.units if u.tree.name in self.reused}
+
+        def ready(unit: _Unit) -> bool:
+            return self.remaining[unit.key] == 0 and waits[unit.key] <= combined
 
         def combine_ready() -> None:
-            while pending and self.remaining[pending[0].key] == 0:
-                self.combine(db, pending.pop(0))
+            while unit := next((u for u in pending if ready(u)), None):
+                pending.remove(unit)
+                self.combine(db, unit)
+                combined.add(unit.key)
 
         combine_ready()
         if self.pool is not None:
