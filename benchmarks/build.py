@@ -1,4 +1,4 @@
-"""Build speed on the default tree (the installed amd-aiter wheel): issue 2's Performance figures.
+"""Build speed on the default tree (the installed amd-aiter wheel): issue 12's speed goals.
 
     python3 benchmarks/build.py [--ck PATH] [--jobs N] [--no-aiter] [--rounds N]
 
@@ -15,7 +15,8 @@ In each of N rounds (default 3; the ratios printed are the medians of the rounds
      reference taken only before the builds can be off by that much for them.
 Each build runs as a subprocess (`python -m ckkb.cli build`), so its peak memory is its own
 (`os.wait4` rusage: the process and the workers it reaped). Prints the three times, both ratios
-against the goals (cold <= 1.0x reference, warm <= 0.1x, peak <= 1 GB).
+against issue 12's goals (cold <= 1.3x reference, warm <= 0.1x; issue 2 asked 1.0x before the
+restructure) and the peak memory against issue 2's (<= 1 GB).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ DIRS = (
 )
 FILES = (registrations.CK_HPP, registrations.DEVICE_PROP_HPP)
 SUFFIXES = (".cpp", ".hpp", ".in")
+COLD_GOAL = 1.3  # cold build / reference (issue 12)
+WARM_GOAL = 0.1  # warm rebuild / reference
+PEAK_GOAL_MIB = 1024
 
 
 def reference(root: Path) -> tuple[float, int, int, dict[str, int]]:
@@ -170,10 +174,11 @@ def main() -> int:
     cold_ratio, warm_ratio = med(r[1] / r[0] for r in rounds), med(r[2] / r[0] for r in rounds)
     cold_rss, warm_rss = max(r[3] for r in rounds), max(r[4] for r in rounds)
     print()
+    cold_goal, warm_goal = f"<= {COLD_GOAL:.1f}x", f"<= {WARM_GOAL:.1f}x"
     rows = [
         ("reference: bare tree-sitter parse, 1 process", ref_m, "1.00x", "", ref_rss),
-        ("cold ckkb build (fresh db + cache)", cold_m, f"{cold_ratio:.2f}x", "<= 1.0x", cold_rss),
-        ("warm rebuild (no source change)", warm_m, f"{warm_ratio:.3f}x", "<= 0.1x", warm_rss),
+        ("cold ckkb build (fresh db + cache)", cold_m, f"{cold_ratio:.2f}x", cold_goal, cold_rss),
+        ("warm rebuild (no source change)", warm_m, f"{warm_ratio:.3f}x", warm_goal, warm_rss),
     ]
     print(
         f"{'run (median of ' + str(len(rounds)) + ' rounds)':<46} "
@@ -185,11 +190,12 @@ def main() -> int:
     peak = max(cold_rss, warm_rss) / 1024
     print("-" * 84)
     print(
-        f"cold/reference {cold_ratio:.2f}x (goal <= 1.0x: "
-        f"{'met' if cold_ratio <= 1.0 else 'NOT met'}); "
-        f"warm/reference {warm_ratio:.3f}x (goal <= 0.1x: "
-        f"{'met' if warm_ratio <= 0.1 else 'NOT met'}); "
-        f"peak {peak:.0f} MiB (goal <= 1024 MiB: {'met' if peak <= 1024 else 'NOT met'})"
+        f"cold/reference {cold_ratio:.2f}x (goal {cold_goal}: "
+        f"{'met' if cold_ratio <= COLD_GOAL else 'NOT met'}); "
+        f"warm/reference {warm_ratio:.3f}x (goal {warm_goal}: "
+        f"{'met' if warm_ratio <= WARM_GOAL else 'NOT met'}); "
+        f"peak {peak:.0f} MiB (goal <= {PEAK_GOAL_MIB} MiB: "
+        f"{'met' if peak <= PEAK_GOAL_MIB else 'NOT met'})"
     )
     return 0
 
