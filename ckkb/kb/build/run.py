@@ -291,6 +291,9 @@ class _Build:
             db = sqlite_utils.Database(tmp)
             db.execute("pragma journal_mode = off")
             db.execute("pragma synchronous = off")  # private until atomic.replace fsyncs it
+            # 64 MiB of page cache (SQLite's default: 2 MiB): the ~110 MB of rows, their indexes
+            # and full-text indexes are written with fewer page spills (-0.1 CPU-s of writes)
+            db.execute(f"pragma cache_size = -{64 * 1024}")
             kbdb.create_tables(db)
             self.source_ids = {t.name: i for i, t in enumerate(self.trees, start=1)}
             t_phase = time.perf_counter()
