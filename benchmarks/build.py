@@ -16,12 +16,16 @@ In each of N rounds (default 3; the ratios printed are the medians of the rounds
 Each build runs as a subprocess (`python -m ckkb.cli build`), so its peak memory is its own
 (`os.wait4` rusage: the process and the workers it reaped). Prints the three times, both ratios
 against issue 12's goals (cold <= 1.3x reference, warm <= 0.1x; issue 2 asked 1.0x before the
-restructure) and the peak memory against issue 2's (<= 1 GB).
+restructure) and the peak memory against issue 2's (<= 1 GB); then where the cold build's time
+goes: the CPU seconds of its process tree, and per stage (`ckkb build --json` timings) the
+workers' extraction CPU, the parent's combine CPU and insert time, and when each stage's last file
+was extracted and its rows were in.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -29,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -74,8 +79,18 @@ def reference(root: Path) -> tuple[float, int, int, dict[str, int]]:
     return time.perf_counter() - t0, n, size, {d: len(v) for d, v in files.items()}
 
 
-def run_build(args: list[str], env: dict[str, str]) -> tuple[float, int, int, str]:
-    """(seconds, exit status, peak RSS in KiB of the build and its workers, last output line)."""
+@dataclass
+class Run:
+    seconds: float
+    status: int
+    peak_kib: int  # peak RSS of the build and its workers
+    cpu: float  # user + system CPU seconds of the build and its workers
+    line: str  # what to print for it
+    timings: dict[str, dict[str, float]]  # `ckkb build --json` timings (empty without --json)
+
+
+def run_build(args: list[str], env: dict[str, str]) -> Run:
+    """One `ckkb build` subprocess, timed; with --json in args, its per-stage timings too."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ckkb.cli", "build", *args],
@@ -86,10 +101,50 @@ def run_build(args: list[str], env: dict[str, str]) -> tuple[float, int, int, st
     )
     out = proc.stdout.read().decode("utf-8", "replace") if proc.stdout else ""
     _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
     secs = time.perf_counter() - t0
     last = [ln for ln in out.splitlines() if ln.strip()]
-    return secs, proc.returncode, usage.ru_maxrss, last[-1] if last else ""
+    line, timings = last[-1] if last else "", {}
+    if "--json" in args:
+        try:
+            summary = json.loads(out)
+        except ValueError:
+            pass
+        else:
+            timings = summary.get("timings", {})
+            line = (
+                f"{summary.get('files')} files ({summary.get('parsed')} parsed), "
+                f"{len(summary.get('diagnostics', []))} diagnostics"
+            )
+    cpu = usage.ru_utime + usage.ru_stime
+    return Run(secs, os.waitstatus_to_exitcode(status), usage.ru_maxrss, cpu, line, timings)
+
+
+def breakdown(runs: list[Run]) -> list[str]:
+    """Where a cold build's time goes: CPU of the process tree, then per stage (in the order the
+    stages' rows were in) the workers' extraction CPU, the combine's CPU and the insert (seconds,
+    in the parent), and when the stage's last file was extracted and its rows were in."""
+    run = runs[-1]
+    stages = {k: v for k, v in run.timings.items() if not k.startswith("(")}
+    extract = sum(v.get("extract_cpu", 0.0) for v in stages.values())
+    combine = sum(v.get("combine_cpu", 0.0) for v in stages.values())
+    insert = sum(v.get("insert", 0.0) for v in stages.values())
+    out = [
+        f"cold build CPU (user+sys, parent and workers), median of the rounds: "
+        f"{statistics.median(r.cpu for r in runs):.1f} s; last round {run.cpu:.1f} s: "
+        f"extraction in workers {extract:.1f}, combines {combine:.1f} and inserts {insert:.1f} "
+        f"in the parent",
+        f"{'stage':<20} {'extract cpu':>11} {'combine cpu':>11} {'insert s':>9} "
+        f"{'extracted at':>12} {'combined at':>11}",
+    ]
+    for name, v in sorted(stages.items(), key=lambda kv: kv[1].get("combined_at", 0.0)):
+        out.append(
+            f"{name:<20} {v.get('extract_cpu', 0.0):>11.2f} {v.get('combine_cpu', 0.0):>11.2f} "
+            f"{v.get('insert', 0.0):>9.2f} {v.get('extracted_at', 0.0):>12.2f} "
+            f"{v.get('combined_at', 0.0):>11.2f}"
+        )
+    phases = run.timings.get("(build)", {})
+    out.append(", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
+    return out
 
 
 def main() -> int:
@@ -118,6 +173,7 @@ def main() -> int:
     jobs = a.jobs or (os.cpu_count() or 1)
     rounds = []  # (reference s: mean of the two, cold s, warm s, cold peak KiB, warm peak KiB)
     refs = []  # (reference before the builds, after them) per round
+    colds: list[Run] = []
     for _ in range(max(1, a.rounds)):
         # each round measures the three back to back, so a round's ratios share the machine's state
         # (this shared machine's speed drifts by 10-20% over minutes)
@@ -129,19 +185,20 @@ def main() -> int:
                 args += ["--ck", a.ck]
             if a.no_aiter:
                 args.append("--no-aiter")
-            cold_s, cold_rc, cold_rss, cold_line = run_build(args, env)
-            warm_s, warm_rc, warm_rss, warm_line = run_build(args, env)
+            cold = run_build([*args, "--json"], env)
+            warm = run_build(args, env)
             db_mb = db.stat().st_size / 2**20 if db.exists() else 0.0
-        if cold_rc or warm_rc:
+        if cold.status or warm.status:
             print(
-                f"build failed (cold exit {cold_rc}, warm "
-                f"exit {warm_rc}): {cold_line} / {warm_line}"
+                f"build failed (cold exit {cold.status}, warm "
+                f"exit {warm.status}): {cold.line} / {warm.line}"
             )
             return 1
         ref_after = reference(tree.root)[0]
         refs.append((ref_before, ref_after))
         ref_s = (ref_before + ref_after) / 2
-        rounds.append((ref_s, cold_s, warm_s, cold_rss, warm_rss))
+        rounds.append((ref_s, cold.seconds, warm.seconds, cold.peak_kib, warm.peak_kib))
+        colds.append(cold)
     ref_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
     print(f"CK tree: {tree.root} (version {tree.version}, wheel {tree.wheel_version})")
@@ -153,8 +210,8 @@ def main() -> int:
         f"build: jobs={jobs}{' --no-aiter' if a.no_aiter else ' (CK + aiter trees)'}, "
         f"cpus={os.cpu_count()}; database {db_mb:.1f} MiB"
     )
-    print(f"cold: {cold_line}")
-    print(f"warm: {warm_line}")
+    print(f"cold: {cold.line}")
+    print(f"warm: {warm.line}")
     print()
     print(
         f"{'round':<6} {'ref before':>11} {'ref after':>10} {'ref mean':>9} "
@@ -197,6 +254,10 @@ def main() -> int:
         f"peak {peak:.0f} MiB (goal <= {PEAK_GOAL_MIB} MiB: "
         f"{'met' if peak <= PEAK_GOAL_MIB else 'NOT met'})"
     )
+    print()
+    print("Where the time goes (`ckkb build --json` of the cold builds):")
+    for line in breakdown(colds):
+        print(line)
     return 0
 
 
