@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "serve": "ckkb.cli.serve",
     "harness": "ckkb.cli.harness",
     "trees": "ckkb.cli.trees",
+    "diff": "ckkb.cli.versions",
     "review": "ckkb.cli.versions",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))

@@ -1,14 +1,152 @@
-"""Two trees side by side: `ckkb review` (a tuned-config change between two aiter trees or
+"""Two trees side by side (ckkb.versions): `ckkb diff` (what changed between two CK or two aiter
+trees of one knowledge base) and `ckkb review` (a tuned-config change between two aiter trees or
 revisions)."""
 
 from __future__ import annotations
 
 import sys
 from contextlib import ExitStack
+from typing import Any
 
 import click
 
-from ckkb.cli.options import db_path_option
+from ckkb import settings
+from ckkb.cli.options import db_path_option, json_option
+from ckkb.cli.output import console, emit_json, print_table
+from ckkb.fields import enum_word, normalise
+from ckkb.sources import CK_INSTANCE_DIR
+
+
+@click.command("diff")
+@click.argument("from_tree", metavar="FROM")
+@click.argument("to_tree", metavar="TO")
+@click.option(
+    "--dir", "dir_", default=None, help="Directory right under gpu/, e.g. gemm_universal."
+)
+@click.option("--dtype", default=None, help="Data type A, B and C all have, e.g. bf16.")
+@click.option("--layout", default=None, help="GEMM layout: mk_kn, mk_nk, km_kn or km_nk.")
+@click.option(
+    "--arch",
+    "archs",
+    multiple=True,
+    help="Compare availability on this arch (repeatable; default: every arch either tree knows).",
+)
+@db_path_option
+@json_option
+def diff_cmd(
+    from_tree: str,
+    to_tree: str,
+    dir_: str | None,
+    dtype: str | None,
+    layout: str | None,
+    archs: tuple[str, ...],
+    db_path: str | None,
+    as_json: bool,
+) -> None:
+    """What changed from tree FROM to tree TO (names as `ckkb trees` lists them).
+
+    Two CK trees: instances added, removed, and changed (the same instance, available on an arch
+    in one tree and not in the other, with each tree's evidence); gates and registering calls
+    added and removed; ckProfiler ops added, removed and changed. An instance is its device-op
+    template plus its resolved template arguments, never its file or line: a list moved to
+    another file is not a change. Two aiter trees: kernel-list ids added, removed and
+    renumbered, tuned rows whose kernel id now names another kernel, config rows added, removed
+    or re-timed.
+    """
+    from ckkb.versions.diff import diff  # lazily: `ckkb --help` does not load the queries
+
+    res = diff(
+        settings.db_path(db_path),
+        from_tree,
+        to_tree,
+        archs=archs,
+        dir=dir_,
+        dtype=dtype,
+        layout=layout,
+    )
+    if as_json:
+        emit_json(res)
+    elif res.get("kind") == "aiter":
+        _print_aiter(res)
+    else:
+        _print_ck(res)
+
+
+def _say(line: str) -> None:
+    console.print(line, soft_wrap=True, highlight=False)
+
+
+def _print_ck(res: dict[str, Any]) -> None:
+    compared = [a["arch"] for a in res["archs"] if a["compared"]]
+    one_side = [
+        f"{a['arch']} ({res['from'] if a['from'] else res['to']} only)"
+        for a in res["archs"]
+        if a["from"] != a["to"]
+    ]
+    _say(f"{res['from']} -> {res['to']}; availability compared on: {', '.join(compared) or '-'}")
+    if one_side:
+        _say(f"archs one tree knows: {', '.join(one_side)}")
+    inst = res["instances"]
+    marks = {"added": "+", "removed": "-"}
+    for change in ("added", "removed"):
+        for i in inst[change]:
+            _say(f"{marks[change]} {_describe(i)}  {_short(_where(i, change))}")
+    for i in inst["changed"]:
+        _say(f"~ {_describe(i)}  {', '.join(_flip(a) for a in i['archs'])}")
+    summary = [
+        ["instances", len(inst["added"]), len(inst["removed"]), len(inst["changed"])],
+        ["gates", len(res["gates"]["added"]), len(res["gates"]["removed"]), ""],
+        [
+            "registrations",
+            len(res["registrations"]["added"]),
+            len(res["registrations"]["removed"]),
+            "",
+        ],
+        [
+            "profiler ops",
+            len(res["profiler_ops"]["added"]),
+            len(res["profiler_ops"]["removed"]),
+            len(res["profiler_ops"]["changed"]),
+        ],
+    ]
+    print_table(summary, ["", "added", "removed", "changed"], title="--json lists every item")
+
+
+def _describe(i: dict[str, Any]) -> str:
+    n = normalise(i["fields"])
+    words = [i["template"], i["dir"], i["dtype"], i["layout"], i["tile"]]
+    words += [enum_word(n.get("pipeline")), enum_word(n.get("scheduler"))]
+    return " ".join(str(w) for w in words if w)
+
+
+def _short(path: str) -> str:
+    """gpu/... for people (JSON keeps paths whole)."""
+    prefix = CK_INSTANCE_DIR + "/"
+    return "gpu/" + path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def _where(item: dict[str, Any], change: str) -> str:
+    return str(item["to"] if change == "added" else item["from"])
+
+
+def _flip(a: dict[str, Any]) -> str:
+    def word(ev: dict[str, Any]) -> str:
+        return "yes" if ev["available"] else "no"
+
+    return f"{a['arch']}: {word(a['from'])} -> {word(a['to'])}"
+
+
+def _print_aiter(res: dict[str, Any]) -> None:
+    _say(f"{res['from']} -> {res['to']} (aiter trees)")
+    for key, value in res.items():
+        if key in ("from", "to", "kind"):
+            continue
+        if isinstance(value, dict):
+            counts = ", ".join(f"{k} {len(v)}" for k, v in value.items() if isinstance(v, list))
+            _say(f"{key}: {counts}")
+        elif isinstance(value, list):
+            _say(f"{key}: {len(value)}")
+    _say("every item: --json")
 
 
 @click.command("review")
@@ -51,4 +189,5 @@ def review_cmd(base: str, head: str, repo: str | None, fmt: str, db_path: str | 
 
 
 def register(group: click.Group) -> None:
+    group.add_command(diff_cmd)
     group.add_command(review_cmd)

@@ -379,6 +379,21 @@ def why(
     return out
 
 
+def evidence(db: sqlite_utils.Database, ids: list[int], arch: str) -> dict[int, dict[str, Any]]:
+    """instance id -> {"available", "reasons", "registrations"} on `arch`: `why`'s answer for
+    instances known by id (ckkb diff shows it for each tree of a changed instance)."""
+    out: dict[int, dict[str, Any]] = {}
+    for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
+        marks = ",".join("?" * len(chunk))
+        for i in _instance_dicts(db, f"i.id IN ({marks})", list(chunk), arch):
+            out[i["id"]] = {
+                "available": bool(i["available"]),
+                "reasons": [] if i["available"] else _reasons(i),
+                "registrations": _public(i)["registrations"],
+            }
+    return out
+
+
 def nearest(
     db: sqlite_utils.Database,
     t: tuple[int, int, int] | None,
