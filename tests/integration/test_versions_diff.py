@@ -1,0 +1,153 @@
+"""Issue 15's acceptance for `ckkb diff`: between the wheel's CK (1.2.0) and the 2024-10 tree
+(1.1.0, ../shared/trees), for gemm_universal bf16 on gfx942, the instances present in one tree
+and not the other, by identity.
+
+Second method, written apart from the extractor (`_entries_by_grep`): a regular expression over
+the raw lines of every file under gpu/gemm_universal/ picks the `Device...<...>` tuple rows
+(commented-out ones too, as the extractor keeps them), splits their arguments at top-level
+commas, drops whitespace, spells BF16 as bhalf_t, and keeps rows whose A, B and C data types
+(arguments 4 to 6) are all bhalf_t. Identity is (template, arguments); the n-th occurrence in one
+tree pairs with the n-th of the other in (file, line) order. The pinned figures (113 and 163
+rows, 60 added, 10 removed) are that script's, run once by hand on the two trees as well.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ckkb import pipeline
+from ckkb.cli import main
+from ckkb.kb.build import build
+from ckkb.kb.build.trees import merged
+from ckkb.queries import sql
+from tests.conftest import SHARED
+
+UNIVERSAL = "library/src/tensor_operation_instance/gpu/gemm_universal"
+ENTRY = re.compile(r"^\s*(//\s*)?(Device\w+)\s*<(.*)>\s*,?\s*(//.*)?$")
+
+# from `_entries_by_grep` (see the module docstring)
+ROWS = {"1.1.0": 113, "1.2.0": 163}
+ADDED, REMOVED = 60, 10
+ADDED_BY_TEMPLATE = {"DeviceGemm_Wmma_CShuffleV3": 51, "DeviceGemm_Xdl_CShuffleV3": 9}
+REMOVED_TILES = Counter({"32x16x64": 4, "16x32x64": 4, "16x16x64": 2})
+
+pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared is absent")
+
+
+@pytest.fixture(scope="module")
+def two_ck(tmp_path_factory, wheel_db, shared_trees):
+    """A knowledge base holding the wheel's trees and the 2024-10 CK tree: the wheel's database,
+    copied (with its cache), with the 2024-10 tree added as `ckkb build --ck PATH` adds it."""
+    path = tmp_path_factory.mktemp("two_ck") / "kb.db"
+    shutil.copy(wheel_db, path)
+    cache = Path(f"{wheel_db}.cache")
+    if cache.exists():
+        shutil.copy(cache, f"{path}.cache")
+    trees = merged(path, [("ck", None, str(shared_trees["ck2024"]))])
+    build(path, trees, jobs=2, stages=pipeline.stages())
+    return path
+
+
+def _split(args: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in args:
+        depth += (ch == "<") - (ch == ">")
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*out, cur]
+
+
+def _entries_by_grep(root: Path) -> dict[tuple[str, tuple[str, ...]], list[str]]:
+    """(template, arguments) -> sorted file:line of each gemm_universal bf16 tuple row."""
+    found: dict[tuple[str, tuple[str, ...]], list[tuple[str, int]]] = defaultdict(list)
+    for f in sorted((root / UNIVERSAL).rglob("*")):
+        if not f.is_file():
+            continue
+        for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+            m = ENTRY.match(line)
+            if not m:
+                continue
+            args = [re.sub(r"\s+", "", a) for a in _split(m.group(3))]
+            args = ["bhalf_t" if a in ("BF16", "ck::bhalf_t") else a for a in args]
+            if args[3:6] == ["bhalf_t"] * 3:
+                found[(m.group(2), tuple(args))].append((str(f.relative_to(root)), n))
+    return {k: [f"{f}:{n}" for f, n in sorted(v)] for k, v in found.items()}
+
+
+def _grep_diff(old: Path, new: Path) -> tuple[list[str], list[str], int, int]:
+    a, b = _entries_by_grep(old), _entries_by_grep(new)
+    added = [at for k, v in b.items() for at in v[len(a.get(k, [])) :]]
+    removed = [at for k, v in a.items() for at in v[len(b.get(k, [])) :]]
+    return sorted(added), sorted(removed), sum(map(len, a.values())), sum(map(len, b.values()))
+
+
+def _diff(db: Path, *args: str) -> dict:
+    r = CliRunner().invoke(main, ["diff", *args, "--db", str(db), "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def test_tree_names(two_ck):
+    r = CliRunner().invoke(main, ["trees", "--db", str(two_ck), "--json"])
+    names = {(t["name"], t["kind"]) for t in json.loads(r.output)["trees"]}
+    assert {("1.2.0", "ck"), ("1.1.0", "ck")} <= names
+
+
+def test_gemm_universal_bf16_gfx942(two_ck, shared_trees, wheel_trees):
+    old, new = Path(shared_trees["ck2024"]), Path(wheel_trees["ck"].root)
+    added, removed, rows_old, rows_new = _grep_diff(old, new)
+    assert (rows_old, rows_new) == (ROWS["1.1.0"], ROWS["1.2.0"])
+    assert (len(added), len(removed)) == (ADDED, REMOVED)
+
+    res = _diff(
+        two_ck, "1.1.0", "1.2.0", "--dir", "gemm_universal", "--dtype", "bf16", "--arch", "gfx942"
+    )
+    assert res["archs"] == [{"arch": "gfx942", "from": True, "to": True, "compared": True}]
+    inst = res["instances"]
+    assert sorted(i["to"] for i in inst["added"]) == added
+    assert sorted(i["from"] for i in inst["removed"]) == removed
+    assert Counter(i["template"] for i in inst["added"]) == ADDED_BY_TEMPLATE
+    assert Counter(i["tile"] for i in inst["removed"]) == REMOVED_TILES
+    assert all(i["dtype"] == "bf16" and i["dir"] == "gemm_universal" for i in inst["added"])
+    # the WMMA instances 1.2.0 adds are not built for gfx942; the XDL ones are
+    wmma = [i for i in inst["added"] if "Wmma" in i["template"]]
+    assert {i["available"]["gfx942"] for i in wmma} == {False}
+    # the other way round, the same lists swap sides
+    back = _diff(
+        two_ck, "1.2.0", "1.1.0", "--dir", "gemm_universal", "--dtype", "bf16", "--arch", "gfx942"
+    )["instances"]
+    assert sorted(i["from"] for i in back["removed"]) == added
+    assert sorted(i["to"] for i in back["added"]) == removed
+
+
+def test_canned_query_answers_the_same(two_ck):
+    conn = sqlite3.connect(two_ck)
+    params = {
+        "from": "1.1.0",
+        "to": "1.2.0",
+        "arch": "gfx942",
+        "dir": "gemm_universal",
+        "dtype": "bhalf_t",
+    }
+    cur = conn.execute(sql("version_diff"), params)
+    cols = [d[0] for d in cur.description]
+    page = [dict(zip(cols, r, strict=True)) for r in cur]
+    res = _diff(
+        two_ck, "1.1.0", "1.2.0", "--dir", "gemm_universal", "--dtype", "bf16", "--arch", "gfx942"
+    )["instances"]
+    for change, side in (("added", "to"), ("removed", "from")):
+        assert sorted(
+            f"{r[side + '_file']}:{r[side + '_line']}" for r in page if r["change"] == change
+        ) == sorted(i[side] for i in res[change])
+    assert len([r for r in page if r["change"] == "same"]) == len(res["changed"])
