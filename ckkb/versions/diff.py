@@ -75,7 +75,13 @@ def _aiter(path: str | Path, from_name: str, to_name: str) -> dict[str, Any]:
     finally:
         old.close()
         new.close()
-    return {"from": from_name, "to": to_name, "kind": "aiter", **found}
+    # "from"/"to" stay the tree names, as between CK trees; aiter_diff's own account of each
+    # tree (path, version, commit), when it gives one, moves under "trees"
+    origin = {k: found.pop(k) for k in ("from", "to") if isinstance(found.get(k), dict)}
+    out: dict[str, Any] = {"from": from_name, "to": to_name, "kind": "aiter"}
+    if origin:
+        out["trees"] = origin
+    return {**out, **found}
 
 
 def _ck(

@@ -219,7 +219,11 @@ def test_aiter_trees_go_to_aiter_diff(kb, monkeypatch):
                 for c in (old, new)
             ]
         )
-        return {"kernels": {"added": [], "removed": [], "renumbered": []}}
+        return {
+            "from": {"name": "a1"},
+            "to": {"name": "a2"},
+            "kernels": {"added": [], "removed": [], "renumbered": []},
+        }
 
     fake = types.ModuleType("ckkb.versions.aiter_diff")
     fake.aiter_diff = aiter_diff  # type: ignore[attr-defined]
@@ -227,7 +231,10 @@ def test_aiter_trees_go_to_aiter_diff(kb, monkeypatch):
     res = answer(kb, "a1", "a2")
     assert res["from"] == "a1" and res["to"] == "a2" and res["kind"] == "aiter"
     assert res["kernels"]["renumbered"] == []
-    assert seen == [[[("a1",)], [("a2",)]]]
+    assert res["trees"] == {"from": {"name": "a1"}, "to": {"name": "a2"}}
+    r = run(kb, "a1", "a2")
+    assert r.exit_code == 0 and "a1 -> a2 (aiter trees)" in r.output
+    assert seen == [[[("a1",)], [("a2",)]]] * 2
 
 
 @pytest.mark.parametrize(
