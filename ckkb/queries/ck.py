@@ -177,7 +177,10 @@ def _instance_dicts(
     params: list[Any],
     arch: str | None,
     limit: int | None = None,
+    details: bool = True,
 ) -> list[dict[str, Any]]:
+    """Instances with their registering calls and availability on `arch`; details=False leaves
+    the JSON columns (fields, registration args) unread, for callers that only need the answer."""
     q = (
         "SELECT i.id, i.template, i.dir, i.file, i.line, i.list_name, "
         "i.list_id, l.comment AS list_comment, i.status, i.reason, i.fields "
@@ -219,7 +222,7 @@ def _instance_dicts(
                     "function": g["function"],
                     "file": g["file"],
                     "line": g["line"],
-                    "args": json_value(g["args"]),
+                    "args": json_value(g["args"]) if details else None,
                     "available": avail,
                     "_layer": g["layer"],
                     "_efile": g["efile"],
@@ -239,7 +242,7 @@ def _instance_dicts(
                 "list_comment": r["list_comment"] or "",
                 "status": status,
                 "reason": r["reason"] or "",
-                "fields": json_value(r["fields"]) or {},
+                "fields": (json_value(r["fields"]) or {}) if details else {},
                 "registrations": reg_out,
                 "available": available,
             }
@@ -380,16 +383,21 @@ def why(
 
 
 def evidence(db: sqlite_utils.Database, ids: list[int], arch: str) -> dict[int, dict[str, Any]]:
-    """instance id -> {"available", "reasons", "registrations"} on `arch`: `why`'s answer for
-    instances known by id (ckkb diff shows it for each tree of a changed instance)."""
+    """instance id -> {"available", "reasons", "added_by"} on `arch`: `why`'s answer for instances
+    known by id (reasons: the layers that remove it; added_by: the registering calls
+    {"function", "file", "line"} that add it). ckkb diff shows it for each tree."""
     out: dict[int, dict[str, Any]] = {}
     for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
         marks = ",".join("?" * len(chunk))
-        for i in _instance_dicts(db, f"i.id IN ({marks})", list(chunk), arch):
+        for i in _instance_dicts(db, f"i.id IN ({marks})", list(chunk), arch, details=False):
             out[i["id"]] = {
                 "available": bool(i["available"]),
                 "reasons": [] if i["available"] else _reasons(i),
-                "registrations": _public(i)["registrations"],
+                "added_by": [
+                    {"function": g["function"], "file": g["file"], "line": g["line"]}
+                    for g in i["registrations"]
+                    if g["available"]
+                ],
             }
     return out
 

@@ -146,7 +146,11 @@ def test_gate_change(kb, trees):
         (flip,) = i["archs"]
         assert flip["arch"] == "gfx950"
         assert flip["from"]["available"] is False and flip["to"]["available"] is True
-        assert flip["to"]["reasons"] == []
+        assert flip["to"]["reasons"] == [] and flip["from"]["added_by"] == []
+        # the new gate lets comp_default's call add part2 on gfx950
+        assert {(g["function"], g["file"]) for g in flip["to"]["added_by"]} == {
+            (f"add_{P}_comp_default_instances", cpp)
+        }
         assert {(r["layer"], r["file"], r["line"]) for r in flip["from"]["reasons"]} >= {
             ("registration", cpp, _line(trees["old"], cpp, "get_device_name() !="))
         }

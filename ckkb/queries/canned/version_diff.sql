@@ -15,17 +15,30 @@ archs(arch) AS (
     SELECT arch FROM main.tree_archs
     WHERE source_id = (SELECT to_id FROM ids) AND evaluated = 1
 ),
-inst AS (
-    SELECT i.source_id, i.id, i.list_id, i.template, i.resolved, i.dir, i.file, i.line, i.list_name,
-           i.status, i.a_layout, i.b_layout,
+-- the entries of the two trees that pass the filters (two branches so that a `dir` uses its index:
+-- SQLite tests a branch's constant condition once, before reading a row)
+picked AS (
+    SELECT i.source_id, i.id, i.list_id, i.template, i.resolved, i.dir, i.file, i.line,
+           i.list_name, i.status, i.a_layout, i.b_layout, i.a_dtype, i.b_dtype, i.c_dtype
+    FROM main.instances i
+    WHERE :dir != '' AND i.dir = :dir
+      AND i.source_id IN (SELECT from_id FROM ids UNION ALL SELECT to_id FROM ids)
+    UNION ALL
+    SELECT i.source_id, i.id, i.list_id, i.template, i.resolved, i.dir, i.file, i.line,
+           i.list_name, i.status, i.a_layout, i.b_layout, i.a_dtype, i.b_dtype, i.c_dtype
+    FROM main.instances i
+    WHERE :dir = ''
+      AND i.source_id IN (SELECT from_id FROM ids UNION ALL SELECT to_id FROM ids)
+),
+inst AS MATERIALIZED (
+    SELECT i.source_id, i.id, i.list_id, i.template, i.resolved, i.dir, i.file, i.line,
+           i.list_name, i.status, i.a_layout, i.b_layout,
            row_number() OVER (PARTITION BY i.source_id, i.template, i.resolved
                               ORDER BY i.dir, i.file, i.line, i.id) AS n
-    FROM main.instances i
-    WHERE i.source_id IN (SELECT from_id FROM ids UNION ALL SELECT to_id FROM ids)
-      AND (:dir = '' OR i.dir = :dir)
-      AND (:dtype = '' OR (i.a_dtype IN (:dtype, 'ck::' || :dtype)
-                           AND i.b_dtype IN (:dtype, 'ck::' || :dtype)
-                           AND i.c_dtype IN (:dtype, 'ck::' || :dtype)))
+    FROM picked i
+    WHERE :dtype = '' OR (i.a_dtype IN (:dtype, 'ck::' || :dtype)
+                          AND i.b_dtype IN (:dtype, 'ck::' || :dtype)
+                          AND i.c_dtype IN (:dtype, 'ck::' || :dtype))
 ),
 -- the n-th occurrence of an instance in one tree pairs with its n-th in the other (a GROUP BY, not a
 -- join on the long argument text: a sort, where a join would compare every pair)
