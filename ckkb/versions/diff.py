@@ -116,7 +116,7 @@ def _ck(
         chosen = list(dict.fromkeys(archs)) or union
         compared = [a for a in chosen if a in old_built and a in new_built]
         found = ck_instances.instances(
-            (old, old_built), (new, new_built), (from_name, to_name), compared, dir, ctype, layout
+            (old, old_built), (new, new_built), (from_name, to_name), chosen, dir, ctype, layout
         )
         regs, functions = ck_parts.registrations(
             old.conn, new.conn, {"dir": dir, "dtype": ctype, "layout": layout}

@@ -151,3 +151,15 @@ def test_canned_query_answers_the_same(two_ck):
             f"{r[side + '_file']}:{r[side + '_line']}" for r in page if r["change"] == change
         ) == sorted(i[side] for i in res[change])
     assert len([r for r in page if r["change"] == "same"]) == len(res["changed"])
+
+
+def test_arch_one_tree_knows(two_ck):
+    """gfx950 is an arch of 1.2.0's CMake, not of 1.1.0's: said, and not compared."""
+    res = _diff(
+        two_ck, "1.1.0", "1.2.0", "--dir", "gemm_universal", "--dtype", "bf16", "--arch", "gfx950"
+    )
+    assert res["archs"] == [{"arch": "gfx950", "from": False, "to": True, "compared": False}]
+    inst = res["instances"]
+    assert (len(inst["added"]), len(inst["removed"]), inst["changed"]) == (ADDED, REMOVED, [])
+    assert {tuple(i["available"]) for i in inst["added"]} == {("gfx950",)}
+    assert {tuple(i["available"]) for i in inst["removed"]} == {()}

@@ -315,3 +315,27 @@ def test_dtype_word():
 def test_diff_module_api(kb):
     res = diff_mod.diff(kb, "old", "new", archs=["gfx950"])
     assert len(res["instances"]["changed"]) == 3
+
+
+def test_datasette_serves_version_diff(kb):
+    """The canned page answers what the CLI does (Datasette runs the file's SQL)."""
+    import asyncio
+
+    from ckkb.web import app
+
+    ds = app.make_datasette(kb)
+
+    async def go():
+        await ds.invoke_startup()
+        params = {"from": "old", "to": "new", "arch": "gfx950", "dir": "", "dtype": ""}
+        r = await ds.client.get("/kb/version_diff.json", params={**params, "_shape": "array"})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    rows = asyncio.run(go())
+    res = answer(kb, "old", "new", "--arch", "gfx950")["instances"]
+    for change in ("added", "removed"):
+        assert len([r for r in rows if r["change"] == change]) == len(res[change])
+    assert sorted(r["to_line"] for r in rows if r["change"] == "same") == sorted(
+        int(i["to"].rsplit(":", 1)[1]) for i in res["changed"]
+    )
