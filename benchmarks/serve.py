@@ -48,6 +48,14 @@ PARAMS: dict[str, dict[str, str]] = {
     "audit_findings": {"rule": "", "severity": "", "file": ""},
     "tuner_vs_cold": {"arch": ""},
     "names_coverage": {"status": ""},
+    # the wheel's CK against itself: the whole pairing, nothing to list (a second tree: trees.py)
+    "version_diff": {
+        "from": "1.2.0",
+        "to": "1.2.0",
+        "arch": "gfx942",
+        "dir": "gemm_universal",
+        "dtype": "bhalf_t",
+    },
 }
 # Parameters read from the knowledge base itself.
 LOOKUPS: dict[str, tuple[str, str]] = {

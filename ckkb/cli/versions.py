@@ -93,6 +93,20 @@ def _print_ck(res: dict[str, Any]) -> None:
             _say(f"{marks[change]} {_describe(i)}  {_short(_where(i, change))}")
     for i in inst["changed"]:
         _say(f"~ {_describe(i)}  {', '.join(_flip(a) for a in i['archs'])}")
+    for change in ("added", "removed"):
+        for g in res["gates"][change]:
+            _say(f"{marks[change]} gate {g['condition']}  {_short(_where(g, change))}")
+    for change in ("added", "removed"):
+        for r in res["registrations"][change]:
+            _say(
+                f"{marks[change]} call {r['list']} in {r['function']}  {_short(_where(r, change))}"
+            )
+    ops = res["profiler_ops"]
+    for change in ("added", "removed"):
+        for o in ops[change]:
+            _say(f"{marks[change]} ckProfiler {o['name']}")
+    for o in ops["changed"]:
+        _say(f"~ ckProfiler {o['name']}: {', '.join(o['changes'])}")
     summary = [
         ["instances", len(inst["added"]), len(inst["removed"]), len(inst["changed"])],
         ["gates", len(res["gates"]["added"]), len(res["gates"]["removed"]), ""],
