@@ -61,7 +61,7 @@ def instances(
     removed = [r for r in found if r["change"] == "removed"]
     changed: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for r in found:
-        if r["change"] == "same" and r["arch"] in archs:
+        if r["change"] == "changed" and r["arch"] in archs:
             changed.setdefault((r["from_id"], r["to_id"]), []).append(r)
     from_rows = _details(old[0], [r["from_id"] for r in removed] + [k[0] for k in changed])
     to_rows = _details(new[0], [r["to_id"] for r in added] + [k[1] for k in changed])

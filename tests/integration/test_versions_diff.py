@@ -150,7 +150,7 @@ def test_canned_query_answers_the_same(two_ck):
         assert sorted(
             f"{r[side + '_file']}:{r[side + '_line']}" for r in page if r["change"] == change
         ) == sorted(i[side] for i in res[change])
-    assert len([r for r in page if r["change"] == "same"]) == len(res["changed"])
+    assert len([r for r in page if r["change"] == "changed"]) == len(res["changed"])
 
 
 def test_arch_one_tree_knows(two_ck):

@@ -264,7 +264,7 @@ def test_canned_query_equals_cli(kb, arch, dir, dtype):
 
     from_page = sorted(
         (
-            r["change"] if r["change"] != "same" else "changed",
+            r["change"],
             r["template"],
             at(r, "from"),
             at(r, "to"),
@@ -282,7 +282,7 @@ def test_canned_query_equals_cli(kb, arch, dir, dtype):
     assert from_page == from_cli
     assert all(r["arch"] == arch for r in page)
     if arch == "gfx950" and not dir:
-        assert len([r for r in page if r["change"] == "same"]) == 3
+        assert len([r for r in page if r["change"] == "changed"]) == 3
 
 
 def test_canned_query_is_not_scoped_to_one_tree():
@@ -336,6 +336,6 @@ def test_datasette_serves_version_diff(kb):
     res = answer(kb, "old", "new", "--arch", "gfx950")["instances"]
     for change in ("added", "removed"):
         assert len([r for r in rows if r["change"] == change]) == len(res[change])
-    assert sorted(r["to_line"] for r in rows if r["change"] == "same") == sorted(
+    assert sorted(r["to_line"] for r in rows if r["change"] == "changed") == sorted(
         int(i["to"].rsplit(":", 1)[1]) for i in res["changed"]
     )

@@ -1,5 +1,11 @@
 -- title: Instances added, removed or changed between two CK trees
--- description: The instance entries of CK tree `to` that CK tree `from` lacks (added), those it has that `to` lacks (removed), and the same instance whose availability differs on an arch both trees build for (changed, one row per arch; `arch` empty = every such arch). An instance is its device-op template plus its resolved template arguments, never its file or line: a list moved to another file is not a change. The same instance written twice in one tree counts twice (the n-th of one tree pairs with the n-th of the other, in file order). Optional filters: `dir` (directory under gpu/), `dtype` (a C++ type such as bhalf_t that A, B and C all have).
+-- description: The instance entries of CK tree `to` that CK tree `from` lacks (added), those it
+-- has that `to` lacks (removed), and the same instance whose availability differs on an arch both
+-- trees build for (changed, one row per arch; `arch` empty = every such arch). An instance is its
+-- device-op template plus its resolved template arguments, never its file or line: a list moved to
+-- another file is not a change. The same instance written twice in one tree counts twice (the n-th
+-- of one tree pairs with the n-th of the other, in file order). Optional filters: `dir` (directory
+-- under gpu/), `dtype` (a C++ type such as bhalf_t that A, B and C all have).
 -- params: from, to, arch, dir, dtype
 -- Written against the main tables with each tree's source_id, so it reads two trees at once
 -- (`main.` keeps Datasette's one-tree scoping, ckkb.kb.trees.scoped_sql, off it). `ckkb diff`
@@ -40,8 +46,8 @@ inst AS MATERIALIZED (
                           AND i.b_dtype IN (:dtype, 'ck::' || :dtype)
                           AND i.c_dtype IN (:dtype, 'ck::' || :dtype))
 ),
--- the n-th occurrence of an instance in one tree pairs with its n-th in the other (a GROUP BY, not a
--- join on the long argument text: a sort, where a join would compare every pair)
+-- the n-th occurrence of an instance in one tree pairs with its n-th in the other (a GROUP BY,
+-- not a join on the long argument text: a sort, where a join would compare every pair)
 pairs AS MATERIALIZED (
     SELECT CASE WHEN max(i.source_id = x.from_id) = 0 THEN 'added'
                 WHEN max(i.source_id = x.to_id) = 0 THEN 'removed' ELSE 'same' END AS change,
@@ -92,7 +98,8 @@ per_arch AS (
         ON vt.source_id = (SELECT to_id FROM ids) AND vt.id = p.to_id AND vt.arch = x.arch
     WHERE p.change = 'same' OR :arch != ''
 )
-SELECT change, arch, template, dir,
+SELECT CASE change WHEN 'same' THEN 'changed' ELSE change END AS change,
+       arch, template, dir,
        CASE WHEN a_layout IN ('Row', 'Col') AND b_layout IN ('Row', 'Col')
             THEN (CASE a_layout WHEN 'Row' THEN 'mk' ELSE 'km' END) || '_' ||
                  (CASE b_layout WHEN 'Row' THEN 'kn' ELSE 'nk' END)
@@ -107,4 +114,4 @@ FROM (
     UNION ALL
     SELECT *, NULL, NULL, NULL FROM pairs WHERE change != 'same' AND :arch = ''
 )
-ORDER BY change, dir, template, coalesce(to_file, from_file), coalesce(to_line, from_line), arch;
+ORDER BY 1, dir, template, coalesce(to_file, from_file), coalesce(to_line, from_line), arch;
