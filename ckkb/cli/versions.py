@@ -49,9 +49,12 @@ def diff_cmd(
     in one tree and not in the other, with each tree's evidence); gates and registering calls
     added and removed; ckProfiler ops added, removed and changed. An instance is its device-op
     template plus its resolved template arguments, never its file or line: a list moved to
-    another file is not a change. Two aiter trees: kernel-list ids added, removed and
-    renumbered, tuned rows whose kernel id now names another kernel, config rows added, removed
-    or re-timed.
+    another file is not a change; one written twice counts twice. --dir, --dtype and --layout
+    narrow the instances and the calls and gates that register them; --arch the archs compared
+    (an arch one tree does not build for is listed, not compared).
+
+    Two aiter trees: kernel-list ids added, removed and renumbered, tuned rows whose kernel id
+    now names another kernel, config rows added, removed or re-timed.
     """
     from ckkb.versions.diff import diff  # lazily: `ckkb --help` does not load the queries
 
