@@ -331,6 +331,17 @@ def _moves_summary(rows: list[Row], args: dict[str, str]) -> str:
     return f"{_plural(len(rows), 'shape')} whose winner differs between two archs."
 
 
+def _version_diff_summary(rows: list[Row], args: dict[str, str]) -> str:
+    by = counts(rows, "change")
+    archs = ", ".join(sorted({str(r["arch"]) for r in rows if r.get("change") == "changed"}))
+    old, new = escape(args.get("from", "")), escape(args.get("to", ""))
+    return (
+        f"From {old} to {new}: <b>{by.get('added', 0)} added, {by.get('removed', 0)} removed</b>"
+        f", {by.get('changed', 0)} changed (one row per arch{': ' + escape(archs) if archs else ''}"
+        "). An instance is its template and resolved arguments, never its file or line."
+    )
+
+
 SPECS: dict[str, Spec] = {
     "why_missing": WHY_MISSING,
     "arch_diff": ARCH_DIFF,
@@ -421,6 +432,17 @@ SPECS: dict[str, Spec] = {
         empty=(
             "No source entry prints this key: <code>ckkb locate NAME</code> computes the key of "
             "a printed name."
+        ),
+    ),
+    "version_diff": Spec(
+        lead=("change", "arch", "on_from", "on_to", "template", "layout", "dir"),
+        answer="change",
+        decisive=("from_file", "to_file"),
+        hide=("from_id", "to_id", "resolved"),
+        summary=_version_diff_summary,
+        empty=(
+            "The two trees hold the same instances, available on the same archs (or a tree "
+            "name is not a CK tree of this knowledge base: <code>ckkb trees</code>)."
         ),
     ),
     "names_availability": Spec(

@@ -222,6 +222,8 @@ PARAMS: dict[str, dict[str, str]] = {
     "pool": {"dir": "gemm_universal", "arch": "gfx950"},
     "pool_counts": {"dir": "gemm_universal", "dtype": "bhalf_t"},
     "gate_census": {"kind": "device_name", "arch": "gfx950"},
+    # one CK tree here: its diff against itself (no rows) on the page
+    "version_diff": {"from": "1.2.0", "to": "1.2.0", "dir": "gemm_universal", "arch": "gfx942"},
 }
 LOOKUPS = {
     "names_locate": ("key", f"select key from instance_keys where list_name = '{PART2}' limit 1"),

@@ -330,6 +330,10 @@ def test_datasette_serves_version_diff(kb):
         params = {"from": "old", "to": "new", "arch": "gfx950", "dir": "", "dtype": ""}
         r = await ds.client.get("/kb/version_diff.json", params={**params, "_shape": "array"})
         assert r.status_code == 200, r.text
+        page = await ds.client.get("/kb/version_diff", params=params)
+        assert page.status_code == 200
+        assert "From old to new: <b>2 added, 1 removed</b>, 3 changed" in page.text
+        assert "one row per arch: gfx950" in page.text
         return r.json()
 
     rows = asyncio.run(go())
