@@ -153,17 +153,37 @@ def _flip(a: dict[str, Any]) -> str:
     return f"{a['arch']}: {word(a['from'])} -> {word(a['to'])}"
 
 
+def _kernel(name: str | None, params: dict[str, Any] | None) -> str:
+    """A kernel by its name, else by its parameters (a name property not evaluated)."""
+    if name:
+        return name
+    return "(" + ", ".join(f"{k}={v}" for k, v in (params or {}).items()) + ")"
+
+
 def _print_aiter(res: dict[str, Any]) -> None:
     _say(f"{res['from']} -> {res['to']} (aiter trees)")
-    for key, value in res.items():
-        if key in ("from", "to", "kind"):
-            continue
-        if isinstance(value, dict):
-            counts = ", ".join(f"{k} {len(v)}" for k, v in value.items() if isinstance(v, list))
-            _say(f"{key}: {counts}")
-        elif isinstance(value, list):
-            _say(f"{key}: {len(value)}")
-    _say("every item: --json")
+    for k in res.get("kernels", {}).get("renumbered", []):
+        if k.get("kind") == "moved":
+            _say(
+                f"~ {k['op']} {k['list']}: {_kernel(k['kernel'], k.get('params'))} "
+                f"ids {k['from_ids']} -> {k['to_ids']}  {k['file']}:{k['to_line']}"
+            )
+        else:
+            _say(
+                f"~ {k['op']} {k['list']} id {k['id']}: "
+                f"{_kernel(k['from_kernel'], k.get('from_params'))} -> "
+                f"{_kernel(k['to_kernel'], k.get('to_params'))}  {k['file']}:{k['to_line']}"
+            )
+    for r in res.get("rows_kernel_changed", []):
+        _say(
+            f"! {r['file']}:{r['line']} kernelId {r['kernelId']} now names {r['to_kernel']} "
+            f"(was {r['from_kernel']})"
+        )
+    counts = res.get("counts") or {}
+    if counts:
+        print_table(
+            [[k, n] for k, n in counts.items()], ["", "items"], title="--json lists every item"
+        )
 
 
 @click.command("review")

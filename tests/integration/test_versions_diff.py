@@ -44,14 +44,19 @@ pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared is absent
 
 @pytest.fixture(scope="module")
 def two_ck(tmp_path_factory, wheel_db, shared_trees):
-    """A knowledge base holding the wheel's trees and the 2024-10 CK tree: the wheel's database,
-    copied (with its cache), with the 2024-10 tree added as `ckkb build --ck PATH` adds it."""
+    """A knowledge base holding the wheel's trees, the 2024-10 CK tree and aiter 2026-08: the
+    wheel's database, copied (with its cache), with the shared trees added as `ckkb build --ck
+    PATH --aiter PATH` adds them."""
     path = tmp_path_factory.mktemp("two_ck") / "kb.db"
     shutil.copy(wheel_db, path)
     cache = Path(f"{wheel_db}.cache")
     if cache.exists():
         shutil.copy(cache, f"{path}.cache")
-    trees = merged(path, [("ck", None, str(shared_trees["ck2024"]))])
+    given = [
+        ("ck", None, str(shared_trees["ck2024"])),
+        ("aiter", None, str(shared_trees["aiter2026"])),
+    ]
+    trees = merged(path, given)
     build(path, trees, jobs=2, stages=pipeline.stages())
     return path
 
@@ -101,7 +106,7 @@ def _diff(db: Path, *args: str) -> dict:
 def test_tree_names(two_ck):
     r = CliRunner().invoke(main, ["trees", "--db", str(two_ck), "--json"])
     names = {(t["name"], t["kind"]) for t in json.loads(r.output)["trees"]}
-    assert {("1.2.0", "ck"), ("1.1.0", "ck")} <= names
+    assert {("1.2.0", "ck"), ("1.1.0", "ck"), ("aiter", "aiter")} <= names
 
 
 def test_gemm_universal_bf16_gfx942(two_ck, shared_trees, wheel_trees):
@@ -163,3 +168,43 @@ def test_arch_one_tree_knows(two_ck):
     assert (len(inst["added"]), len(inst["removed"]), inst["changed"]) == (ADDED, REMOVED, [])
     assert {tuple(i["available"]) for i in inst["added"]} == {("gfx950",)}
     assert {tuple(i["available"]) for i in inst["removed"]} == {()}
+
+
+AITER_LIST = "csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.py"
+
+
+def _ids_by_grep(root: Path, name: str) -> dict[tuple[str, ...], int]:
+    """Second method: params (as written, spaces dropped) -> id of each live entry of the dict
+    literal NAME in AITER_LIST."""
+    text = (root / AITER_LIST).read_text()
+    block = text[text.index(f"{name}= {{") :]
+    block = block[: block.index("}")]
+    out = {}
+    for m in re.finditer(r"^\s*(\d+):\s*kernelInstance\w*\(([^)]*)\)", block, re.M):
+        out[tuple(a.strip() for a in m.group(2).split(",") if a.strip())] = int(m.group(1))
+    return out
+
+
+def test_aiter_trees(two_ck, shared_trees):
+    """aiter 2026-08 against the wheel's aiter: renumbered kernel ids (checked against a grep of
+    the kernel list, and by hand once: the wheel's id 1 (256, 16, 128, 256, 1, 4, 1) is id 0 in
+    2026-08, its id 0 (256, 64, 128, 128, 1, 4, 3) is id 3) and re-timed config rows."""
+    import importlib.util
+
+    wheel = Path(importlib.util.find_spec("aiter_meta").submodule_search_locations[0])
+    res = _diff(two_ck, "0.1.7.post2.dev18", "aiter")
+    assert (res["from"], res["to"], res["kind"]) == ("0.1.7.post2.dev18", "aiter", "aiter")
+    name = "a8w8_gemm1_blockscale_kernels_list"
+    old, new = _ids_by_grep(wheel, name), _ids_by_grep(shared_trees["aiter2026"], name)
+    moved_by_grep = sorted((old[p], new[p]) for p in old.keys() & new.keys() if old[p] != new[p])
+    assert moved_by_grep == [(0, 3), (1, 0)]
+    moved = sorted(
+        (k["from_ids"][0], k["to_ids"][0])
+        for k in res["kernels"]["renumbered"]
+        if k["kind"] == "moved" and k["list"] == name
+    )
+    assert moved == moved_by_grep
+    retimed = res["config_rows"]["retimed"]
+    assert retimed and all(r["from"]["us"] != r["to"]["us"] for r in retimed)
+    r = CliRunner().invoke(main, ["diff", "0.1.7.post2.dev18", "aiter", "--db", str(two_ck)])
+    assert r.exit_code == 0 and "ids [1] -> [0]" in r.output
