@@ -343,3 +343,13 @@ def test_datasette_serves_version_diff(kb):
     assert sorted(r["to_line"] for r in rows if r["change"] == "changed") == sorted(
         int(i["to"].rsplit(":", 1)[1]) for i in res["changed"]
     )
+
+
+def test_aiter_trees_real(kb):
+    """With review15's aiter_diff: the contract's sections, tree names kept as from/to."""
+    res = answer(kb, "a1", "a2")
+    assert (res["from"], res["to"], res["kind"]) == ("a1", "a2", "aiter")
+    assert res["trees"]["from"]["name"] == "a1" and res["trees"]["to"]["name"] == "a2"
+    assert {"added", "removed", "renumbered"} <= set(res["kernels"])
+    assert {"added", "removed", "retimed"} <= set(res["config_rows"])
+    assert "rows_kernel_changed" in res
