@@ -7,7 +7,6 @@ lists and tuned configs, by ckkb.versions.aiter_diff (shared with `ckkb review`)
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -62,26 +61,19 @@ def _tree(held: list[kb_trees.TreeInfo], name: str) -> kb_trees.TreeInfo:
 
 
 def _aiter(path: str | Path, from_name: str, to_name: str) -> dict[str, Any]:
-    try:
-        module = importlib.import_module("ckkb.versions.aiter_diff")
-    except ModuleNotFoundError:
-        raise DiffError(
-            "ckkb diff between two aiter trees is not yet available in this ckkb"
-        ) from None
+    from ckkb.versions.aiter_diff import aiter_diff  # lazily: a CK diff never reads the audit
+
     old = open_db(path, readonly=True, tree=from_name)
     new = open_db(path, readonly=True, tree=to_name)
     try:
-        found = module.aiter_diff(old.conn, new.conn)
+        found = aiter_diff(old.conn, new.conn)
     finally:
         old.close()
         new.close()
-    # "from"/"to" stay the tree names, as between CK trees; aiter_diff's own account of each
-    # tree (path, version, commit), when it gives one, moves under "trees"
-    origin = {k: found.pop(k) for k in ("from", "to") if isinstance(found.get(k), dict)}
-    out: dict[str, Any] = {"from": from_name, "to": to_name, "kind": "aiter"}
-    if origin:
-        out["trees"] = origin
-    return {**out, **found}
+    # "from"/"to" stay the tree names, as between CK trees; aiter_diff's account of each tree
+    # (name, path, version, commit) moves under "trees"
+    trees = {"from": found.pop("from"), "to": found.pop("to")}
+    return {"from": from_name, "to": to_name, "kind": "aiter", "trees": trees, **found}
 
 
 def _ck(
