@@ -29,6 +29,7 @@ from ckkb.kb.build import build
 from ckkb.kb.build.trees import merged
 from ckkb.queries import sql
 from tests.conftest import SHARED
+from tests.versions_check import canned_rows, expected_by_python
 
 UNIVERSAL = "library/src/tensor_operation_instance/gpu/gemm_universal"
 ENTRY = re.compile(r"^\s*(//\s*)?(Device\w+)\s*<(.*)>\s*,?\s*(//.*)?$")
@@ -208,3 +209,11 @@ def test_aiter_trees(two_ck, shared_trees):
     assert retimed and all(r["from"]["us"] != r["to"]["us"] for r in retimed)
     r = CliRunner().invoke(main, ["diff", "0.1.7.post2.dev18", "aiter", "--db", str(two_ck)])
     assert r.exit_code == 0 and "ids [1] -> [0]" in r.output
+
+
+def test_canned_query_equals_a_python_pairing(two_ck):
+    """gemm_universal (every data type, every arch both trees build for): the query's pairing and
+    availability against Python's pairing and each tree's ck_instance_availability view."""
+    want = expected_by_python(two_ck, "1.1.0", "1.2.0", "gemm_universal", "")
+    assert canned_rows(two_ck, "1.1.0", "1.2.0", "gemm_universal", "") == want
+    assert len(want) > 100

@@ -26,6 +26,7 @@ from ckkb.versions import diff as diff_mod
 from ckkb.versions.ck_instances import dtype_word, instance_rows
 from ckkb.versions.pairing import pair
 from tests.conftest import FIXTURES
+from tests.versions_check import canned_rows, expected_by_python
 
 UNI = (
     "library/src/tensor_operation_instance/gpu/gemm_universal/"
@@ -353,3 +354,12 @@ def test_aiter_trees_real(kb):
     assert {"added", "removed", "renumbered"} <= set(res["kernels"])
     assert {"added", "removed", "retimed"} <= set(res["config_rows"])
     assert "rows_kernel_changed" in res
+
+
+@pytest.mark.parametrize("dir, ctype", [("", ""), ("gemm_universal", "bhalf_t")])
+def test_canned_query_equals_a_python_pairing(kb, dir, ctype):
+    """The query's GROUP BY pairing and its availability rule, against Python's pairing and the
+    ck_instance_availability view of each tree's scoped connection."""
+    want = expected_by_python(kb, "old", "new", dir, ctype)
+    assert canned_rows(kb, "old", "new", dir, ctype) == want
+    assert len([w for w in want if w[0] == "changed"]) == 3
