@@ -60,6 +60,8 @@ class CMakeSyntaxError(ValueError):
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BRACKET_OPEN = re.compile(r"\[(=*)\[")
+_BLANKS = re.compile(r"[^\S\n]+")  # blanks other than a newline (lines are counted)
+_UNQUOTED = re.compile(r"(?:\\.|\$\{[^}]*\}|[^\s()\"#])+", re.DOTALL)
 
 
 def _comment_end(text: str, i: int) -> int:
@@ -118,7 +120,7 @@ def _arguments(
             line += 1
             i += 1
         elif c.isspace():
-            i += 1
+            i = _BLANKS.match(text, i).end()  # type: ignore[union-attr]  # c matched it
         elif c == "(":
             depth += 1
             i += 1
@@ -147,15 +149,8 @@ def _arguments(
             args.append(Arg(text[i + len(m.group(0)) : end], True))
             line += text.count("\n", i, end)
             i = end + len(m.group(1)) + 2
-        else:
-            j = i
-            while j < n and not text[j].isspace() and text[j] not in '()"#':
-                if text[j] == "\\":
-                    j += 1
-                elif text.startswith("${", j):
-                    k = text.find("}", j)
-                    j = k if k > 0 else j
-                j += 1
+        else:  # unquoted: up to a blank or ()"#; `\\x` escapes x, `${...}` runs to its `}`
+            j = _UNQUOTED.match(text, i).end()  # type: ignore[union-attr]  # text[i] is in it
             args.append(Arg(text[i:j], False))
             i = j
 
