@@ -4,9 +4,9 @@ ckkb.queries.ck."""
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 import click
-import sqlite_utils
 from rich.table import Table
 
 from ckkb.cli import checks
@@ -14,6 +14,9 @@ from ckkb.cli.options import arch_option, db_option, json_option, open_kb
 from ckkb.cli.output import console, emit_json, print_table
 from ckkb.queries import ck as q
 from ckkb.sources import CK_INSTANCE_DIR
+
+if TYPE_CHECKING:
+    import sqlite_utils  # for annotations: importing it pulls in pandas (~0.4 s)
 
 
 def _db(db_path: str | None) -> sqlite_utils.Database:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import sqlite_utils
 from rich.markup import escape
 
 from ckkb import settings
@@ -19,6 +18,9 @@ from ckkb.errors import CkkbError
 from ckkb.profiler_cmd import build_command
 from ckkb.queries import sql
 from ckkb.queries.profiler import RACE_KEYS, legend_json, list_ops, load_legend, races_json
+
+if TYPE_CHECKING:
+    import sqlite_utils  # for annotations: importing it pulls in pandas (~0.4 s)
 
 
 def _open(db_path: str | None, readonly: bool = True) -> sqlite_utils.Database:
