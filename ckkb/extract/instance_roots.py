@@ -46,37 +46,13 @@ def _commands(path: Path) -> list[tuple[str, str]]:
     return [(c.name, c.args[0].value if c.args else "") for c in cmds]
 
 
-# root -> (the stat of every file and directory the walk read, its answer). A build asks once
-# per stage that reads instance sources (files() and combine()); the walk tokenizes about a
-# hundred CMakeLists.txt of CK (~80 ms), so the answer is kept while none of those changed.
-_CACHE: dict[str, tuple[tuple, InstanceRoots]] = {}
-
-
-def _stamp(paths: list[Path]) -> tuple:
-    out: list[tuple[int, int] | None] = []
-    for p in paths:
-        try:
-            st = p.stat()
-            out.append((st.st_mtime_ns, st.st_size))
-        except OSError:
-            out.append(None)
-    return tuple(out)
-
-
 def instance_roots(root: Path) -> InstanceRoots:
     """The instance-library roots of the CK tree at `root` (see the module docstring)."""
-    root = Path(root)
-    hit = _CACHE.get(str(root))
-    if hit is not None and _stamp(list(hit[0][0])) == hit[0][1]:
-        return hit[1]
-    read: list[Path] = []
-    got = _walk(root, read)
-    _CACHE[str(root)] = ((tuple(read), _stamp(read)), got)
-    return got
+    return _walk(Path(root))
 
 
-def _walk(root: Path, read: list[Path]) -> InstanceRoots:
-    """instance_roots, computed; `read` gets every CMakeLists.txt and looped directory read."""
+def _walk(root: Path) -> InstanceRoots:
+    """instance_roots, computed: a breadth-first walk of add_subdirectory from the top."""
     found: list[str] = []
     seen: set[str] = set()
     todo: list[tuple[str, str | None]] = [("", None)]  # (directory, the directory that added it)
@@ -86,14 +62,12 @@ def _walk(root: Path, read: list[Path]) -> InstanceRoots:
             continue
         seen.add(d)
         base = root / d if d else root
-        read.append(base / CMAKE)
         calls = False
         for name, first in _commands(base / CMAKE):
             if name == LIBRARY_FUNCTION:
                 calls = True
             elif name == "add_subdirectory" and first:
                 if "${" in first:  # a directory loop: every subdirectory with a CMakeLists.txt
-                    read.append(base)  # a subdirectory added or removed changes its stamp
                     todo.extend(
                         (posixpath.join(d, p.name) if d else p.name, d)
                         for p in sorted(base.iterdir())
