@@ -119,6 +119,7 @@ def build_cmd(
                 "db": str(path),
                 "seconds": round(summary.seconds, 3),
                 "up_to_date": summary.up_to_date,
+                "extended": summary.extended,
                 "files": summary.files,
                 "parsed": summary.parsed,
                 "cached": summary.cached,

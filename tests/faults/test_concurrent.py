@@ -5,12 +5,14 @@ a readonly database"). Every ingest that reports success is in the final databas
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import FIXTURES
 from tests.faults.conftest import BUILD, count, log_copy, start, stored
 
 
@@ -42,16 +44,22 @@ def _wait_for(marker: Path, proc, timeout: float = 60) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.parametrize("adds", [False, True], ids=["rebuild", "adds-a-tree"])
 @pytest.mark.parametrize("point", ["build-locking", "build-carried"])
-def test_ingest_during_build_is_kept(kb, tmp_path, point):
+def test_ingest_during_build_is_kept(kb, tmp_path, point, adds):
     """An ingest while the build extracts (before it copies the ingested rows forward) is carried
-    into the new file; one while the build holds the lock waits and goes into the new file."""
+    into the new file; one while the build holds the lock waits and goes into the new file. A
+    build that adds a tree starts from a copy of the old file (`extend`), taken before the
+    ingest: the same holds."""
     before = stored(kb)
+    if adds:
+        copy = tmp_path / "ck-copy"
+        shutil.copytree(FIXTURES / "ck_mini", copy)
+        args = ["build", "--db", kb, "--ck", f"copy={copy}", "--json"]
+    else:
+        args = [*BUILD, "--db", kb, "--force"]
     build = start(
-        *BUILD,
-        "--db",
-        kb,
-        "--force",
+        *args,
         CKKB_FAULT_PAUSE=f"{point}=5",  # longer than an ingest takes to reach the lock (loaded)
         CKKB_FAULT_DIR=str(tmp_path),
     )
@@ -60,6 +68,7 @@ def test_ingest_during_build_is_kept(kb, tmp_path, point):
     reported = _reported(ing)
     out, err = build.communicate(timeout=120)
     assert build.returncode == 0, err
+    assert not adds or json.loads(out)["extended"]  # it did start from the old file's copy
     assert reported["races_added"] == 1
     assert stored(kb)["races"] == before["races"] + 1
     if point == "build-carried":  # it waited for the build's lock, and said so in one line
@@ -72,7 +81,6 @@ def test_ingest_right_after_the_carry_is_not_lost(kb, tmp_path, monkeypatch):
     and goes into the new file."""
     from ckkb import pipeline, sources
     from ckkb.kb.build import build, run
-    from tests.conftest import FIXTURES
 
     carry = run.carry_ingested
     ingests = []

@@ -25,10 +25,17 @@ def _leftovers(db) -> list[str]:
     return sorted(p.name for p in db.parent.iterdir() if ".tmp-" in p.name or "-journal" in p.name)
 
 
+@pytest.mark.parametrize("adds", [False, True], ids=["rebuild", "adds-a-tree"])
 @pytest.mark.parametrize("point", BUILD_POINTS)
-def test_build_killed(kb, point):
+def test_build_killed(kb, point, adds, tmp_path):
+    """A rebuild, and a build that adds a tree (it starts from a copy of the old file)."""
     before = stored(kb)
-    r = ckkb(*BUILD, "--db", kb, "--force", CKKB_FAULT=point)
+    if adds:
+        copy = tmp_path / "ck-copy"
+        shutil.copytree(FIXTURES / "ck_mini", copy)
+        r = ckkb("build", "--db", kb, "--ck", f"copy={copy}", CKKB_FAULT=point)
+    else:
+        r = ckkb(*BUILD, "--db", kb, "--force", CKKB_FAULT=point)
     assert r.returncode == -signal.SIGKILL, r.stderr
     # the old (or, after the rename, the new) database answers, with every ingested row
     assert ckkb("races", "--db", kb, "--json").returncode == 0

@@ -155,6 +155,62 @@ def test_identical_files_are_extracted_once_and_unchanged_trees_copied(two_trees
     assert counts(db, "where source_id = 3") == counts(db, "where source_id = 1")
 
 
+def _contents(db: Path) -> dict[str, list[tuple]]:
+    """Every table's rows, sorted (a tree's build time aside), and each full-text index's
+    matches joined to their rows; FTS5's integrity check holds the index to its table."""
+    conn = sqlite3.connect(db)
+    try:
+        out: dict[str, list[tuple]] = {}
+        names = [r[0] for r in conn.execute("select name from sqlite_master where type='table'")]
+        for name in names:
+            if "_fts" in name or name in ("sqlite_stat1", "build_info"):
+                continue
+            cols = [r[1] for r in conn.execute(f"pragma table_info([{name}])") if r[1] != "built"]
+            picked = ", ".join(f"[{c}]" for c in cols)
+            out[name] = sorted(conn.execute(f"select {picked} from [{name}]"), key=repr)
+        for name in names:
+            if name.endswith("_fts"):
+                conn.execute(f"insert into [{name}]([{name}]) values ('integrity-check')")
+                table = name[: -len("_fts")]
+                out[name] = sorted(
+                    conn.execute(
+                        f"select t.* from [{name}] f join [{table}] t "
+                        f"on t.rowid = f.rowid where [{name}] match 'gemm* OR bf16'"
+                    ),
+                    key=repr,
+                )
+        return out
+    finally:
+        conn.close()
+
+
+def test_adding_trees_extends_the_old_file_to_what_one_build_writes(two_trees, tmp_path):
+    """A build that adds trees starts from a copy of the old file (`extend`, ~half the cost of
+    adding a tree to the wheel's database): its database is what one build of all the trees
+    into an empty file writes, rows, full-text indexes and all."""
+    a, b = two_trees
+    c = tmp_path / "ck_c"
+    shutil.copytree(a, c)
+    trees = [
+        sources.named_tree(sources.ck_tree(a)),
+        sources.named_tree(sources.ck_tree(b)),
+        sources.named_tree(sources.ck_tree(c), "copy"),
+    ]
+    one = tmp_path / "one.db"
+    assert not build(one, trees, stages=pipeline.stages(), jobs=1).extended
+    steps = tmp_path / "steps.db"
+    assert not build(steps, trees[:1], stages=pipeline.stages(), jobs=1).extended
+    s2 = build(steps, trees[:2], stages=pipeline.stages(), jobs=1)
+    s3 = build(steps, trees, stages=pipeline.stages(), jobs=1)
+    assert s2.extended and s3.extended
+    assert s3.tables == build(tmp_path / "again.db", trees, stages=pipeline.stages()).tables
+    got, want = _contents(steps), _contents(one)
+    assert got.keys() == want.keys() and all(want[k] for k in ("instances", "instances_fts"))
+    assert got == want
+    # dropping a tree is not an addition: that build starts from an empty file
+    assert not build(steps, trees[1:], stages=pipeline.stages(), jobs=1).extended
+
+
 def test_build_keeps_refreshes_and_drops_trees(two_trees, tmp_path):
     a, b = two_trees
     db = tmp_path / "kb.db"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ckkb.diagnostics import Diagnostic
-from ckkb.kb.schema import BUILT, TABLES
+from ckkb.kb.schema import BUILT, TABLES, Table
 
 
 def old_trees(db_path: Path) -> dict[tuple[str, str], int]:
@@ -47,10 +47,8 @@ def copy_tree_rows(
     counts: dict[str, int] = {}
     db.execute("attach database ? as old", [str(old_path)])
     try:
-        for t in TABLES.values():
+        for t in _tree_tables():
             cols = t.column_names()
-            if t.kind != BUILT or "source_id" not in cols:
-                continue
             names = ", ".join(f"[{c}]" for c in cols)
             picks = ", ".join("?" if c == "source_id" else f"[{c}]" for c in cols)
             with db.conn:
@@ -59,17 +57,40 @@ def copy_tree_rows(
                     f"select {picks} from old.[{t.name}] where source_id = ?",
                     [new_id, old_id],
                 )
-            if cur.rowcount > 0:
+            if cur.rowcount > 0 and t.name != "diagnostics":  # those are summed apart
                 counts[t.name] = cur.rowcount
-        diags = [
-            Diagnostic(r[0], r[1], r[2], r[3], r[4])
-            for r in db.conn.execute(
-                "select file, line, message, severity, stage from old.diagnostics "
-                "where source_id = ?",
-                [old_id],
-            )
-        ]
+        diags = stored_diagnostics(db, "old", old_id)
     finally:
         db.conn.commit()
         db.execute("detach database old")
     return counts, diags
+
+
+def stored_tree(db: Any, source_id: int) -> tuple[dict[str, int], list[Diagnostic]]:
+    """The row counts and diagnostics of one tree already in the database (`extend`)."""
+    counts: dict[str, int] = {}
+    for t in _tree_tables():
+        if t.name == "diagnostics":  # summed apart, as in copy_tree_rows
+            continue
+        n = db.conn.execute(
+            f"select count(*) from [{t.name}] where source_id = ?", [source_id]
+        ).fetchone()[0]
+        if n:
+            counts[t.name] = n
+    return counts, stored_diagnostics(db, "main", source_id)
+
+
+def stored_diagnostics(db: Any, schema: str, source_id: int) -> list[Diagnostic]:
+    return [
+        Diagnostic(r[0], r[1], r[2], r[3], r[4])
+        for r in db.conn.execute(
+            f"select file, line, message, severity, stage from {schema}.diagnostics "
+            "where source_id = ?",
+            [source_id],
+        )
+    ]
+
+
+def _tree_tables() -> list[Table]:
+    """The built tables whose rows belong to one tree."""
+    return [t for t in TABLES.values() if t.kind == BUILT and "source_id" in t.column_names()]

@@ -30,8 +30,9 @@ from ckkb.kb import atomic, lock
 from ckkb.kb import db as kbdb
 from ckkb.kb.build import gc_policy, workers
 from ckkb.kb.build.cache import Cache, CacheRow
+from ckkb.kb.build.extend import add_fts_rows, copy_base, extends
 from ckkb.kb.build.plan import StagePlan, inventory, same_bytes
-from ckkb.kb.build.reuse import copy_tree_rows, old_built, old_trees
+from ckkb.kb.build.reuse import copy_tree_rows, old_built, old_trees, stored_tree
 from ckkb.kb.build.writer import (
     FingerprintPart,
     carry_ingested,
@@ -71,6 +72,7 @@ class BuildSummary:
     cached: int = 0
     tables: dict[str, int] = field(default_factory=dict)
     carried: dict[str, int] = field(default_factory=dict)
+    extended: bool = False  # the new file started as a copy of the old one (`extend`)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     # stage -> {"extract_cpu": CPU seconds in workers, "combine": seconds, "combine_cpu": CPU
     # seconds of the combine (this process, so not inflated by busy workers), "insert": seconds,
@@ -199,6 +201,8 @@ class _Build:
         self.fts_fresh: set[str] = set()  # tables whose full-text index followed their stage
         self.fts_stale: set[str] = set()  # ... and that a later stage wrote again
         self.reused: dict[str, int] = {}  # tree name -> its source id in the old database
+        self.source_ids: dict[str, int] = {}  # tree name -> its source id in the new one
+        self.extending = False  # the new file starts as a copy of the old one (`extend`)
         # a miss of an earlier tree, by (stage, rel); the later trees' misses of the same bytes
         # at the same path, by the earlier one's (stage, root, rel): extracted once (`pair`)
         self.first_miss: dict[tuple[str, str], str] = {}
@@ -287,7 +291,14 @@ class _Build:
         tmp = atomic.tmp_path(self.db_path)  # beside the link's target when db_path is a link
         tmp.unlink(missing_ok=True)
         phases = self.summary.timings.setdefault("(build)", {})
+        self.source_ids = {t.name: i for i, t in enumerate(self.trees, start=1)}
+        self.extending = (
+            self.has_old and not self.force and extends(self.db_path, self.reused, self.source_ids)
+        )
+        self.summary.extended = self.extending
         try:
+            if self.extending:
+                copy_base(self.db_path, tmp)
             db = sqlite_utils.Database(tmp)
             db.execute("pragma journal_mode = off")
             db.execute("pragma synchronous = off")  # private until atomic.replace fsyncs it
@@ -295,7 +306,6 @@ class _Build:
             # and full-text indexes are written with fewer page spills (-0.1 CPU-s of writes)
             db.execute(f"pragma cache_size = -{64 * 1024}")
             kbdb.create_tables(db)
-            self.source_ids = {t.name: i for i, t in enumerate(self.trees, start=1)}
             t_phase = time.perf_counter()
             self.copy_reused(db)
             self.extract_and_combine(db)
@@ -327,7 +337,10 @@ class _Build:
     def copy_reused(self, db: Any) -> None:
         """The rows (and diagnostics) of each unchanged tree, from the old database."""
         for name, old_id in self.reused.items():
-            counts, diags = copy_tree_rows(db, self.db_path, old_id, self.source_ids[name])
+            if self.extending and old_id == self.source_ids[name]:
+                counts, diags = stored_tree(db, old_id)  # in the copied file already
+            else:
+                counts, diags = copy_tree_rows(db, self.db_path, old_id, self.source_ids[name])
             self.diags[name] += diags
             for k, v in counts.items():
                 self.summary.tables[k] = self.summary.tables.get(k, 0) + v
@@ -402,6 +415,10 @@ class _Build:
         if check_old(self.db_path):  # again, under the lock: an ingest may have made it since
             self.summary.carried = carry_ingested(db, self.db_path)
             procs.fault_point("build-carried")
+        if self.extending:
+            base = {sid for name, sid in self.reused.items() if sid == self.source_ids[name]}
+            add_fts_rows(db, set(self.source_ids.values()) - base)
+            self.fts_fresh = {t.name for t in TABLES.values() if t.fts}
         kbdb.finish_schema(db, fts_fresh=self.fts_fresh - self.fts_stale)
         kbdb.set_info(db, "fingerprint", fingerprint(self.fp_parts))
         kbdb.set_info(db, "ckkb_version", ckkb.__version__)
@@ -505,10 +522,11 @@ class _Build:
         # writes the same table inserts into an indexed table: slower, same rows), not at the end;
         # full-text indexes too, for a table no earlier stage wrote (written again: redone at end)
         kbdb.create_indexes(db, counts)
-        fts_now = {t for t in counts if TABLES[t].fts}
-        self.fts_stale.update(fts_now & self.fts_fresh)
-        kbdb.create_fts(db, fts_now - self.fts_fresh)
-        self.fts_fresh.update(fts_now)
+        if not self.extending:  # extending: the added trees' rows are full-text indexed at the end
+            fts_now = {t for t in counts if TABLES[t].fts}
+            self.fts_stale.update(fts_now & self.fts_fresh)
+            kbdb.create_fts(db, fts_now - self.fts_fresh)
+            self.fts_fresh.update(fts_now)
         tm["combine"] += t_insert - t_combine
         tm["insert"] += time.perf_counter() - t_insert
         for k, v in counts.items():

@@ -1,0 +1,75 @@
+"""A build that only adds trees starts from a copy of the old database, not from an empty file.
+
+When every tree the old database holds is unchanged (its rows would be copied, `reuse`) and keeps
+its source id, the new file is the old one plus the added trees. Copying the file page by page
+(SQLite's backup) costs a fraction of copying its rows one table at a time, then indexing and
+full-text indexing them again: adding a tree then costs what that tree costs, whatever the
+database already holds. Everything else (a changed or dropped tree, another schema) starts empty.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ckkb.kb.schema import INGESTED, SCHEMA_VERSION, TABLES
+
+
+def extends(db_path: Path, reused: dict[str, int], source_ids: dict[str, int]) -> bool:
+    """True when the database at db_path can be the start of this build: this schema, and each
+    of its trees reused in place (same rows, same source id)."""
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            version = conn.execute(
+                "select value from build_info where key = 'schema_version'"
+            ).fetchone()
+            trees = conn.execute("select id, name from sources").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return False
+    if version is None or version[0] != str(SCHEMA_VERSION) or not trees:
+        return False
+    return all(reused.get(name) == sid == source_ids.get(name) for sid, name in trees)
+
+
+def copy_base(db_path: Path, tmp: Path) -> None:
+    """The old database's pages into tmp (a consistent snapshot, whatever writes it meanwhile),
+    less what the build writes again: the tree list, and the ingested rows (carried forward under
+    the lock at the end, as into an empty file)."""
+    src = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    dst = sqlite3.connect(tmp)
+    try:
+        src.backup(dst)
+        with dst:
+            dst.execute("delete from sources")
+            present = {r[0] for r in dst.execute("select name from sqlite_master")}
+            for t in TABLES.values():
+                if t.kind == INGESTED and t.name in present:
+                    dst.execute(f"delete from [{t.name}]")
+    finally:
+        dst.close()
+        src.close()
+
+
+def add_fts_rows(db: Any, source_ids: Iterable[int]) -> None:
+    """Full-text index the rows of these trees, in each table whose index the copy carries."""
+    ids = sorted(set(source_ids))
+    if not ids:
+        return
+    marks = ", ".join("?" for _ in ids)
+    for t in TABLES.values():
+        if not t.fts:
+            continue
+        fts = db.table(t.name).detect_fts()
+        if not fts:
+            continue
+        cols = ", ".join(f"[{c}]" for c in t.fts)
+        db.execute(
+            f"insert into [{fts}] (rowid, {cols}) "
+            f"select rowid, {cols} from [{t.name}] where source_id in ({marks})",
+            ids,
+        )
