@@ -24,10 +24,10 @@ def _dtype(name: str, cpp: str, *others: str, label: str = "") -> Dtype:
 
 
 DTYPES: tuple[Dtype, ...] = (
-    _dtype("bf16", "bhalf_t", "ck::bhalf_t", "BF16"),
-    _dtype("f16", "half_t", "ck::half_t", "F16", "fp16", "half", label="fp16"),
-    _dtype("f32", "float", "F32", "fp32", label="fp32"),
-    _dtype("f64", "double", "F64", "fp64", label="fp64"),
+    _dtype("bf16", "bhalf_t", "ck::bhalf_t", "BF16", "bfloat16"),
+    _dtype("f16", "half_t", "ck::half_t", "F16", "fp16", "half", "float16", label="fp16"),
+    _dtype("f32", "float", "F32", "fp32", "float32", label="fp32"),
+    _dtype("f64", "double", "F64", "fp64", "float64", label="fp64"),
     _dtype("i8", "int8_t", "I8", "int8", label="int8"),
     _dtype("i32", "int32_t", "I32", "int32", label="int32"),
     _dtype(
@@ -40,6 +40,8 @@ DTYPES: tuple[Dtype, ...] = (
         "ck::f8_fnuz_t",
         "f8_ocp_t",
         "ck::f8_ocp_t",
+        "float8_e4m3fnuz",
+        "float8_e4m3fn",
         label="fp8",
     ),
     _dtype(
@@ -51,6 +53,8 @@ DTYPES: tuple[Dtype, ...] = (
         "ck::bf8_fnuz_t",
         "bf8_ocp_t",
         "ck::bf8_ocp_t",
+        "float8_e5m2fnuz",
+        "float8_e5m2",
     ),
     _dtype("f4", "f4x2_pk_t", "f4_t", "F4", "fp4", label="fp4"),
     _dtype("f6", "f6x16_pk_t", "F6", "fp6", label="fp6"),
@@ -63,11 +67,11 @@ LAYOUTS: tuple[str, ...] = ("mk_kn", "mk_nk", "km_kn", "km_nk")
 
 
 def dtype(word: str | None) -> Dtype | None:
-    """The data type any spelling names (`bf16`, `BF16`, `bhalf_t`, `ck::bhalf_t`; `FP16` too, case
-    aside), else None."""
+    """The data type any spelling names (`bf16`, `BF16`, `bhalf_t`, `ck::bhalf_t`,
+    `torch.bfloat16`; `FP16` too, case aside), else None."""
     if not word:
         return None
-    w = word.strip()
+    w = word.strip().removeprefix("torch.")  # aiter's configs write torch's dtype names
     return _BY_SPELLING.get(w) or _BY_SPELLING.get(w.lower())
 
 

@@ -10,35 +10,18 @@ import csv
 import io
 from pathlib import Path
 
-from ckkb import csvcheck
+from ckkb import csvcheck, vocabulary
 from ckkb.errors import CkkbError
 from ckkb.harness.timing import Shape
 
 DTYPES = ("bf16", "fp16", "fp8")
 
-_DTYPE_ALIASES = {
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "torch.bfloat16": "bf16",
-    "fp16": "fp16",
-    "half": "fp16",
-    "float16": "fp16",
-    "torch.float16": "fp16",
-    "fp8": "fp8",
-    "i8": None,
-    "torch.int8": None,
-}
-
 
 def parse_dtype(text: str) -> str | None:
-    """bf16 | fp16 | fp8 for the spellings aiter's configs use; None for what the harness can't
-    time."""
-    t = text.strip().lower()
-    if t in _DTYPE_ALIASES:
-        return _DTYPE_ALIASES[t]
-    if "float8" in t or t.startswith("fp8"):
-        return "fp8"
-    return None
+    """bf16 | fp16 | fp8 for any spelling of those data types (aiter's configs write torch's
+    names: `torch.bfloat16`); None for what the harness can't time."""
+    word = vocabulary.label(text)
+    return word if word in DTYPES else None
 
 
 def parse_dtype_list(text: str | None) -> list[str] | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from ckkb import vocabulary
 from ckkb.errors import DatabaseError
 from ckkb.kb import lock, trees, validate
 from ckkb.kb.schema import BUILT, SCHEMA_VERSION, TABLES, Table
@@ -110,7 +111,18 @@ def create_views(db: sqlite_utils.Database) -> None:
 def finish_schema(db: sqlite_utils.Database, fts_fresh: Iterable[str] = ()) -> None:
     create_indexes(db)
     create_fts(db, fresh=fts_fresh)
+    write_vocabulary(db)
     create_views(db)
+
+
+def write_vocabulary(db: sqlite_utils.Database) -> None:
+    """The data-type vocabulary as a table, so SQL reads the one vocabulary Python reads."""
+    rows = [(s, d.name, d.label, d.cpp) for d in vocabulary.DTYPES for s in sorted(d.spellings)]
+    with db.conn:
+        db.conn.execute("delete from dtype_spellings")
+        db.conn.executemany(
+            "insert into dtype_spellings (spelling, dtype, label, cpp) values (?, ?, ?, ?)", rows
+        )
 
 
 def set_info(db: sqlite_utils.Database, key: str, value: str) -> None:

@@ -18,7 +18,7 @@ from ckkb.kb.schema import (  # noqa: F401  (importing registers the tables)
 )
 from ckkb.kb.schema.base import BUILT, INGESTED, TABLES, Column, Table, col, row_dict, table
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 __all__ = [
     "SCHEMA_VERSION",

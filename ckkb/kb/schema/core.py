@@ -38,6 +38,21 @@ class SourceRow:
 
 
 @table(
+    "dtype_spellings",
+    "ckkb's one vocabulary of data types (ckkb/vocabulary.py), for SQL: every spelling sources, "
+    "logs, aiter and users write, with the data type it names.",
+    pk="spelling",
+    provenance=False,
+)
+@dataclass(kw_only=True, slots=True)
+class DtypeSpellingRow:
+    spelling: str = col("a way of writing the data type (`bf16`, `BF16`, `bhalf_t`, `ck::bhalf_t`)")
+    dtype: str = col("the canonical word, as in CK file names (`bf16`, `f16`, `f8`)")
+    label: str = col("the word ckProfiler's legends use, as race rows store it (`fp16`)")
+    cpp: str = col("the C++ element type instance rows carry (`half_t`)")
+
+
+@table(
     "build_info",
     "Facts about the build that produced this file (schema version, ckkb version, timing).",
     pk="key",

@@ -1,17 +1,12 @@
 -- Instances registered in the knowledge base for each race's op, data type and layout on the race's arch (NULL when it cannot be determined).
 -- Derivation: the op's device-op interfaces (profiler_ops.interfaces, read from its profile_*_impl.hpp)
--- -> factory declarations of that interface whose first data type and A/B layouts match the race
--- (factories) -> their add functions' registrations (registrations) that are available on the
--- race's arch (availability) -> the active entries of the instance lists they add (instance_lists),
--- less the entries an #if on arch macros inside the list drops on that arch (instance_gates).
+-- -> factory declarations of that interface whose first data type (read through ckkb's one
+-- vocabulary, table dtype_spellings) and A/B layouts match the race (factories) -> their add
+-- functions' registrations (registrations) that are available on the race's arch (availability)
+-- -> the active entries of the instance lists they add (instance_lists), less the entries an #if on arch macros inside the list drops on that arch (instance_gates).
 -- NULL when the race has no arch or dtype, the op has no interface, or no factory matches.
 CREATE VIEW races_registered AS
-WITH dt(label, ck) AS (
-    VALUES ('fp32', 'F32'), ('fp32', 'float'), ('fp16', 'F16'), ('fp16', 'half_t'), ('bf16', 'BF16'),
-           ('bf16', 'bhalf_t'), ('int8', 'I8'), ('int8', 'int8_t'), ('fp8', 'F8'), ('fp8', 'f8_t'),
-           ('bf8', 'BF8'), ('bf8', 'bf8_t'), ('fp64', 'F64'), ('fp64', 'double')
-),
-race_if AS (
+WITH race_if AS (
     SELECT r.id AS race_id, r.arch, r.dtype, r.layout, j.value AS interface, o.source_id
     FROM races r
     JOIN profiler_ops o ON o.name = r.op, json_each(o.interfaces) j
@@ -24,9 +19,9 @@ fns AS (
     JOIN factories f ON (f.interface = ri.interface OR (f.interface > ri.interface || '<' AND f.interface < ri.interface || '='))
         AND f.source_id = ri.source_id
     WHERE EXISTS (
-        SELECT 1 FROM dt
+        SELECT 1 FROM dtype_spellings dt
         WHERE dt.label = ri.dtype
-          AND (json_extract(f.dtypes, '$[0]') = dt.ck OR json_extract(f.dtypes, '$[0]') LIKE '%::' || dt.ck)
+          AND (json_extract(f.dtypes, '$[0]') = dt.spelling OR json_extract(f.dtypes, '$[0]') LIKE '%::' || dt.spelling)
     )
       AND (
         ri.layout IS NULL OR ri.layout NOT GLOB '[mk][mk]_[nk][nk]'
