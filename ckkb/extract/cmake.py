@@ -33,10 +33,11 @@ from typing import Any
 
 from ckkb.archs import ARCHS
 from ckkb.diagnostics import Diagnostic
-from ckkb.extract.cmake_sources import parse_dir_cmake, read_dir
+from ckkb.extract.cmake_roots import run_root
+from ckkb.extract.cmake_sources import read_dir
 from ckkb.extract.cpp import is_binary
 from ckkb.extract.instance_roots import instance_roots
-from ckkb.extract.library_archs import TARGET_COMMANDS, LibraryArchs
+from ckkb.extract.library_archs import LibraryArchs
 from ckkb.extract.tree_archs import tree_archs
 from ckkb.kb.schema.ck_registrations import BuildDefineRow, BuildRuleRow, FileBuildRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
@@ -157,7 +158,7 @@ def _rule_rows(
 
 class CMakeStage:
     name = "ck.cmake"
-    version = "3"
+    version = "4"
     tree = "ck"
     reads = ("tree_archs",)
     writes = ("build_defines", "build_rules", "file_builds")
@@ -185,65 +186,39 @@ class CMakeStage:
                 ]
             )
         text = data.decode("utf-8", errors="replace")
-        if rel not in (GPU_CMAKE, ROOT_CMAKE):
-            # a directory's CMakeLists.txt: the loop matches against its text
-            return FileResult(facts={"text": text})
         try:
             stmts, diags = parse_cmake(text)
         except CMakeSyntaxError as e:
             return FileResult(
-                diagnostics=[Diagnostic(rel, e.line, f"CMake syntax: {e}", "error", self.name)]
+                diagnostics=[Diagnostic(rel, e.line, f"CMake syntax: {e}", "error", self.name)],
+                facts={"text": text} if rel != ROOT_CMAKE else {},
             )
         if rel == ROOT_CMAKE:  # only option()/set()/add_definitions() matter; say nothing else
-            diags = []
+            return FileResult(facts={"stmts": stmts})
         diags = [Diagnostic(rel, d.line, d.message, "warning", self.name) for d in diags]
-        return FileResult(diagnostics=diags, facts={"stmts": stmts})
+        # the text too: a directory loop matches against a directory's CMakeLists.txt
+        return FileResult(diagnostics=diags, facts={"stmts": stmts, "text": text})
 
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
         archs = tree_archs(ctx)
         envs, rows = root_environments(results.get(ROOT_CMAKE), archs)
-        top = results.get(GPU_CMAKE)
-        if top is None or "stmts" not in top.facts:
-            return StageResult(
-                rows=rows,
-                diagnostics=[
-                    Diagnostic(
-                        GPU_CMAKE,
-                        0,
-                        "no build rules read: file missing or unparsable",
-                        "warning",
-                        self.name,
-                    )
-                ],
-            )
-        texts = {
-            k: v.facts.get("text", "")
-            for k, v in results.items()
-            if k not in (GPU_CMAKE, ROOT_CMAKE)
-        }
-        more_roots, diags = _more_roots(root, results)
-        more, diags2 = evaluate_tree(root, top.facts["stmts"], texts, archs, envs, more_roots)
+        roots = instance_roots(root).roots
+        plans: list[tuple[str, str, list[Stmt]]] = []
+        diags: list[Diagnostic] = []
+        for inst_dir in roots or (CK_INSTANCE_DIR,):
+            file = f"{inst_dir}/CMakeLists.txt"
+            res = results.get(file)
+            if res is not None and "stmts" in res.facts:
+                plans.append((inst_dir, file, res.facts["stmts"]))
+            else:
+                msg = "no build rules read: file missing or unparsable"
+                diags.append(Diagnostic(file, 0, msg, "warning", self.name))
+        if not plans:
+            return StageResult(rows=rows, diagnostics=diags)
+        texts = {k: v.facts.get("text", "") for k, v in results.items() if k != ROOT_CMAKE}
+        dir_stmts = {k: v.facts.get("stmts") for k, v in results.items() if k != ROOT_CMAKE}
+        more, diags2 = evaluate_tree(root, plans, texts, dir_stmts, archs, envs)
         return StageResult(rows=rows + more, diagnostics=diags + diags2)
-
-
-def _more_roots(
-    root: Path, results: dict[str, FileResult]
-) -> tuple[tuple[tuple[str, list[Stmt]], ...], list[Diagnostic]]:
-    """(directory, statements) of the instance libraries beside gpu/ that the tree's CMake
-    reaches, and a diagnostic for each whose CMakeLists.txt does not parse."""
-    out: list[tuple[str, list[Stmt]]] = []
-    diags: list[Diagnostic] = []
-    for inst_dir in instance_roots(root).roots:
-        file = f"{inst_dir}/CMakeLists.txt"
-        if inst_dir == CK_INSTANCE_DIR or file not in results:
-            continue
-        stmts = parse_dir_cmake(results[file].facts.get("text", ""))
-        if stmts is None:
-            msg = "no build rules read: CMake syntax error"
-            diags.append(Diagnostic(file, 0, msg, "warning", "ck.cmake"))
-            continue
-        out.append((inst_dir, stmts))
-    return tuple(out), diags
 
 
 def root_environments(
@@ -295,40 +270,46 @@ def _skipped_row(path: str, arch: str, rule: BuildRuleRow | None) -> FileBuildRo
     )
 
 
+Plan = tuple[str, str, list[Stmt]]  # (instance root, its CMakeLists.txt, its statements)
+
+
 def evaluate_tree(
     root: Path,
-    stmts: list[Stmt],
+    plans: list[Plan],
     dir_texts: dict[str, str],
+    dir_stmts: dict[str, list[Stmt] | None],
     archs: tuple[str, ...] = ARCHS,
     envs: dict[str, dict[str, str]] | None = None,
-    more_roots: tuple[tuple[str, list[Stmt]], ...] = (),
 ) -> tuple[list[Any], list[Diagnostic]]:
-    """BuildRuleRows + FileBuildRows for every instance source × arch. `stmts` are gpu/'s
-    CMakeLists.txt; `more_roots` the (directory, statements) of instance libraries beside it
-    (`instance_roots`), which use the same add_instance_library wherever it is defined."""
+    """BuildRuleRows + FileBuildRows for every instance source × arch, over the instance roots
+    `plans` (`instance_roots`, in its order). `dir_texts`/`dir_stmts` hold each directory's
+    CMakeLists.txt (text, statements) by path. A root uses its own add_instance_library, else
+    the first root's that defines one (a CMake function is global once defined)."""
     diags: list[Diagnostic] = []
-    plans = [(CK_INSTANCE_DIR, GPU_CMAKE, stmts)]
-    plans += [(r, f"{r}/CMakeLists.txt", st) for r, st in more_roots]
-    lib = next((f for _, _, st in plans if (f := _library_function(st)) is not None), None)
-    if lib is None:
-        diags.append(
-            Diagnostic(
-                GPU_CMAKE, 0, "no add_instance_library function found", "warning", "ck.cmake"
-            )
-        )
+    libs = [_library_function(st) for _, _, st in plans]
+    first = next((f for f in libs if f is not None), None)
+    if first is None:
+        msg = "no add_instance_library function found"
+        diags.append(Diagnostic(plans[0][1], 0, msg, "warning", "ck.cmake"))
     out: list[Any] = []
-    lib_rules: dict[int, BuildRuleRow] = {}
-    for inst_dir, file, st in plans:
-        own = _library_function(st)
+    shapes: list[tuple[Foreach | None, set[str], dict[int, BuildRuleRow]]] = []
+    rules_of_lib: dict[int, dict[int, BuildRuleRow]] = {}
+    for (_inst_dir, file, st), own in zip(plans, libs, strict=True):
         loop = _find_dir_loop(st)
         guard_vars = _guard_vars(loop)
         rules = _rule_rows(file, own, loop, guard_vars)
         n_rules = sum(isinstance(r, BuildRuleRow) for r in out)
         for r in rules.values():
             r.id += n_rules
-        if own is lib:
-            lib_rules = rules
+        if own is not None:
+            rules_of_lib[id(own)] = rules
         out.extend(rules.values())
+        shapes.append((loop, guard_vars, rules))
+    for (inst_dir, _file, st), own, (loop, guard_vars, rules) in zip(
+        plans, libs, shapes, strict=True
+    ):
+        lib = own or first
+        n_rules = sum(isinstance(r, BuildRuleRow) for r in out)
         out.extend(
             _evaluate_root(
                 root,
@@ -338,11 +319,12 @@ def evaluate_tree(
                 guard_vars,
                 rules,
                 lib,
-                lib_rules,
+                rules_of_lib.get(id(lib), {}),
                 dir_texts,
+                dir_stmts,
                 archs,
                 envs or {},
-                n_rules + len(rules),
+                n_rules,
             )
         )
     return out, diags
@@ -358,11 +340,14 @@ def _evaluate_root(
     lib: Function | None,
     lib_rules: dict[int, BuildRuleRow],
     dir_texts: dict[str, str],
+    dir_stmts: dict[str, list[Stmt] | None],
     archs: tuple[str, ...],
     envs: dict[str, dict[str, str]],
     n_rules: int,
 ) -> list[Any]:
-    """The rows of one instance library root; new rule ids follow the `n_rules` rules so far."""
+    """The rows of one instance library root; new rule ids follow the `n_rules` rules so far.
+    The root's CMakeLists.txt is run whole per arch (`cmake_roots.run_root`): which directories
+    it adds, and the per-library arch lists its taken branches give."""
     out: list[Any] = []
     base = Path(root) / inst_dir
     # dir -> (source, path from the CK root, file name)
@@ -382,7 +367,6 @@ def _evaluate_root(
     def dir_cmake(d: str) -> str:
         return f"{inst_dir}/{d}/CMakeLists.txt"
 
-    dir_stmts = {d: parse_dir_cmake(dir_texts.get(dir_cmake(d), "")) for d in by_dir}
     made: dict[tuple[str, int], BuildRuleRow] = {}
 
     def new_rule(
@@ -401,28 +385,22 @@ def _evaluate_root(
             out.append(made[(file, line)])
         return made[(file, line)]
 
+    adds_dirs = _contains(stmts, _adds_subdirectory)
     for arch in archs:
         env = envs.get(arch) or dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
         verdicts: dict[str, tuple[bool, BuildRuleRow | None]] = {}  # file name -> verdict
-        added = _added_dirs(stmts, env) if loop is None and inst_dir != CK_INSTANCE_DIR else None
-        root_targets = _root_targets(stmts, env, f"{inst_dir}/CMakeLists.txt")
+        ran = run_root(stmts, env, root, inst_dir, dir_texts, loop, guard_vars, adds_dirs)
         for d, files in sorted(by_dir.items()):
-            if loop is not None:
-                built_dir, guard = _run_dir_loop(
-                    loop, env, base, d, dir_texts, guard_vars, inst_dir
-                )
-                if not built_dir:
-                    out.extend(_skipped_row(path, arch, loop_rule(guard)) for _, path, _ in files)
-                    continue
-            elif added is not None and d not in added:
-                out.extend(_skipped_row(path, arch, None) for _, path, _ in files)
+            if ran.added is not None and d not in ran.added:
+                rule = loop_rule(ran.guards.get(d))
+                out.extend(_skipped_row(path, arch, rule) for _, path, _ in files)
                 continue
-            st = dir_stmts.get(d)
+            st = dir_stmts.get(dir_cmake(d))
             got = read_dir(st, env, dir_cmake(d)) if st else None
             targets = LibraryArchs()
             if got is not None:
                 targets.merge(got.targets)
-            targets.merge(root_targets)
+            targets.merge(ran.targets)
             for f, path, name in files:
                 rel = f.split("/", 1)[1]
                 # a CMake template (.in) is configured into a source of another name: kept
@@ -454,52 +432,6 @@ def _evaluate_root(
                     )
                 )
     return out
-
-
-def _added_dirs(stmts: list[Stmt], env: dict[str, str]) -> set[str]:
-    """The subdirectories an instance root without a directory loop adds, run under `env`."""
-    it = Interpreter(env, "")
-    try:
-        it.run(stmts)
-    except (Break, RecursionError):
-        pass
-    return {s.strip("/") for s in it.subdirs}
-
-
-def _root_targets(stmts: list[Stmt], env: dict[str, str], file: str) -> LibraryArchs:
-    """Per-library arch lists an instance root's CMakeLists.txt gives (its commands as written,
-    variables expanded under `env`; an if() around them is not evaluated)."""
-    out = LibraryArchs()
-    it = Interpreter(env, file)
-    for s in walk(stmts):
-        if isinstance(s, Command) and s.name in TARGET_COMMANDS:
-            out.read(s, it.words(s.args), file)
-    return out
-
-
-def _run_dir_loop(
-    loop: Foreach,
-    env: dict[str, str],
-    base: Path,
-    d: str,
-    dir_texts: dict[str, str],
-    guard_vars: set[str],
-    inst_dir: str = CK_INSTANCE_DIR,
-) -> tuple[bool, Branch | None]:
-    """The directory loop's body for directory `d`: (whether it adds the directory, the branch
-    that last set a guard variable when it does not)."""
-    dir_text = dir_texts.get(f"{inst_dir}/{d}/CMakeLists.txt", "")
-    it = Interpreter(env, f"{inst_dir}/CMakeLists.txt", read_file=lambda _p: dir_text)
-    var = loop.args[0].value if loop.args else "subdir_path"
-    it.env[var] = str(base / d)
-    try:
-        it.run(loop.body)
-    except Break:
-        pass
-    if it.subdirs:
-        return True, None
-    cands = [it.origin.get(v) for v in guard_vars if it.origin.get(v) is not None]
-    return False, cands[-1] if cands else None
 
 
 def instance_sources(base: Path) -> list[str]:

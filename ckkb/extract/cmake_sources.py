@@ -17,7 +17,7 @@ from ckkb.lang.cmake.interpreter import Break, Interpreter
 from ckkb.lang.cmake.syntax import CMakeSyntaxError, Command, Stmt, parse_cmake
 
 
-class _Recorder(Interpreter):
+class Recorder(Interpreter):
     """The interpreter, with every add_instance_library call's arguments recorded, and the
     commands that give a library target its own arch list (`library_archs`)."""
 
@@ -66,7 +66,7 @@ class DirLibraries:
 def read_dir(stmts: list[Stmt], env: dict[str, str], file: str) -> DirLibraries | None:
     """The directory's add_instance_library calls and per-library arch lists, run under `env`;
     None when the file calls add_instance_library nowhere."""
-    it = _Recorder(env, file)
+    it = Recorder(env, file)
     try:
         it.run(stmts)
     except (Break, RecursionError):

@@ -73,7 +73,7 @@ class LibraryArchs:
         if library in self.lists:
             return library, self.lists[library]
         for agg, objs in self.objects_of.items():
-            if library in objs and agg in self.lists:
+            if agg in self.lists and library in objs:
                 return agg, self.lists[agg]
         return None
 

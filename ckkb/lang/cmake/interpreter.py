@@ -1,7 +1,7 @@
 """A small CMake interpreter: runs parsed statements over string variables, statement by
 statement (`set`, `option`, `unset`, `if/elseif/else`, `foreach`, `break`, `function` and its
 calls, `get_filename_component(... NAME|NAME_WE|DIRECTORY|PATH)`,
-`list(REMOVE_ITEM|APPEND|FILTER|REMOVE_DUPLICATES)`, `file(READ)`, `add_subdirectory`,
+`list(REMOVE_ITEM|APPEND|FILTER|REMOVE_DUPLICATES)`, `file(READ|GLOB)`, `add_subdirectory`,
 `add_definitions`/`add_compile_definitions`); other commands are no-ops. It records which
 if-branch removed what, for the build rules that explain a verdict."""
 
@@ -49,11 +49,18 @@ class Interpreter:
     """Runs parsed CMake statements over string variables; records which rule removed what."""
 
     def __init__(
-        self, env: dict[str, str], file: str, read_file: Callable[[str], str] | None = None
+        self,
+        env: dict[str, str],
+        file: str,
+        read_file: Callable[[str], str] | None = None,
+        glob: Callable[[list[str]], list[str]] | None = None,
     ) -> None:
         self.env = dict(env)
         self.file = file
         self.read_file: Callable[[str], str] = read_file or (lambda p: "")
+        # file(GLOB var exprs...): the caller lists the tree; without a lister the variable is
+        # left as it was (nothing is known of the files)
+        self.glob = glob
         self.stack: list[Branch] = []  # enclosing taken if-branches, innermost last
         # (list var, item) -> the branch that removed it
         self.removed: dict[tuple[str, str], Branch | None] = {}
@@ -98,9 +105,22 @@ class Interpreter:
         return out
 
     def foreach(self, s: Foreach) -> None:
+        got = self.foreach_items(s)
+        if got is None:
+            return
+        var, items = got
+        for it in items:
+            self.env[var] = it
+            try:
+                self.run(s.body)
+            except Break:
+                break
+
+    def foreach_items(self, s: Foreach) -> tuple[str, list[str]] | None:
+        """(loop variable, the items it takes), or None for a foreach() without arguments."""
         words = self.words(s.args)
         if not words:
-            return
+            return None
         var, rest = words[0], words[1:]
         items: list[str] = []
         if rest and rest[0] == "IN":
@@ -116,12 +136,7 @@ class Interpreter:
             items = [str(i) for i in range(int(rest[1]) + 1)] if rest[1].isdigit() else []
         else:
             items = rest
-        for it in items:
-            self.env[var] = it
-            try:
-                self.run(s.body)
-            except Break:
-                break
+        return var, items
 
     def here(self) -> Branch | None:
         return self.stack[-1] if self.stack else None
@@ -160,11 +175,29 @@ class Interpreter:
         elif name == "file":
             if len(w) >= 3 and w[0] == "READ":
                 self.env[w[2]] = self.read_file(w[1])
+            elif len(w) >= 2 and w[0] in ("GLOB", "GLOB_RECURSE"):
+                self.file_glob(w[1], w[2:])
         elif name == "add_subdirectory":
             if w:
                 self.subdirs.append(w[0])
         else:
             self.call(self.functions[name], w)
+
+    def file_glob(self, var: str, rest: list[str]) -> None:
+        """file(GLOB var [LIST_DIRECTORIES b] [RELATIVE p] [CONFIGURE_DEPENDS] exprs...)."""
+        if self.glob is None:
+            return
+        exprs: list[str] = []
+        skip = False
+        for x in rest:
+            if skip:
+                skip = False
+            elif x in ("LIST_DIRECTORIES", "RELATIVE"):
+                skip = True
+            elif x != "CONFIGURE_DEPENDS":
+                exprs.append(x)
+        self.env[var] = ";".join(self.glob(exprs))
+        self.origin[var] = self.here()
 
     def set(self, w: list[str]) -> None:
         if not w:
