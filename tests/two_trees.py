@@ -4,12 +4,12 @@ README: part2's 224x256x64 entry gone, part2 registered on gfx950 too, entries t
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from ckkb import pipeline
 from ckkb.kb.build import build
 from ckkb.sources import ck_tree, named_tree
+from tests.overlays import overlay_tree
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OLD, NEW = "1.2.0", "1.3.0"
@@ -17,10 +17,7 @@ OLD, NEW = "1.2.0", "1.3.0"
 
 def next_tree(tmp: Path) -> Path:
     """ck_mini with the ck_mini_next overlay, under tmp."""
-    root = tmp / "ck_mini_next"
-    shutil.copytree(FIXTURES / "ck_mini", root)
-    shutil.copytree(FIXTURES / "ck_mini_next", root, dirs_exist_ok=True)
-    return root
+    return overlay_tree(tmp, "ck_mini_next")
 
 
 def build_two_trees(tmp: Path) -> Path:

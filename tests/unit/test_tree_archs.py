@@ -1,7 +1,7 @@
 """Issue 13, CK half: archs come from the tree, list guards gate per arch, unlisted sources are
 not built, a second instance library is found, and a library's own target list gates per arch.
-The tree is tests/fixtures/ck_fork: ck_mini changed the way a vendor fork differs from CK (its
-README lists the changes).
+The tree is ck_mini with the overlay tests/fixtures/ck_fork (tests/overlays.fork_tree; its README
+lists the changes: the way a vendor fork differs from CK).
 
 Figures here are read off the fixture by hand (the fork's changes are the whole difference from
 ck_mini); lines are found by grep in the fixture's files.
@@ -22,8 +22,8 @@ from ckkb.kb import build as kbbuild
 from ckkb.kb.db import open_db
 from ckkb.sources import ck_tree
 from tests.conftest import FIXTURES
+from tests.overlays import fixture_file, fork_tree
 
-FORK = FIXTURES / "ck_fork"
 GPU = "library/src/tensor_operation_instance/gpu"
 UNI = f"{GPU}/gemm_universal/device_gemm_xdl_universal_bf16_bf16_bf16"
 LIST_HPP = f"{UNI}/device_gemm_xdl_universal_bf16_bf16_bf16_mk_nk_mn.hpp"
@@ -33,14 +33,19 @@ FORK_CMAKE = f"{FORK_LIB}/gemm_fork/CMakeLists.txt"
 
 def _line(rel: str, pattern: str) -> int:
     """Second method: the 1-based line of the first match of `pattern` in the fixture file."""
-    lines = (FORK / rel).read_text().splitlines()
+    lines = fixture_file("ck_fork", rel).read_text().splitlines()
     return next(i + 1 for i, ln in enumerate(lines) if re.search(pattern, ln))
 
 
 @pytest.fixture(scope="module")
-def fork_db(tmp_path_factory):
+def fork(tmp_path_factory):
+    return fork_tree(tmp_path_factory.mktemp("fork"))
+
+
+@pytest.fixture(scope="module")
+def fork_db(tmp_path_factory, fork):
     path = tmp_path_factory.mktemp("fork") / "fork.db"
-    kbbuild.build(path, {"ck": ck_tree(FORK)}, stages=pipeline.stages(), jobs=1)
+    kbbuild.build(path, {"ck": ck_tree(fork)}, stages=pipeline.stages(), jobs=1)
     return path
 
 
@@ -130,8 +135,8 @@ def test_directory_no_cmake_reaches_is_not_counted(fork_db):
     assert rows == [(0, "not_listed")]
 
 
-def test_second_instance_library_is_found_from_the_cmake_chain():
-    got = instance_roots(FORK)
+def test_second_instance_library_is_found_from_the_cmake_chain(fork):
+    got = instance_roots(fork)
     assert got.roots == (GPU, FORK_LIB) and got.from_chain
     # ck_mini's top CMakeLists.txt adds no subdirectory: CK's own path, by convention
     mini = instance_roots(FIXTURES / "ck_mini")
@@ -144,7 +149,7 @@ def test_second_library_instances_and_registrations(fork_db):
     insts = json.loads(r.output)["instances"]
     # second method: the two `DeviceGemm_Xdl_CShuffleV3<` entry lines of the fork's source
     src = f"{FORK_LIB}/gemm_fork/device_gemm_fork_xdl_f16_f16_f16_mk_nk_mn_instance.cpp"
-    lines = (FORK / src).read_text().splitlines()
+    lines = fixture_file("ck_fork", src).read_text().splitlines()
     want = [i + 1 for i, ln in enumerate(lines) if ln.lstrip().startswith("DeviceGemm_Xdl")]
     assert sorted(i["line"] for i in insts) == want and {i["file"] for i in insts} == {src}
     assert all(i["registrations"] for i in insts)
@@ -253,9 +258,8 @@ def test_pool_query_has_a_column_per_arch_of_the_tree(fork_db):
 def test_instance_roots_follow_changes_to_the_cmake(tmp_path):
     """The answer is kept between calls (a build asks several times) but not past a change: a
     library the top CMakeLists.txt stops adding is no longer an instance library."""
-    import shutil
 
-    root = shutil.copytree(FORK, tmp_path / "fork")
+    root = fork_tree(tmp_path)
     assert instance_roots(root).roots == (GPU, FORK_LIB)
     lib = root / "library/CMakeLists.txt"
     lib.write_text(lib.read_text().replace("add_subdirectory(src/fork_instance)\n", ""))

@@ -9,7 +9,6 @@ by searching the fixture's text (`_line`), not by the extractor.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import sys
 import types
@@ -26,6 +25,7 @@ from ckkb.versions import diff as diff_mod
 from ckkb.versions.ck_instances import dtype_word, instance_rows
 from ckkb.versions.pairing import pair
 from tests.conftest import FIXTURES
+from tests.overlays import overlay_tree
 from tests.versions_check import canned_rows, expected_by_python
 
 UNI = (
@@ -45,9 +45,7 @@ PART2 = ("256, 256, 224, 64", "256, 224, 256, 64", "256, 256, 192, 64")  # activ
 @pytest.fixture(scope="module")
 def trees(tmp_path_factory):
     """{"old": ck_mini, "new": ck_mini with ck_mini_diff copied over it}."""
-    new = tmp_path_factory.mktemp("ck_diff") / "ck_mini_diff"
-    shutil.copytree(FIXTURES / "ck_mini", new)
-    shutil.copytree(FIXTURES / "ck_mini_diff", new, dirs_exist_ok=True)
+    new = overlay_tree(tmp_path_factory.mktemp("ck_diff"), "ck_mini_diff")
     return {"old": FIXTURES / "ck_mini", "new": new}
 
 
