@@ -1,7 +1,7 @@
 """Which directories of a CK tree hold instance libraries, from the tree's own CMake.
 
 CK's instance library lives in `library/src/tensor_operation_instance/gpu`, but a fork can add a
-second one beside it (`library/src/<fork>_instance/...`). The directories are found the way CMake
+second one beside it (`library/src/<fork>_instance/...`), or hold its only one elsewhere. The directories are found the way CMake
 reaches them: from the top `CMakeLists.txt`, following `add_subdirectory` (a literal path, or a
 directory loop such as CK's `add_subdirectory(${target_dir})` over `file(GLOB ...)`, which reaches
 every subdirectory that has a CMakeLists.txt). A directory whose CMakeLists.txt calls

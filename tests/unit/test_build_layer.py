@@ -1,0 +1,155 @@
+"""Issue 13, the build layer on a tree whose only instance library is not at CK's path: the
+library is found from the top CMakeLists.txt, its own add_instance_library and directory loop
+are run per arch, a per-library arch list inside an if()/else() counts only where its branch is
+taken, and an aggregate library built from the loop's $<TARGET_OBJECTS:...> list passes its
+fixed arch list to the instance libraries it takes.
+
+The tree is ck_mini with the overlay tests/fixtures/ck_vendor (its README has the table of what
+is built where). Expected figures are read off the fixture's CMake by hand; lines are found by
+grep in the fixture's files (`_line`), apart from the extractor.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from ckkb import pipeline
+from ckkb.cli import main
+from ckkb.extract.instance_roots import instance_roots
+from ckkb.kb import build as kbbuild
+from ckkb.kb.db import open_db
+from ckkb.sources import ck_tree
+from tests.overlays import fixture_file, overlay_tree
+
+LIB = "library/src/vendor_ops"
+LIB_CMAKE = f"{LIB}/CMakeLists.txt"
+ARCHS = ["gfx908", "gfx90a", "gfx942", "gfx950", "gfx1100"]
+# directory -> (tile, built on each of ARCHS), from the README's table (read off the CMake)
+BUILT = {
+    "gemm_vendor": ("192x128x64", [1, 1, 1, 0, 0]),
+    "gemm_vendor_agg": ("128x192x64", [0, 1, 1, 0, 0]),
+    "gemm_vendor_gfx94": ("192x192x64", [0, 0, 1, 0, 0]),
+}
+
+
+def _line(rel: str, pattern: str) -> int:
+    """Second method: the 1-based line of the first match of `pattern` in the fixture file."""
+    lines = fixture_file("ck_vendor", rel).read_text().splitlines()
+    return next(i + 1 for i, ln in enumerate(lines) if re.search(pattern, ln))
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    return overlay_tree(tmp_path_factory.mktemp("vendor"), "ck_vendor")
+
+
+@pytest.fixture(scope="module")
+def vendor_db(tmp_path_factory, tree):
+    path = tmp_path_factory.mktemp("vendor") / "vendor.db"
+    kbbuild.build(path, {"ck": ck_tree(tree)}, stages=pipeline.stages(), jobs=1)
+    return path
+
+
+def run(db, *args):
+    return CliRunner().invoke(main, [*args, "--db", str(db)])
+
+
+def _why(db, d: str, arch: str) -> dict:
+    r = run(db, "why", "--tile", BUILT[d][0], "--arch", arch, "--dir", d, "--json")
+    assert r.exit_code == 0, r.output
+    (m,) = json.loads(r.output)["matches"]
+    return m
+
+
+def test_only_library_is_found_from_the_cmake_chain(tree):
+    got = instance_roots(tree)
+    # ck_mini's tensor_operation_instance/gpu/ is on disk, but no add_subdirectory reaches it
+    assert got.roots == (LIB,) and got.from_chain
+
+
+def test_every_source_gets_a_verdict_per_arch(vendor_db):
+    db = open_db(vendor_db, readonly=True)
+    got: dict[str, list[int]] = {}
+    for file, arch, built in db.execute("SELECT file, arch, built FROM file_builds"):
+        d = file.split("/")[3]
+        got.setdefault(d, [0] * len(ARCHS))[ARCHS.index(arch)] = built
+    assert got == {d: built for d, (_tile, built) in BUILT.items()}
+    diags = [m for (m,) in db.execute("SELECT message FROM diagnostics")]
+    assert not [m for m in diags if "no build rules" in m or "add_instance_library" in m]
+
+
+def test_loop_and_library_function_of_the_moved_library(vendor_db):
+    m = _why(vendor_db, "gemm_vendor_gfx94", "gfx90a")
+    assert m["available"] is False
+    (reason,) = m["reasons"]
+    assert reason["layer"] == "build"
+    assert (reason["file"], reason["line"]) == (LIB_CMAKE, _line(LIB_CMAKE, "ONLY GFX94_KERNELS"))
+    assert _why(vendor_db, "gemm_vendor_gfx94", "gfx942")["available"] is True
+    # gfx1100 passes the aggregate's list, then the library's own function drops it
+    m = _why(vendor_db, "gemm_vendor_agg", "gfx1100")
+    (reason,) = m["reasons"]
+    assert m["available"] is False and reason["layer"] == "build"
+    assert (reason["file"], reason["line"]) == (LIB_CMAKE, _line(LIB_CMAKE, 'MATCHES "_xdl"'))
+
+
+def test_arch_list_inside_an_if_counts_where_its_branch_is_taken(vendor_db):
+    for arch in ("gfx908", "gfx90a", "gfx942"):  # gfx942 by the if(), the others by else()
+        assert _why(vendor_db, "gemm_vendor", arch)["available"] is True, arch
+    line = _line(LIB_CMAKE, "device_gemm_vendor_instance PRIVATE --offload-arch=gfx908")
+    for arch in ("gfx950", "gfx1100"):
+        m = _why(vendor_db, "gemm_vendor", arch)
+        (reason,) = m["reasons"]
+        assert m["available"] is False and reason["layer"] == "build"
+        assert (reason["file"], reason["line"]) == (LIB_CMAKE, line)
+        assert "--offload-arch=gfx908 --offload-arch=gfx90a" in reason["condition"]
+
+
+def test_aggregate_list_reaches_the_object_libraries_it_takes(vendor_db):
+    line = _line(LIB_CMAKE, "^    target_compile_options\\(device_vendor_operations")
+    for arch in ("gfx908", "gfx950"):
+        m = _why(vendor_db, "gemm_vendor_agg", arch)
+        (reason,) = m["reasons"]
+        assert m["available"] is False and reason["layer"] == "build"
+        assert (reason["file"], reason["line"]) == (LIB_CMAKE, line)
+    for arch in ("gfx90a", "gfx942"):
+        assert _why(vendor_db, "gemm_vendor_agg", arch)["available"] is True, arch
+
+
+def test_pool_counts_follow_the_build(vendor_db):
+    for d, (_tile, built) in BUILT.items():
+        r = run(vendor_db, "pool", "--json", "--dir", d, "--dtype", "f16")
+        assert r.exit_code == 0, r.output
+        counts = json.loads(r.output)["counts"]
+        # one entry per directory, registered on every arch: the pool is the build verdict
+        assert [counts[a]["mk_nk"] for a in ARCHS] == built, d
+
+
+def test_same_library_at_cks_path_gives_the_same_verdicts(tmp_path):
+    """The if()-guarded list and the aggregate list, at CK's own path (no CMake chain): the
+    verdicts are the table's, so they do not depend on where the library lives."""
+    import shutil
+
+    from ckkb.extract import cmake as cm
+    from ckkb.kb.stages import BuildContext
+    from tests.overlays import FIXTURES
+
+    root = tmp_path / "ck"
+    gpu = "library/src/tensor_operation_instance/gpu"
+    shutil.copytree(FIXTURES / "ck_vendor" / LIB, root / gpu)
+    results = {}
+    for p in cm.STAGE.files(root):
+        rel = p.relative_to(root).as_posix()
+        results[rel] = cm.STAGE.extract(root, rel, p.read_bytes())
+    out = cm.STAGE.combine(root, results, BuildContext(trees={}))
+    got: dict[str, dict[str, bool]] = {}
+    for r in out.rows:
+        if type(r).__name__ == "FileBuildRow":
+            got.setdefault(r.file.split("/")[4], {})[r.arch] = r.built
+    # no target list in this tree: ckkb's default archs; the five of the table among them
+    assert {d: [int(v[a]) for a in ARCHS] for d, v in got.items()} == {
+        d: built for d, (_tile, built) in BUILT.items()
+    }
