@@ -1,10 +1,11 @@
 """Which directories of a CK tree hold instance libraries, from the tree's own CMake.
 
 CK's instance library lives in `library/src/tensor_operation_instance/gpu`, but a fork can add a
-second one beside it (`library/src/<fork>_instance/...`), or hold its only one elsewhere. The directories are found the way CMake
-reaches them: from the top `CMakeLists.txt`, following `add_subdirectory` (a literal path, or a
-directory loop such as CK's `add_subdirectory(${target_dir})` over `file(GLOB ...)`, which reaches
-every subdirectory that has a CMakeLists.txt). A directory whose CMakeLists.txt calls
+second one beside it (`library/src/<fork>_instance/...`), or keep its only one elsewhere. The
+directories are found the way CMake reaches them: from the top `CMakeLists.txt`, following
+`add_subdirectory` (a literal path, or a directory loop such as CK's
+`add_subdirectory(${target_dir})` over `file(GLOB ...)`, which reaches every subdirectory that
+has a CMakeLists.txt). A directory whose CMakeLists.txt calls
 `add_instance_library` is one of an instance library's directories; the directory that added it
 is the library's root (CK's `gpu/`), whose subdirectories are the `dir` of every instance.
 
