@@ -1,7 +1,7 @@
 """Stage `ck.archs`: the GPU targets a CK tree knows, read from the tree itself.
 
-A target is known when the tree names it: in its top-level CMakeLists.txt or the instance
-library's CMakeLists.txt (target lists such as `set(CK_GPU_TARGETS "gfx908;gfx90a;...")`, checks
+A target is known when the tree names it: in its top-level CMakeLists.txt or the CMakeLists.txt
+of an instance library root that CMake reaches (`instance_roots`: CK's gpu/, a fork's; target lists such as `set(CK_GPU_TARGETS "gfx908;gfx90a;...")`, checks
 such as `MATCHES "gfx942"`, fixed `--offload-arch=gfx90a` flags), or in a `defined(__gfxNNN__)`
 list of include/ck/ck.hpp. A fork's own targets are therefore known as soon as it names them.
 Family macros (`__gfx9__`, `__gfx94__`, `__gfx11__`, ...) are whatever ck.hpp `#define`s under an
@@ -25,10 +25,10 @@ from ckkb.extract.availability import evaluate
 from ckkb.extract.conditions import directive_expr, directive_stacks
 from ckkb.kb.schema.ck_archs import TreeArchRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
-from ckkb.sources import CK_INSTANCE_DIR
+from ckkb.extract.instance_roots import instance_roots
 
 CK_HPP = "include/ck/ck.hpp"
-CMAKE_FILES = ("CMakeLists.txt", f"{CK_INSTANCE_DIR}/CMakeLists.txt", "library/CMakeLists.txt")
+TOP_CMAKE = "CMakeLists.txt"
 # A concrete target: gfx + three characters for gfx6..gfx9 (gfx908, gfx90a, gfx940), four digits
 # from gfx10 on (gfx1030, gfx1100). gfx9, gfx94, gfx101, gfx11 are family patterns.
 _ARCH = r"gfx(?:[6-9][0-9][0-9a-f]|1[0-9]{3})"
@@ -51,7 +51,7 @@ class ArchsStage:
     combine_cost = 0.01
 
     def files(self, root: Path) -> list[Path]:
-        return [root / f for f in (*CMAKE_FILES, CK_HPP) if (root / f).is_file()]
+        return [root / f for f in (*cmake_files(root), CK_HPP) if (root / f).is_file()]
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
         text = data.decode("utf-8", errors="replace")
@@ -68,11 +68,11 @@ class ArchsStage:
 
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
         first: dict[str, tuple[str, int, str]] = {}
-        for rel in (*CMAKE_FILES, CK_HPP):
+        for rel in (*cmake_files(root), CK_HPP):
             fr = results.get(rel)
             for arch, line in fr.facts.get("named", []) if fr else []:
                 first.setdefault(arch, (rel, line, "header" if rel == CK_HPP else "cmake"))
-        top = results.get(CMAKE_FILES[0])
+        top = results.get(TOP_CMAKE)
         evaluated = {a for a, _line in (top.facts.get("named", []) if top else [])} or set(ARCHS)
         for a in evaluated - set(first):
             first[a] = ("", 0, "default")
@@ -90,6 +90,13 @@ class ArchsStage:
             for a, (f, ln, src) in sorted(first.items(), key=lambda kv: arch_order(kv[0]))
         ]
         return StageResult(rows=rows)
+
+
+def cmake_files(root: Path) -> tuple[str, ...]:
+    """The CMake files whose target names count, in the order that picks the file naming an arch:
+    the top CMakeLists.txt, each instance root's, then library/CMakeLists.txt."""
+    roots = instance_roots(root).roots
+    return (TOP_CMAKE, *(f"{r}/CMakeLists.txt" for r in roots), "library/CMakeLists.txt")
 
 
 def _family_defines(data: bytes) -> list[tuple[str, str, int]]:

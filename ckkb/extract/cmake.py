@@ -1,13 +1,15 @@
 """Stage `ck.cmake`: CK's build-time rules that keep or drop instance sources per target arch.
 
-Reads `library/src/tensor_operation_instance/gpu/CMakeLists.txt` (the `add_instance_library`
-function and the directory loop), every `gpu/<dir>/CMakeLists.txt` (the `# ONLY XDL_KERNELS`
-style markers the directory loop matches against), and evaluates them with the CMake interpreter
-of `ckkb.lang.cmake`, one arch at a time. Nothing is hand-copied from CK: the rules are whatever
-the parsed CMake says. Other instance libraries the top CMakeLists.txt reaches (a fork's, beside
-tensor_operation_instance/: `ckkb.extract.instance_roots`) are evaluated the same way, with the
-same add_instance_library; a library target's own arch list (`ckkb.extract.library_archs`) is a
-build rule too (`library_targets`).
+Reads the CMakeLists.txt of every instance library root the top CMakeLists.txt reaches
+(`ckkb.extract.instance_roots`: CK's `library/src/tensor_operation_instance/gpu/`, a fork's
+second library beside it, or a tree's only library elsewhere) and of every directory under them,
+and evaluates them with the CMake interpreter of `ckkb.lang.cmake`, one arch at a time. A root's
+file is run whole (`ckkb.extract.cmake_roots`): its directory loop (matching the `# ONLY
+XDL_KERNELS` style markers of each directory's file), the if()s around per-library arch lists,
+and aggregate libraries built from `$<TARGET_OBJECTS:...>`. Each root uses its own
+`add_instance_library`, else the one another root defines. Nothing is hand-copied from CK: the
+rules are whatever the parsed CMake says. A library target's own arch list
+(`ckkb.extract.library_archs`) is a build rule too (`library_targets`).
 
 Default-build environment, per arch A (assumptions, stated once here): a plain `cmake` of the CK
 root with `SUPPORTED_GPU_TARGETS` = A (one target per build, so `INST_TARGETS` = A) and no -D

@@ -153,3 +153,17 @@ def test_same_library_at_cks_path_gives_the_same_verdicts(tmp_path):
     assert {d: [int(v[a]) for a in ARCHS] for d, v in got.items()} == {
         d: built for d, (_tile, built) in BUILT.items()
     }
+
+
+def test_archs_come_from_the_cmake_that_is_read(vendor_db):
+    """Targets named only by ck_mini's gpu/CMakeLists.txt (gfx900, gfx906, gfx1030: grep), which
+    no add_subdirectory reaches in this tree, are not targets the tree names; the moved library's
+    CMakeLists.txt names gfx1101 (its _xdl rule), a target the tree knows but does not build."""
+    r = run(vendor_db, "archs", "--json")
+    assert r.exit_code == 0, r.output
+    archs = {a["arch"]: a for a in json.loads(r.output)["archs"]}
+    assert sorted(archs, key=lambda a: (len(a), a)) == [*ARCHS, "gfx1101"]
+    assert all(archs[a]["file"] == "CMakeLists.txt" and archs[a]["evaluated"] for a in ARCHS)
+    known = archs["gfx1101"]
+    assert (known["file"], known["line"]) == (LIB_CMAKE, _line(LIB_CMAKE, "gfx1101"))
+    assert known["evaluated"] is False
