@@ -1,7 +1,8 @@
 """Stage `ck.archs`: the GPU targets a CK tree knows, read from the tree itself.
 
-A target is known when the tree names it: in its top-level CMakeLists.txt or the CMakeLists.txt
-of an instance library root that CMake reaches (`instance_roots`: CK's gpu/, a fork's; target lists such as `set(CK_GPU_TARGETS "gfx908;gfx90a;...")`, checks
+A target is known when the tree names it: in its top-level CMakeLists.txt, the CMakeLists.txt of
+an instance library root that CMake reaches (`instance_roots`: CK's gpu/, a fork's) or
+library/CMakeLists.txt (target lists such as `set(CK_GPU_TARGETS "gfx908;gfx90a;...")`, checks
 such as `MATCHES "gfx942"`, fixed `--offload-arch=gfx90a` flags), or in a `defined(__gfxNNN__)`
 list of include/ck/ck.hpp. A fork's own targets are therefore known as soon as it names them.
 Family macros (`__gfx9__`, `__gfx94__`, `__gfx11__`, ...) are whatever ck.hpp `#define`s under an
@@ -23,9 +24,9 @@ from typing import Any
 from ckkb.archs import ARCHS
 from ckkb.extract.availability import evaluate
 from ckkb.extract.conditions import directive_expr, directive_stacks
+from ckkb.extract.instance_roots import instance_roots
 from ckkb.kb.schema.ck_archs import TreeArchRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
-from ckkb.extract.instance_roots import instance_roots
 
 CK_HPP = "include/ck/ck.hpp"
 TOP_CMAKE = "CMakeLists.txt"
