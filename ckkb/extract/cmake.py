@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +169,11 @@ class CMakeStage:
 
     def files(self, root: Path) -> list[Path]:
         out = [root / ROOT_CMAKE] if (root / ROOT_CMAKE).is_file() else []
-        for inst_dir in instance_roots(root).roots:
+        found = instance_roots(root)
+        for step in dict.fromkeys(d for via in found.chain for d in via):
+            if (root / step / ROOT_CMAKE).is_file():  # on the way to a root: CK's library/
+                out.append(root / step / ROOT_CMAKE)
+        for inst_dir in found.roots:
             base = root / inst_dir
             top = base / "CMakeLists.txt"
             if top.is_file():
@@ -204,14 +209,17 @@ class CMakeStage:
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
         archs = tree_archs(ctx)
         envs, rows = root_environments(results.get(ROOT_CMAKE), archs)
-        roots = instance_roots(root).roots
-        plans: list[tuple[str, str, list[Stmt]]] = []
+        found = instance_roots(root)
+        plans: list[Plan] = []
         diags: list[Diagnostic] = []
-        for inst_dir in roots or (CK_INSTANCE_DIR,):
+        for i, inst_dir in enumerate(found.roots or (CK_INSTANCE_DIR,)):
             file = f"{inst_dir}/CMakeLists.txt"
             res = results.get(file)
             if res is not None and "stmts" in res.facts:
-                plans.append((inst_dir, file, res.facts["stmts"]))
+                via = found.chain[i] if i < len(found.chain) else ()
+                chain = [(f"{d}/{ROOT_CMAKE}", results.get(f"{d}/{ROOT_CMAKE}")) for d in via]
+                steps = [(f, r.facts["stmts"]) for f, r in chain if r and "stmts" in r.facts]
+                plans.append(Plan(inst_dir, file, res.facts["stmts"], steps))
             else:
                 msg = "no build rules read: file missing or unparsable"
                 diags.append(Diagnostic(file, 0, msg, "warning", self.name))
@@ -219,7 +227,9 @@ class CMakeStage:
             return StageResult(rows=rows, diagnostics=diags)
         texts = {k: v.facts.get("text", "") for k, v in results.items() if k != ROOT_CMAKE}
         dir_stmts = {k: v.facts.get("stmts") for k, v in results.items() if k != ROOT_CMAKE}
-        more, diags2 = evaluate_tree(root, plans, texts, dir_stmts, archs, envs)
+        top = results.get(ROOT_CMAKE)
+        top_stmts = top.facts.get("stmts") if top is not None else None
+        more, diags2 = evaluate_tree(root, plans, texts, dir_stmts, archs, envs, top_stmts)
         return StageResult(rows=rows + more, diagnostics=diags + diags2)
 
 
@@ -272,7 +282,33 @@ def _skipped_row(path: str, arch: str, rule: BuildRuleRow | None) -> FileBuildRo
     )
 
 
-Plan = tuple[str, str, list[Stmt]]  # (instance root, its CMakeLists.txt, its statements)
+@dataclass
+class Plan:
+    """One instance root to evaluate."""
+
+    inst_dir: str
+    file: str  # its CMakeLists.txt
+    stmts: list[Stmt]
+    # the CMakeLists.txt CMake runs on the way from the top to it, top first (file, statements)
+    via: list[tuple[str, list[Stmt]]] = field(default_factory=list)
+
+
+def _pick_library(
+    plan: Plan, plans: list[Plan], top: list[Stmt] | None
+) -> tuple[Function, str] | None:
+    """(add_instance_library, the file defining it) for `plan`'s root: its own, else the nearest
+    one on the way from the top (a CMake function is global once defined), else another
+    root's."""
+    own = _library_function(plan.stmts)
+    if own is not None:
+        return own, plan.file
+    for file, st in [*reversed(plan.via), (ROOT_CMAKE, top or [])]:
+        if (fn := _library_function(st)) is not None:
+            return fn, file
+    for other in plans:
+        if (fn := _library_function(other.stmts)) is not None:
+            return fn, other.file
+    return None
 
 
 def evaluate_tree(
@@ -282,46 +318,51 @@ def evaluate_tree(
     dir_stmts: dict[str, list[Stmt] | None],
     archs: tuple[str, ...] = ARCHS,
     envs: dict[str, dict[str, str]] | None = None,
+    top: list[Stmt] | None = None,
 ) -> tuple[list[Any], list[Diagnostic]]:
     """BuildRuleRows + FileBuildRows for every instance source × arch, over the instance roots
     `plans` (`instance_roots`, in its order). `dir_texts`/`dir_stmts` hold each directory's
-    CMakeLists.txt (text, statements) by path. A root uses its own add_instance_library, else
-    the first root's that defines one (a CMake function is global once defined)."""
+    CMakeLists.txt (text, statements) by path; `top` is the top CMakeLists.txt's statements."""
     diags: list[Diagnostic] = []
-    libs = [_library_function(st) for _, _, st in plans]
-    first = next((f for f in libs if f is not None), None)
-    if first is None:
+    libs = [_pick_library(p, plans, top) for p in plans]
+    if all(lib is None for lib in libs):
         msg = "no add_instance_library function found"
-        diags.append(Diagnostic(plans[0][1], 0, msg, "warning", "ck.cmake"))
+        diags.append(Diagnostic(plans[0].file, 0, msg, "warning", "ck.cmake"))
     out: list[Any] = []
     shapes: list[tuple[Foreach | None, set[str], dict[int, BuildRuleRow]]] = []
     rules_of_lib: dict[int, dict[int, BuildRuleRow]] = {}
-    for (_inst_dir, file, st), own in zip(plans, libs, strict=True):
-        loop = _find_dir_loop(st)
-        guard_vars = _guard_vars(loop)
-        rules = _rule_rows(file, own, loop, guard_vars)
+
+    def number(rules: dict[int, BuildRuleRow]) -> None:
         n_rules = sum(isinstance(r, BuildRuleRow) for r in out)
         for r in rules.values():
             r.id += n_rules
+        out.extend(rules.values())
+
+    for plan, lib in zip(plans, libs, strict=True):
+        loop = _find_dir_loop(plan.stmts)
+        guard_vars = _guard_vars(loop)
+        own = lib[0] if lib is not None and lib[1] == plan.file else None
+        rules = _rule_rows(plan.file, own, loop, guard_vars)
+        number(rules)
         if own is not None:
             rules_of_lib[id(own)] = rules
-        out.extend(rules.values())
         shapes.append((loop, guard_vars, rules))
-    for (inst_dir, _file, st), own, (loop, guard_vars, rules) in zip(
-        plans, libs, shapes, strict=True
-    ):
-        lib = own or first
+    for lib in libs:  # a function defined on the way to a root: its rules once, after those
+        if lib is not None and id(lib[0]) not in rules_of_lib:
+            rules_of_lib[id(lib[0])] = _rule_rows(lib[1], lib[0], None, set())
+            number(rules_of_lib[id(lib[0])])
+    for plan, lib, (loop, guard_vars, rules) in zip(plans, libs, shapes, strict=True):
         n_rules = sum(isinstance(r, BuildRuleRow) for r in out)
+        fn = lib[0] if lib is not None else None
         out.extend(
             _evaluate_root(
                 root,
-                inst_dir,
-                st,
+                plan,
                 loop,
                 guard_vars,
                 rules,
-                lib,
-                rules_of_lib.get(id(lib), {}),
+                fn,
+                rules_of_lib.get(id(fn), {}),
                 dir_texts,
                 dir_stmts,
                 archs,
@@ -332,10 +373,21 @@ def evaluate_tree(
     return out, diags
 
 
+def chain_env(env: dict[str, str], via: list[tuple[str, list[Stmt]]]) -> dict[str, str]:
+    """The variables a root inherits: `env` (the top's) after the files on the way to it ran."""
+    for file, st in via:
+        it = Interpreter(env, file)
+        try:
+            it.run(st)
+        except (Break, RecursionError):
+            pass
+        env = it.env
+    return env
+
+
 def _evaluate_root(
     root: Path,
-    inst_dir: str,
-    stmts: list[Stmt],
+    plan: Plan,
     loop: Foreach | None,
     guard_vars: set[str],
     rules: dict[int, BuildRuleRow],
@@ -351,6 +403,7 @@ def _evaluate_root(
     The root's CMakeLists.txt is run whole per arch (`cmake_roots.run_root`): which directories
     it adds, and the per-library arch lists its taken branches give."""
     out: list[Any] = []
+    inst_dir, stmts = plan.inst_dir, plan.stmts
     base = Path(root) / inst_dir
     # dir -> (source, path from the CK root, file name)
     by_dir: dict[str, list[tuple[str, str, str]]] = {}
@@ -390,6 +443,7 @@ def _evaluate_root(
     adds_dirs = _contains(stmts, _adds_subdirectory)
     for arch in archs:
         env = envs.get(arch) or dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
+        env = chain_env(env, plan.via)
         verdicts: dict[str, tuple[bool, BuildRuleRow | None]] = {}  # file name -> verdict
         ran = run_root(stmts, env, root, inst_dir, dir_texts, loop, guard_vars, adds_dirs)
         for d, files in sorted(by_dir.items()):

@@ -30,6 +30,9 @@ LIBRARY_FUNCTION = "add_instance_library"
 class InstanceRoots:
     roots: tuple[str, ...]  # '/'-separated, relative to the CK root; CK's own first when present
     from_chain: bool  # found by following add_subdirectory from the top CMakeLists.txt
+    # per root (same order): the directories CMake passes through from the top to it, top
+    # first, neither the top nor the root itself (CK: ("library",)); () when not from_chain
+    chain: tuple[tuple[str, ...], ...] = ()
 
 
 def _commands(path: Path) -> list[tuple[str, str]]:
@@ -56,12 +59,14 @@ def _walk(root: Path) -> InstanceRoots:
     """instance_roots, computed: a breadth-first walk of add_subdirectory from the top."""
     found: list[str] = []
     seen: set[str] = set()
+    parent_of: dict[str, str | None] = {}
     todo: list[tuple[str, str | None]] = [("", None)]  # (directory, the directory that added it)
     while todo:
         d, parent = todo.pop(0)
         if d in seen:
             continue
         seen.add(d)
+        parent_of[d] = parent
         base = root / d if d else root
         calls = False
         for name, first in _commands(base / CMAKE):
@@ -82,9 +87,19 @@ def _walk(root: Path) -> InstanceRoots:
             found.append(parent)
     if found:
         found.sort(key=lambda r: (r != CK_INSTANCE_DIR, r))
-        return InstanceRoots(tuple(found), True)
+        return InstanceRoots(tuple(found), True, tuple(_via(r, parent_of) for r in found))
     conventional = (CK_INSTANCE_DIR,) if (root / CK_INSTANCE_DIR).is_dir() else ()
     return InstanceRoots(conventional, False)
+
+
+def _via(d: str, parent_of: dict[str, str | None]) -> tuple[str, ...]:
+    """The directories between the top ('') and `d`, exclusive, top first."""
+    out: list[str] = []
+    p = parent_of.get(d)
+    while p:
+        out.append(p)
+        p = parent_of.get(p)
+    return tuple(reversed(out))
 
 
 def root_of(rel: str, roots: tuple[str, ...]) -> str | None:

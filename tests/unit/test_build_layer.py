@@ -1,6 +1,6 @@
 """Issue 13, the build layer on a tree whose only instance library is not at CK's path: the
-library is found from the top CMakeLists.txt, its own add_instance_library and directory loop
-are run per arch, a per-library arch list inside an if()/else() counts only where its branch is
+library is found from the top CMakeLists.txt, its add_instance_library (defined on the way, in
+library/CMakeLists.txt, with a variable set there) and its directory loop are run per arch, a per-library arch list inside an if()/else() counts only where its branch is
 taken, and an aggregate library built from the loop's $<TARGET_OBJECTS:...> list passes its
 fixed arch list to the instance libraries it takes.
 
@@ -27,6 +27,7 @@ from tests.overlays import fixture_file, overlay_tree
 
 LIB = "library/src/vendor_ops"
 LIB_CMAKE = f"{LIB}/CMakeLists.txt"
+ON_THE_WAY = "library/CMakeLists.txt"
 ARCHS = ["gfx908", "gfx90a", "gfx942", "gfx950", "gfx1100"]
 # directory -> (tile, built on each of ARCHS), from the README's table (read off the CMake)
 BUILT = {
@@ -69,6 +70,7 @@ def test_only_library_is_found_from_the_cmake_chain(tree):
     got = instance_roots(tree)
     # ck_mini's tensor_operation_instance/gpu/ is on disk, but no add_subdirectory reaches it
     assert got.roots == (LIB,) and got.from_chain
+    assert got.chain == (("library",),)  # the directory CMake passes through on the way
 
 
 def test_every_source_gets_a_verdict_per_arch(vendor_db):
@@ -89,11 +91,13 @@ def test_loop_and_library_function_of_the_moved_library(vendor_db):
     assert reason["layer"] == "build"
     assert (reason["file"], reason["line"]) == (LIB_CMAKE, _line(LIB_CMAKE, "ONLY GFX94_KERNELS"))
     assert _why(vendor_db, "gemm_vendor_gfx94", "gfx942")["available"] is True
-    # gfx1100 passes the aggregate's list, then the library's own function drops it
+    # gfx1100 passes the aggregate's list, then add_instance_library drops it, by the list
+    # VENDOR_XDL_SKIP that library/CMakeLists.txt sets before it adds the library
     m = _why(vendor_db, "gemm_vendor_agg", "gfx1100")
     (reason,) = m["reasons"]
     assert m["available"] is False and reason["layer"] == "build"
-    assert (reason["file"], reason["line"]) == (LIB_CMAKE, _line(LIB_CMAKE, 'MATCHES "_xdl"'))
+    want = (ON_THE_WAY, _line(ON_THE_WAY, 'MATCHES "_xdl"'))
+    assert (reason["file"], reason["line"]) == want
 
 
 def test_arch_list_inside_an_if_counts_where_its_branch_is_taken(vendor_db):
@@ -129,8 +133,8 @@ def test_pool_counts_follow_the_build(vendor_db):
 
 
 def test_same_library_at_cks_path_gives_the_same_verdicts(tmp_path):
-    """The if()-guarded list and the aggregate list, at CK's own path (no CMake chain): the
-    verdicts are the table's, so they do not depend on where the library lives."""
+    """The same library at CK's own path, added by the same library/CMakeLists.txt: the verdicts
+    are the table's, so they do not depend on where the library lives."""
     import shutil
 
     from ckkb.extract import cmake as cm
@@ -140,6 +144,9 @@ def test_same_library_at_cks_path_gives_the_same_verdicts(tmp_path):
     root = tmp_path / "ck"
     gpu = "library/src/tensor_operation_instance/gpu"
     shutil.copytree(FIXTURES / "ck_vendor" / LIB, root / gpu)
+    (root / "CMakeLists.txt").write_text((FIXTURES / "ck_vendor/CMakeLists.txt").read_text())
+    text = (FIXTURES / "ck_vendor" / ON_THE_WAY).read_text()
+    (root / ON_THE_WAY).write_text(text.replace("src/vendor_ops", gpu.split("/", 1)[1]))
     results = {}
     for p in cm.STAGE.files(root):
         rel = p.relative_to(root).as_posix()
@@ -149,7 +156,6 @@ def test_same_library_at_cks_path_gives_the_same_verdicts(tmp_path):
     for r in out.rows:
         if type(r).__name__ == "FileBuildRow":
             got.setdefault(r.file.split("/")[4], {})[r.arch] = r.built
-    # no target list in this tree: ckkb's default archs; the five of the table among them
     assert {d: [int(v[a]) for a in ARCHS] for d, v in got.items()} == {
         d: built for d, (_tile, built) in BUILT.items()
     }
@@ -157,13 +163,13 @@ def test_same_library_at_cks_path_gives_the_same_verdicts(tmp_path):
 
 def test_archs_come_from_the_cmake_that_is_read(vendor_db):
     """Targets named only by ck_mini's gpu/CMakeLists.txt (gfx900, gfx906, gfx1030: grep), which
-    no add_subdirectory reaches in this tree, are not targets the tree names; the moved library's
-    CMakeLists.txt names gfx1101 (its _xdl rule), a target the tree knows but does not build."""
+    no add_subdirectory reaches in this tree, are not targets the tree names; library/CMakeLists.txt
+    names gfx1101 (VENDOR_XDL_SKIP), a target the tree knows but does not build."""
     r = run(vendor_db, "archs", "--json")
     assert r.exit_code == 0, r.output
     archs = {a["arch"]: a for a in json.loads(r.output)["archs"]}
     assert sorted(archs, key=lambda a: (len(a), a)) == [*ARCHS, "gfx1101"]
     assert all(archs[a]["file"] == "CMakeLists.txt" and archs[a]["evaluated"] for a in ARCHS)
     known = archs["gfx1101"]
-    assert (known["file"], known["line"]) == (LIB_CMAKE, _line(LIB_CMAKE, "gfx1101"))
+    assert (known["file"], known["line"]) == (ON_THE_WAY, _line(ON_THE_WAY, "gfx1101"))
     assert known["evaluated"] is False
