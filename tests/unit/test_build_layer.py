@@ -1,8 +1,9 @@
 """Issue 13, the build layer on a tree whose only instance library is not at CK's path: the
 library is found from the top CMakeLists.txt, its add_instance_library (defined on the way, in
-library/CMakeLists.txt, with a variable set there) and its directory loop are run per arch, a per-library arch list inside an if()/else() counts only where its branch is
-taken, and an aggregate library built from the loop's $<TARGET_OBJECTS:...> list passes its
-fixed arch list to the instance libraries it takes.
+library/CMakeLists.txt, with a variable set there) and its directory loop are run per arch, a
+per-library arch list inside an if()/else() counts only where its branch is taken, and an
+aggregate library built from the loop's $<TARGET_OBJECTS:...> list passes its fixed arch list
+to the instance libraries it takes.
 
 The tree is ck_mini with the overlay tests/fixtures/ck_vendor (its README has the table of what
 is built where). Expected figures are read off the fixture's CMake by hand; lines are found by
