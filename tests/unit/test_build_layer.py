@@ -174,3 +174,19 @@ def test_archs_come_from_the_cmake_that_is_read(vendor_db):
     known = archs["gfx1101"]
     assert (known["file"], known["line"]) == (ON_THE_WAY, _line(ON_THE_WAY, "gfx1101"))
     assert known["evaluated"] is False
+
+
+def test_file_glob_needs_a_lister():
+    """file(GLOB) asks the caller for the files; without a lister nothing is known and the
+    variable keeps its value (the top CMakeLists.txt is run that way)."""
+    from ckkb.lang.cmake.interpreter import Interpreter
+    from ckkb.lang.cmake.syntax import parse_cmake
+
+    stmts, _ = parse_cmake("set(x keep)\nfile(GLOB x LIST_DIRECTORIES true RELATIVE /r a* b)\n")
+    it = Interpreter({}, "f")
+    it.run(stmts)
+    assert it.env["x"] == "keep"
+    asked: list[list[str]] = []
+    it = Interpreter({}, "f", glob=lambda exprs: asked.append(exprs) or ["/r/a1", "/r/b"])
+    it.run(stmts)
+    assert asked == [["a*", "b"]] and it.env["x"] == "a1;b"  # RELATIVE /r

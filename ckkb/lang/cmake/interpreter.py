@@ -188,15 +188,20 @@ class Interpreter:
         if self.glob is None:
             return
         exprs: list[str] = []
-        skip = False
-        for x in rest:
-            if skip:
-                skip = False
-            elif x in ("LIST_DIRECTORIES", "RELATIVE"):
-                skip = True
-            elif x != "CONFIGURE_DEPENDS":
-                exprs.append(x)
-        self.env[var] = ";".join(self.glob(exprs))
+        relative = ""
+        i = 0
+        while i < len(rest):
+            if rest[i] in ("LIST_DIRECTORIES", "RELATIVE") and i + 1 < len(rest):
+                relative = rest[i + 1].rstrip("/") + "/" if rest[i] == "RELATIVE" else relative
+                i += 2
+                continue
+            if rest[i] != "CONFIGURE_DEPENDS":
+                exprs.append(rest[i])
+            i += 1
+        found = self.glob(exprs)
+        if relative:
+            found = [p[len(relative) :] if p.startswith(relative) else p for p in found]
+        self.env[var] = ";".join(found)
         self.origin[var] = self.here()
 
     def set(self, w: list[str]) -> None:
