@@ -146,7 +146,8 @@ class FactoryRow:
 
 @table(
     "build_rules",
-    "CMake rules in gpu/CMakeLists.txt that drop sources or targets by arch and file-name pattern.",
+    "CMake rules of the instance libraries (CK's gpu/CMakeLists.txt and the files they read) that "
+    "drop sources, targets or directories by arch, file name or a library's own arch list.",
     pk="id",
 )
 @dataclass(kw_only=True, slots=True)
