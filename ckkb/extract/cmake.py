@@ -444,15 +444,17 @@ def _evaluate_root(
     for arch in archs:
         env = envs.get(arch) or dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
         env = chain_env(env, plan.via)
-        verdicts: dict[str, tuple[bool, BuildRuleRow | None]] = {}  # file name -> verdict
+        # (file name, id of the scope) -> verdict: CK's rules look at the file name only
+        verdicts: dict[tuple[str, int], tuple[bool, BuildRuleRow | None]] = {}
         ran = run_root(stmts, env, root, inst_dir, dir_texts, loop, guard_vars, adds_dirs)
         for d, files in sorted(by_dir.items()):
             if ran.added is not None and d not in ran.added:
                 rule = loop_rule(ran.guards.get(d))
                 out.extend(_skipped_row(path, arch, rule) for _, path, _ in files)
                 continue
+            scope = ran.scopes.get(d, env)  # the variables the directory sees
             st = dir_stmts.get(dir_cmake(d))
-            got = read_dir(st, env, dir_cmake(d)) if st else None
+            got = read_dir(st, scope, dir_cmake(d)) if st else None
             targets = LibraryArchs()
             if got is not None:
                 targets.merge(got.targets)
@@ -472,11 +474,12 @@ def _evaluate_root(
                     rule = new_rule(al.file, al.line, al.text, "library_targets", [*al.archs], msg)
                     out.append(_skipped_row(path, arch, rule))
                     continue
-                if name not in verdicts:
-                    verdicts[name] = (
-                        _run_library(lib, env, f, arch, lib_rule) if lib else (True, None)
+                key = (name, id(scope))
+                if key not in verdicts:
+                    verdicts[key] = (
+                        _run_library(lib, scope, f, arch, lib_rule) if lib else (True, None)
                     )
-                built, why = verdicts[name]
+                built, why = verdicts[key]
                 out.append(
                     FileBuildRow(
                         file=path,

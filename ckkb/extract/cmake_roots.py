@@ -25,7 +25,10 @@ from pathlib import Path
 from ckkb.extract.cmake_sources import Recorder
 from ckkb.extract.library_archs import LibraryArchs
 from ckkb.lang.cmake.interpreter import Break
-from ckkb.lang.cmake.syntax import Branch, Foreach, Stmt
+from ckkb.lang.cmake.syntax import Branch, Command, Foreach, Stmt
+
+# variables the run sets for itself, not part of a directory's scope
+_OWN = frozenset(("CMAKE_CURRENT_SOURCE_DIR", "CMAKE_CURRENT_LIST_DIR"))
 
 
 @dataclass
@@ -39,6 +42,9 @@ class RootRun:
     # iteration that did not add it
     guards: dict[str, Branch | None] = field(default_factory=dict)
     targets: LibraryArchs = field(default_factory=LibraryArchs)
+    # directory -> the variables when add_subdirectory added it (what its CMakeLists.txt and
+    # the add_instance_library calls there see, as CMake scopes them)
+    scopes: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 class _RootInterpreter(Recorder):
@@ -63,6 +69,13 @@ class _RootInterpreter(Recorder):
         self.loop = loop
         self.guard_vars = sorted(guard_vars)
         self.guards: dict[str, Branch | None] = {}
+        self.scopes: dict[str, dict[str, str]] = {}
+
+    def command(self, c: Command) -> None:
+        super().command(c)
+        if c.name == "add_subdirectory" and self.subdirs:
+            d = _top_dir(self.subdirs[-1], self.base)
+            self.scopes.setdefault(d, {k: v for k, v in self.env.items() if k not in _OWN})
 
     def _rel(self, path: str) -> str:
         return path[len(self.base) + 1 :] if path.startswith(self.base + "/") else path
@@ -130,4 +143,4 @@ def run_root(
     except (Break, RecursionError):
         pass
     added = {_top_dir(s, base) for s in it.subdirs} if adds_dirs else None
-    return RootRun(added, it.guards, it.targets)
+    return RootRun(added, it.guards, it.targets, it.scopes)

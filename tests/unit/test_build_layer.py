@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -27,6 +28,7 @@ from ckkb.sources import ck_tree
 from tests.overlays import fixture_file, overlay_tree
 
 LIB = "library/src/vendor_ops"
+GPU = "library/src/tensor_operation_instance/gpu"
 LIB_CMAKE = f"{LIB}/CMakeLists.txt"
 ON_THE_WAY = "library/CMakeLists.txt"
 ARCHS = ["gfx908", "gfx90a", "gfx942", "gfx950", "gfx1100"]
@@ -133,21 +135,11 @@ def test_pool_counts_follow_the_build(vendor_db):
         assert [counts[a]["mk_nk"] for a in ARCHS] == built, d
 
 
-def test_same_library_at_cks_path_gives_the_same_verdicts(tmp_path):
-    """The same library at CK's own path, added by the same library/CMakeLists.txt: the verdicts
-    are the table's, so they do not depend on where the library lives."""
-    import shutil
-
+def _stage_builds(root: Path) -> dict[str, dict[str, bool]]:
+    """Run the ck.cmake stage on `root`: directory -> arch -> built."""
     from ckkb.extract import cmake as cm
     from ckkb.kb.stages import BuildContext
-    from tests.overlays import FIXTURES
 
-    root = tmp_path / "ck"
-    gpu = "library/src/tensor_operation_instance/gpu"
-    shutil.copytree(FIXTURES / "ck_vendor" / LIB, root / gpu)
-    (root / "CMakeLists.txt").write_text((FIXTURES / "ck_vendor/CMakeLists.txt").read_text())
-    text = (FIXTURES / "ck_vendor" / ON_THE_WAY).read_text()
-    (root / ON_THE_WAY).write_text(text.replace("src/vendor_ops", gpu.split("/", 1)[1]))
     results = {}
     for p in cm.STAGE.files(root):
         rel = p.relative_to(root).as_posix()
@@ -157,9 +149,47 @@ def test_same_library_at_cks_path_gives_the_same_verdicts(tmp_path):
     for r in out.rows:
         if type(r).__name__ == "FileBuildRow":
             got.setdefault(r.file.split("/")[4], {})[r.arch] = r.built
+    return got
+
+
+def test_same_library_at_cks_path_gives_the_same_verdicts(tmp_path):
+    """The same library at CK's own path, added by the same library/CMakeLists.txt: the verdicts
+    are the table's, so they do not depend on where the library lives."""
+    import shutil
+
+    from tests.overlays import FIXTURES
+
+    root = tmp_path / "ck"
+    shutil.copytree(FIXTURES / "ck_vendor" / LIB, root / GPU)
+    (root / "CMakeLists.txt").write_text((FIXTURES / "ck_vendor/CMakeLists.txt").read_text())
+    text = (FIXTURES / "ck_vendor" / ON_THE_WAY).read_text()
+    (root / ON_THE_WAY).write_text(text.replace("src/vendor_ops", GPU.split("/", 1)[1]))
+    got = _stage_builds(root)
     assert {d: [int(v[a]) for a in ARCHS] for d, v in got.items()} == {
         d: built for d, (_tile, built) in BUILT.items()
     }
+
+
+def test_directory_sees_the_variables_set_before_it_is_added(tmp_path):
+    """A directory's CMakeLists.txt sees the root's variables as they were when add_subdirectory
+    ran (CMake's scopes): `${KEEP}` is gfx90a for `a`, gfx942 for `b`, so `a` is built on gfx90a
+    only and `b` on gfx942 only (read off the text below by hand)."""
+    root = tmp_path / "ck"
+    (root / GPU / "a").mkdir(parents=True)
+    (root / GPU / "b").mkdir()
+    (root / GPU / "CMakeLists.txt").write_text(
+        "function(add_instance_library NAME)\nendfunction()\n"
+        "set(KEEP gfx90a)\nadd_subdirectory(a)\nset(KEEP gfx942)\nadd_subdirectory(b)\n"
+    )
+    for d in ("a", "b"):
+        (root / GPU / d / "x.cpp").write_text("")
+        (root / GPU / d / "CMakeLists.txt").write_text(
+            f"add_instance_library(device_{d}_instance x.cpp)\n"
+            f"target_compile_options(device_{d}_instance PRIVATE --offload-arch=${{KEEP}})\n"
+        )
+    got = _stage_builds(root)
+    assert [a for a, built in got["a"].items() if built] == ["gfx90a"]
+    assert [a for a, built in got["b"].items() if built] == ["gfx942"]
 
 
 def test_archs_come_from_the_cmake_that_is_read(vendor_db):
