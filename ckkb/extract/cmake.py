@@ -6,9 +6,11 @@ second library beside it, or a tree's only library elsewhere) and of every direc
 and evaluates them with the CMake interpreter of `ckkb.lang.cmake`, one arch at a time. A root's
 file is run whole (`ckkb.extract.cmake_roots`): its directory loop (matching the `# ONLY
 XDL_KERNELS` style markers of each directory's file), the if()s around per-library arch lists,
-and aggregate libraries built from `$<TARGET_OBJECTS:...>`. Each root uses its own
-`add_instance_library`, else the one another root defines. Nothing is hand-copied from CK: the
-rules are whatever the parsed CMake says. A library target's own arch list
+and aggregate libraries built from `$<TARGET_OBJECTS:...>`. The files CMake runs on the way from
+the top to a root (CK's `library/CMakeLists.txt`) run first: the root inherits their variables,
+and each directory sees the root's variables as they were at its `add_subdirectory`. A root uses
+its own `add_instance_library`, else the nearest one defined on the way, the top's, or another
+root's. Nothing is hand-copied from CK: the rules are whatever the parsed CMake says. A library target's own arch list
 (`ckkb.extract.library_archs`) is a build rule too (`library_targets`).
 
 Default-build environment, per arch A (assumptions, stated once here): a plain `cmake` of the CK

@@ -7,7 +7,8 @@ instance libraries (`list(APPEND CK_DEVICE_GEMM_INSTANCES $<TARGET_OBJECTS:...>)
 `add_library(device_gemm_operations ${CK_DEVICE_GEMM_INSTANCES})`). Every `if()` is evaluated
 under the arch's environment, so a per-library arch list inside `if(GPU_TARGETS MATCHES "gfx9")`
 counts only where the condition holds, and one given to an aggregate reaches the object libraries
-it was really given.
+it was really given. Each `add_subdirectory` keeps a copy of the variables as they are then: the
+scope that directory's CMakeLists.txt runs in.
 
 One simplification, stated here: the glob lists the root's subdirectories only (the evaluator
 cannot ask the file system whether a path is a directory, and a file directly in the root is

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ckkb.extract.library_archs import TARGET_COMMANDS, LibraryArchs
 from ckkb.lang.cmake.interpreter import Break, Interpreter
-from ckkb.lang.cmake.syntax import CMakeSyntaxError, Command, Stmt, parse_cmake
+from ckkb.lang.cmake.syntax import Command, Stmt
 
 
 class Recorder(Interpreter):
@@ -33,25 +33,6 @@ class Recorder(Interpreter):
         if c.name in TARGET_COMMANDS:
             self.targets.read(c, self.words(c.args), self.file)
         super().command(c)
-
-
-def parse_dir_cmake(text: str) -> list[Stmt] | None:
-    """The statements of a directory's CMakeLists.txt, or None when it does not parse."""
-    try:
-        stmts, _diags = parse_cmake(text)
-    except CMakeSyntaxError:
-        return None
-    return stmts
-
-
-def listed_sources(
-    stmts: list[Stmt], env: dict[str, str], file: str
-) -> tuple[set[str], int] | None:
-    """(sources named by add_instance_library calls, relative to the directory, normalised; the
-    line of the first call), or None when the file makes no such call (then nothing is known
-    and every source is taken as listed)."""
-    got = read_dir(stmts, env, file)
-    return (set(got.library_of), got.first_line) if got is not None else None
 
 
 @dataclass
