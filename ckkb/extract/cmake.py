@@ -10,8 +10,8 @@ and aggregate libraries built from `$<TARGET_OBJECTS:...>`. The files CMake runs
 the top to a root (CK's `library/CMakeLists.txt`) run first: the root inherits their variables,
 and each directory sees the root's variables as they were at its `add_subdirectory`. A root uses
 its own `add_instance_library`, else the nearest one defined on the way, the top's, or another
-root's. Nothing is hand-copied from CK: the rules are whatever the parsed CMake says. A library target's own arch list
-(`ckkb.extract.library_archs`) is a build rule too (`library_targets`).
+root's. Nothing is hand-copied from CK: the rules are whatever the parsed CMake says. A library
+target's own arch list (`ckkb.extract.library_archs`) is a build rule too (`library_targets`).
 
 Default-build environment, per arch A (assumptions, stated once here): a plain `cmake` of the CK
 root with `SUPPORTED_GPU_TARGETS` = A (one target per build, so `INST_TARGETS` = A) and no -D
