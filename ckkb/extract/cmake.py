@@ -39,7 +39,7 @@ from typing import Any
 from ckkb.archs import ARCHS
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.cmake_roots import run_root
-from ckkb.extract.cmake_sources import read_dir
+from ckkb.extract.cmake_sources import Recorder, read_dir
 from ckkb.extract.cpp import is_binary
 from ckkb.extract.instance_roots import instance_roots
 from ckkb.extract.library_archs import LibraryArchs
@@ -375,16 +375,24 @@ def evaluate_tree(
     return out, diags
 
 
-def chain_env(env: dict[str, str], via: list[tuple[str, list[Stmt]]]) -> dict[str, str]:
-    """The variables a root inherits: `env` (the top's) after the files on the way to it ran."""
+def chain_env(
+    env: dict[str, str], via: list[tuple[str, list[Stmt]]]
+) -> tuple[dict[str, str], LibraryArchs]:
+    """What a root inherits from the files on the way to it: `env` (the top's) after they ran,
+    and the per-library arch lists their taken branches give (an aggregate library may be made
+    there, after the add_subdirectory that defines its objects)."""
+    targets = LibraryArchs()
     for file, st in via:
-        it = Interpreter(env, file)
+        it = Recorder(env, file)
         try:
             it.run(st)
         except (Break, RecursionError):
             pass
+        if "CMAKE_CURRENT_SOURCE_DIR" not in env:
+            it.env.pop("CMAKE_CURRENT_SOURCE_DIR", None)
         env = it.env
-    return env
+        targets.merge(it.targets)
+    return env, targets
 
 
 def _evaluate_root(
@@ -445,7 +453,7 @@ def _evaluate_root(
     adds_dirs = _contains(stmts, _adds_subdirectory)
     for arch in archs:
         env = envs.get(arch) or dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
-        env = chain_env(env, plan.via)
+        env, via_targets = chain_env(env, plan.via)
         # (file name, id of the scope) -> verdict: CK's rules look at the file name only
         verdicts: dict[tuple[str, int], tuple[bool, BuildRuleRow | None]] = {}
         ran = run_root(stmts, env, root, inst_dir, dir_texts, loop, guard_vars, adds_dirs)
@@ -461,6 +469,7 @@ def _evaluate_root(
             if got is not None:
                 targets.merge(got.targets)
             targets.merge(ran.targets)
+            targets.merge(via_targets)
             for f, path, name in files:
                 rel = f.split("/", 1)[1]
                 # a CMake template (.in) is configured into a source of another name: kept

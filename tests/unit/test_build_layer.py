@@ -220,3 +220,29 @@ def test_file_glob_needs_a_lister():
     it = Interpreter({}, "f", glob=lambda exprs: asked.append(exprs) or ["/r/a1", "/r/b"])
     it.run(stmts)
     assert asked == [["a*", "b"]] and it.env["x"] == "a1;b"  # RELATIVE /r
+
+
+def test_arch_list_on_the_way_to_the_library_under_an_if(tmp_path):
+    """library/CMakeLists.txt makes the aggregate after adding gpu/ and gives it
+    `--offload-arch=gfx90a` only `if(GPU_TARGETS MATCHES "gfx9")`: the source is built on gfx90a
+    and on every non-gfx9 target, not on the other gfx9 ones (read off the text by hand)."""
+    root = tmp_path / "ck"
+    (root / GPU / "a").mkdir(parents=True)
+    (root / "CMakeLists.txt").write_text("add_subdirectory(library)\n")
+    (root / "library/CMakeLists.txt").write_text(
+        "add_subdirectory(src/tensor_operation_instance/gpu)\n"
+        "add_library(device_operations STATIC $<TARGET_OBJECTS:device_a_instance>)\n"
+        'if(GPU_TARGETS MATCHES "gfx9")\n'
+        "  target_compile_options(device_operations PRIVATE --offload-arch=gfx90a)\n"
+        "endif()\n"
+    )
+    (root / GPU / "CMakeLists.txt").write_text(
+        "function(add_instance_library NAME)\nendfunction()\nadd_subdirectory(a)\n"
+    )
+    (root / GPU / "a" / "x.cpp").write_text("")
+    (root / GPU / "a" / "CMakeLists.txt").write_text(
+        "add_instance_library(device_a_instance x.cpp)\n"
+    )
+    got = _stage_builds(root)["a"]
+    assert {a for a, built in got.items() if not built} == {"gfx908", "gfx942", "gfx950"}
+    assert got["gfx90a"] and got["gfx1100"]
