@@ -6,7 +6,10 @@ list: `target_compile_options(device_operations PRIVATE --offload-arch=gfx908
 --offload-arch=gfx90a)`, `set_target_properties(T PROPERTIES HIP_ARCHITECTURES "gfx90a;gfx942")`
 or `set_property(TARGET T PROPERTY HIP_ARCHITECTURES ...)`. Such a library's sources are built for
 those archs only, whatever the tree's global target list says. A list given to an aggregate
-library (`add_library(A STATIC $<TARGET_OBJECTS:L> ...)`) holds for the object library L too.
+library holds for the object libraries it takes too: `add_library(A STATIC $<TARGET_OBJECTS:L>
+...)`, `target_sources(A PRIVATE $<TARGET_OBJECTS:L>)`, or `target_link_libraries(A PRIVATE L)`
+(linking an object library takes its objects; INTERFACE items take nothing), through aggregates
+of aggregates too.
 
 Read from the evaluated words of those commands (variables expanded under the arch's
 environment); `ckkb.extract.cmake` turns a list that leaves an arch out into a `library_targets`
@@ -21,8 +24,16 @@ from dataclasses import dataclass, field
 from ckkb.lang.cmake.syntax import Command
 
 TARGET_COMMANDS = frozenset(
-    ("target_compile_options", "set_target_properties", "set_property", "add_library")
+    (
+        "target_compile_options",
+        "set_target_properties",
+        "set_property",
+        "add_library",
+        "target_sources",
+        "target_link_libraries",
+    )
 )
+_LINK_SCOPES = ("PRIVATE", "PUBLIC", "INTERFACE", "LINK_PRIVATE", "LINK_PUBLIC")
 ARCH_PROPERTIES = ("HIP_ARCHITECTURES", "AMDGPU_TARGETS", "GPU_TARGETS")
 FLAG_PROPERTIES = ("COMPILE_OPTIONS", "COMPILE_FLAGS")
 _FLAG = re.compile(r"--(?:offload-arch|amdgpu-target)=([\w:+-]+)")
@@ -48,10 +59,13 @@ class LibraryArchs:
         """Take one command's evaluated words (`c` one of TARGET_COMMANDS)."""
         if not words:
             return
-        if c.name == "add_library":
+        if c.name in ("add_library", "target_sources"):
             objs = [m for w in words[1:] for m in _OBJECTS.findall(w)]
             if objs:
                 self.objects_of.setdefault(words[0], []).extend(objs)
+            return
+        if c.name == "target_link_libraries":
+            self._links(words)
             return
         targets, archs = _targets_and_archs(c.name, words)
         if not archs:
@@ -59,6 +73,18 @@ class LibraryArchs:
         text = f"{c.name}({' '.join(c.raw.split())})"
         for t in targets:
             self.lists[t] = ArchList(tuple(dict.fromkeys(archs)), file, c.line, text[:160])
+
+    def _links(self, words: list[str]) -> None:
+        """target_link_libraries(A [scope] L...): A takes the objects of the L it links,
+        except INTERFACE ones (those only pass to A's users)."""
+        scope, libs = "", []
+        for w in words[1:]:
+            if w in _LINK_SCOPES:
+                scope = w
+            elif scope != "INTERFACE" and not w.startswith(("-", "$<")):
+                libs.append(w)
+        if libs:
+            self.objects_of.setdefault(words[0], []).extend(libs)
 
     def merge(self, other: LibraryArchs) -> None:
         """Add `other`'s lists where this one has none for a target (this one's win)."""
@@ -68,13 +94,24 @@ class LibraryArchs:
             self.objects_of.setdefault(t, []).extend(objs)
 
     def of(self, library: str) -> tuple[str, ArchList] | None:
-        """(target, its arch list) that decides `library`'s archs: its own, else that of an
-        aggregate library taking its objects; None when no list is given."""
+        """(target, its arch list) that decides `library`'s archs: its own, else that of the
+        nearest aggregate taking its objects (directly or through other aggregates); None when
+        no list is given."""
         if library in self.lists:
             return library, self.lists[library]
-        for agg, objs in self.objects_of.items():
-            if agg in self.lists and library in objs:
-                return agg, self.lists[agg]
+        if not self.lists:
+            return None
+        seen, todo = {library}, [library]
+        while todo:
+            nxt: list[str] = []
+            for lib in todo:
+                for agg, objs in self.objects_of.items():
+                    if agg not in seen and lib in objs:
+                        if agg in self.lists:
+                            return agg, self.lists[agg]
+                        seen.add(agg)
+                        nxt.append(agg)
+            todo = nxt
         return None
 
 

@@ -246,3 +246,35 @@ def test_arch_list_on_the_way_to_the_library_under_an_if(tmp_path):
     got = _stage_builds(root)["a"]
     assert {a for a, built in got.items() if not built} == {"gfx908", "gfx942", "gfx950"}
     assert got["gfx90a"] and got["gfx1100"]
+
+
+def test_object_library_linked_into_an_aggregate_of_aggregates(tmp_path):
+    """CK-style aggregates by linking: device_gemm_operations links the object library of `a`,
+    device_operations links device_gemm_operations and is compiled for gfx942 only, so `a` is
+    built on gfx942 only; `b`, linked INTERFACE (passed to users, not taken), is built on every
+    target (read off the text by hand)."""
+    root = tmp_path / "ck"
+    (root / GPU).mkdir(parents=True)
+    (root / "CMakeLists.txt").write_text("add_subdirectory(library)\n")
+    (root / "library/CMakeLists.txt").write_text(
+        "add_subdirectory(src/tensor_operation_instance/gpu)\n"
+        "add_library(device_gemm_operations STATIC)\n"
+        "target_link_libraries(device_gemm_operations PRIVATE device_a_instance)\n"
+        "add_library(device_operations STATIC)\n"
+        "target_link_libraries(device_operations PUBLIC device_gemm_operations\n"
+        "    INTERFACE device_b_instance)\n"
+        "target_compile_options(device_operations PRIVATE --offload-arch=gfx942)\n"
+    )
+    (root / GPU / "CMakeLists.txt").write_text(
+        "function(add_instance_library NAME)\nendfunction()\n"
+        "add_subdirectory(a)\nadd_subdirectory(b)\n"
+    )
+    for d in ("a", "b"):
+        (root / GPU / d).mkdir()
+        (root / GPU / d / "x.cpp").write_text("")
+        (root / GPU / d / "CMakeLists.txt").write_text(
+            f"add_instance_library(device_{d}_instance x.cpp)\n"
+        )
+    got = _stage_builds(root)
+    assert [a for a, built in got["a"].items() if built] == ["gfx942"]
+    assert all(got["b"].values()) and len(got["b"]) == 8  # ckkb's default archs: no list here

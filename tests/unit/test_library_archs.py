@@ -40,3 +40,28 @@ def test_merge_keeps_the_first_list():
     a, b = _read({"MHA_ARCHS": "gfx90a"}), _read({"MHA_ARCHS": "gfx950"})
     a.merge(b)
     assert a.of("device_mha_instance")[1].archs == ("gfx90a",)
+
+
+LINKS = """
+add_library(device_gemm_operations STATIC)
+target_sources(device_gemm_operations PRIVATE $<TARGET_OBJECTS:device_gemm_a_instance>)
+target_link_libraries(device_gemm_operations PRIVATE device_gemm_b_instance -lm)
+add_library(device_operations STATIC)
+target_link_libraries(device_operations PUBLIC device_gemm_operations INTERFACE device_c_instance)
+target_compile_options(device_operations PRIVATE --offload-arch=gfx942)
+"""
+
+
+def test_linked_object_libraries_and_aggregates_of_aggregates():
+    out, it = LibraryArchs(), Interpreter({}, "y/CMakeLists.txt")
+    for c in tokenize(LINKS):
+        out.read(c, it.words(c.args), "y/CMakeLists.txt")
+    # a and b reach device_operations through device_gemm_operations (lines read by hand)
+    for lib in ("device_gemm_a_instance", "device_gemm_b_instance", "device_gemm_operations"):
+        target, al = out.of(lib)
+        assert (target, al.archs, al.line) == ("device_operations", ("gfx942",), 7), lib
+    assert out.of("device_c_instance") is None  # INTERFACE: passed to users, not taken
+    assert out.objects_of["device_gemm_operations"] == [
+        "device_gemm_a_instance",
+        "device_gemm_b_instance",
+    ]
