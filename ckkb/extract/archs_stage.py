@@ -1,13 +1,14 @@
 """Stage `ck.archs`: the GPU targets a CK tree knows, read from the tree itself.
 
 A target is known when the tree names it: in its top-level CMakeLists.txt, the CMakeLists.txt of
-an instance library root that CMake reaches (`instance_roots`: CK's gpu/, a fork's) or
-library/CMakeLists.txt (target lists such as `set(CK_GPU_TARGETS "gfx908;gfx90a;...")`, checks
-such as `MATCHES "gfx942"`, fixed `--offload-arch=gfx90a` flags), or in a `defined(__gfxNNN__)`
-list of include/ck/ck.hpp. A fork's own targets are therefore known as soon as it names them.
-Family macros (`__gfx9__`, `__gfx94__`, `__gfx11__`, ...) are whatever ck.hpp `#define`s under an
-`#if` on the targets, evaluated per target in file order; a name such as `gfx94` that only a
-family pattern uses is not a target.
+an instance library root that CMake reaches (`instance_roots`: CK's gpu/, a fork's) or of a
+directory on the way to one (CK's library/): target lists such as
+`set(CK_GPU_TARGETS "gfx908;gfx90a;...")`, checks such as `MATCHES "gfx942"`, fixed
+`--offload-arch=gfx90a` flags; or in a `defined(__gfxNNN__)` list of include/ck/ck.hpp. A fork's
+own targets are therefore known as soon as it names them. Family macros (`__gfx9__`,
+`__gfx94__`, `__gfx11__`, ...) are whatever ck.hpp `#define`s under an `#if` on the targets,
+evaluated per target in file order; a name such as `gfx94` that only a family pattern uses is
+not a target.
 
 Per-arch availability is computed ("evaluated") for the targets the top-level CMakeLists.txt
 names (its target lists and checks): those a build of the tree can be asked for. A small tree
@@ -95,9 +96,11 @@ class ArchsStage:
 
 def cmake_files(root: Path) -> tuple[str, ...]:
     """The CMake files whose target names count, in the order that picks the file naming an arch:
-    the top CMakeLists.txt, each instance root's, then library/CMakeLists.txt."""
-    roots = instance_roots(root).roots
-    return (TOP_CMAKE, *(f"{r}/CMakeLists.txt" for r in roots), "library/CMakeLists.txt")
+    the top CMakeLists.txt, each instance root's, then those on the way to them (CK's
+    library/CMakeLists.txt)."""
+    found = instance_roots(root)
+    via = dict.fromkeys(f"{d}/{TOP_CMAKE}" for steps in found.chain for d in steps)
+    return (TOP_CMAKE, *(f"{r}/{TOP_CMAKE}" for r in found.roots), *via)
 
 
 def _family_defines(data: bytes) -> list[tuple[str, str, int]]:
