@@ -48,11 +48,14 @@ differ AS (
     FROM per
     WHERE coalesce(on_a, 0) != coalesce(on_b, 0)
 )
-SELECT d.instance_id, d.dir, d.list_name, d.template, d.file, d.line, d.tile_m, d.tile_n, d.tile_k,
+SELECT d.instance_id, d.dir, d.list_name, d.template, d.file, d.line,
+       d.tile_m, d.tile_n, d.tile_k,
        d.present_on, d.absent_on,
        (SELECT CASE WHEN g.instance_id IS NOT NULL AND coalesce(a.layer, '') != 'build'
-                    THEN 'preprocessor ' || g.file || ':' || g.line || ' ' || coalesce(g.condition, '')
-                    ELSE a.layer || ' ' || a.file || ':' || a.line || ' ' || coalesce(a.condition, '')
+                    THEN 'preprocessor ' || g.file || ':' || g.line || ' '
+                         || coalesce(g.condition, '')
+                    ELSE a.layer || ' ' || a.file || ':' || a.line || ' '
+                         || coalesce(a.condition, '')
                END
         FROM registrations r
         JOIN availability a ON a.registration_id = r.id AND a.arch = d.absent_on
