@@ -52,7 +52,7 @@ def expected_by_python(path, old: str, new: str, dir: str, ctype: str) -> set:
 
 def canned_rows(path, old: str, new: str, dir: str, ctype: str) -> set:
     conn = sqlite3.connect(path)
-    params = {"from": old, "to": new, "arch": "", "dir": dir, "dtype": ctype}
+    params = {"from": old, "to": new, "arch": "", "dir": dir, "dtype": ctype, "layout": ""}
     cur = conn.execute(sql("version_diff"), params)
     cols = [d[0] for d in cur.description]
     out = set()

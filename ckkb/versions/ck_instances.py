@@ -32,10 +32,11 @@ Side = tuple["sqlite_utils.Database", list[str]]  # a tree's scoped database, ar
 
 
 def instance_rows(
-    conn: Any, from_name: str, to_name: str, arch: str, dir: str, dtype: str
+    conn: Any, from_name: str, to_name: str, arch: str, dir: str, dtype: str, layout: str = ""
 ) -> list[dict[str, Any]]:
-    """The rows of the version_diff canned query (dtype: a C++ type; '' = any)."""
+    """The rows of the version_diff canned query (dtype: a C++ type; '' = any of each)."""
     params = {"from": from_name, "to": to_name, "arch": arch, "dir": dir, "dtype": dtype}
+    params["layout"] = layout
     cur = conn.execute(sql("version_diff"), params)
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
@@ -52,11 +53,7 @@ def instances(
 ) -> dict[str, list[dict[str, Any]]]:
     """{"added", "removed", "changed"} for the instances under `dir` with data type `dtype` (C++)
     and GEMM layout `layout` ('' = any of each); changed on the archs of `archs` both build for."""
-    found = [
-        r
-        for r in instance_rows(old[0].conn, names[0], names[1], "", dir, dtype)
-        if not layout or r["layout"] == layout
-    ]
+    found = instance_rows(old[0].conn, names[0], names[1], "", dir, dtype, layout)
     added = [r for r in found if r["change"] == "added"]
     removed = [r for r in found if r["change"] == "removed"]
     changed: dict[tuple[int, int], list[dict[str, Any]]] = {}

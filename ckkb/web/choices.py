@@ -1,11 +1,11 @@
 """Form inputs filled from the knowledge base, and the nearest values when a value is not there.
 
-Every canned-query parameter whose name says what it holds (arch, arch_a, dir, dtype, kind, rule,
-severity, file, status, race_id, tree) is a dropdown of the values the knowledge base has
-(ckkb/queries/browse/choice_*.sql); `tile` is a text box with the tiles that exist as
-suggestions. When a page's rows are empty, `unknown()` names the parameters whose values the
-knowledge base does not have and the nearest ones it does (tiles: the same `nearest` the CLI's
-`ckkb why` prints).
+Every canned-query parameter whose name says what it holds (arch, arch_a, dir, dtype, layout, kind,
+rule, severity, file, status, race_id, tree; version_diff's from and to: its CK trees) is a dropdown
+of the values the knowledge base has (ckkb/queries/browse/choice_*.sql); `tile` is a text box with
+the tiles that exist as suggestions. When a page's rows are empty, `unknown()` names the parameters
+whose values the knowledge base does not have and the nearest ones it does (tiles: the same
+`nearest` the CLI's `ckkb why` prints).
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ SOURCES = {
     "race_id": "race_id",
     "tile": "tile",
     "tree": "tree",
+    "from": "ck_tree",
+    "to": "ck_tree",
+    "layout": "layout",
 }
 FREE_TEXT = {"tile"}  # a text box with suggestions: any MxNxK may be asked
 
@@ -59,7 +62,7 @@ def unknown(
     out: dict[str, tuple[str, list[str]]] = {}
     for p, value in args.items():
         source = SOURCES.get(p)
-        if not value or source is None or source == "tree":  # a bad tree is a 400 already
+        if not value or source is None or source in ("tree", "ck_tree"):  # a 400 already
             continue
         values = [v for v, _ in loaded.get(source, [])]
         if value in values:

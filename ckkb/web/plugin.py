@@ -48,6 +48,7 @@ from ckkb.web import (
     race_chart,
     shape,
     specs,
+    tree_params,
     tree_scope,
     validate,
 )
@@ -525,9 +526,7 @@ async def _check_canned(datasette: Any, scope: dict[str, Any]) -> Response | Non
     checked = validate.check(
         query.params, query.required, args, dirs=dirs or None, archs=archs or None
     )
-    tree_error = (await tree_scope.trees(db)).error(args.get("tree", "").strip())
-    if tree_error:
-        checked.errors.append(tree_error)
+    checked.errors += tree_params.errors(await tree_scope.trees(db), query.params, args)
     # This runs outside Datasette's CSRF middleware; our pages only use GET forms.
     request = Request({"csrftoken": lambda: "", **scope}, None)
     if not checked.ok:

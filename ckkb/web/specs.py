@@ -440,10 +440,7 @@ SPECS: dict[str, Spec] = {
         decisive=("from_file", "to_file"),
         hide=("from_id", "to_id", "resolved"),
         summary=_version_diff_summary,
-        empty=(
-            "The two trees hold the same instances, available on the same archs (or a tree "
-            "name is not a CK tree of this knowledge base: <code>ckkb trees</code>)."
-        ),
+        empty="The two trees hold the same instances, available on the same archs.",
     ),
     "names_availability": Spec(
         lead=("arch", "available", "layer", "file", "line", "condition"),

@@ -145,6 +145,7 @@ def test_canned_query_answers_the_same(two_ck):
         "arch": "gfx942",
         "dir": "gemm_universal",
         "dtype": "bhalf_t",
+        "layout": "",
     }
     cur = conn.execute(sql("version_diff"), params)
     cols = [d[0] for d in cur.description]

@@ -241,20 +241,22 @@ def test_aiter_trees_go_to_aiter_diff(kb, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "arch, dir, dtype",
+    "arch, dir, dtype, layout",
     [
-        ("gfx950", "", ""),
-        ("gfx942", "gemm_universal", "bhalf_t"),
-        ("gfx1100", "", "bhalf_t"),
-        ("gfx950", "gemm_mx", ""),
+        ("gfx950", "", "", ""),
+        ("gfx942", "gemm_universal", "bhalf_t", ""),
+        ("gfx1100", "", "bhalf_t", ""),
+        ("gfx950", "gemm_mx", "", ""),
+        ("gfx950", "", "", "mk_nk"),
+        ("gfx950", "", "", "mk_kn"),
     ],
 )
-def test_canned_query_equals_cli(kb, arch, dir, dtype):
+def test_canned_query_equals_cli(kb, arch, dir, dtype, layout):
     """The version_diff canned query (as Datasette runs it) answers what `ckkb diff` does."""
     conn = sqlite3.connect(kb)
-    canned = conn.execute(
-        sql("version_diff"), {"from": "old", "to": "new", "arch": arch, "dir": dir, "dtype": dtype}
-    )
+    params = {"from": "old", "to": "new", "arch": arch, "dir": dir, "dtype": dtype}
+    params["layout"] = layout
+    canned = conn.execute(sql("version_diff"), params)
     cols = [d[0] for d in canned.description]
     page = [dict(zip(cols, r, strict=True)) for r in canned]
 
@@ -272,6 +274,7 @@ def test_canned_query_equals_cli(kb, arch, dir, dtype):
     )
     args = ["old", "new", "--arch", arch] + (["--dir", dir] if dir else [])
     args += ["--dtype", dtype] if dtype else []
+    args += ["--layout", layout] if layout else []
     res = answer(kb, *args)
     from_cli = sorted(
         (change, i["template"], i["from"], i["to"])
@@ -280,8 +283,11 @@ def test_canned_query_equals_cli(kb, arch, dir, dtype):
     )
     assert from_page == from_cli
     assert all(r["arch"] == arch for r in page)
-    if arch == "gfx950" and not dir:
+    if arch == "gfx950" and not dir and layout != "mk_kn":
         assert len([r for r in page if r["change"] == "changed"]) == 3
+    if layout:  # the fixtures' changes are all in mk_nk lists (ck_mini_diff/README.md)
+        assert all(r["layout"] == layout for r in page)
+        assert bool(page) == (layout == "mk_nk")
 
 
 def test_canned_query_is_not_scoped_to_one_tree():

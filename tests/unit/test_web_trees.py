@@ -113,6 +113,37 @@ def test_tree_dropdown_lists_the_trees(two_kb):
     run(two_kb, go)
 
 
+def test_version_diff_trees_are_choices(two_kb):
+    """version_diff's from and to are dropdowns of the CK trees; a name the knowledge base does
+    not hold is a 400 naming the trees it does, never an empty table."""
+
+    async def go(client):
+        r = await client.get("/two/version_diff")  # a bare visit: the form
+        assert r.status_code == 200
+        for p in ("from", "to"):
+            select = re.search(rf'<select name="{p}".*?</select>', r.text, re.S)
+            assert select, p
+            assert re.findall(r'<option value="([^"]*)"', select.group(0)) == [OLD, NEW]
+        layouts = re.search(r'<select name="layout".*?</select>', r.text, re.S).group(0)
+        # `grep -rhoE "(Row|Col), (Row|Col), Row," tests/fixtures/ck_mini/library/src`: Row,Row and
+        # Row,Col entries only (mk_kn, mk_nk), after "any"
+        assert re.findall(r'<option value="([^"]*)"', layouts) == ["", "mk_kn", "mk_nk"]
+        r = await client.get(f"/two/version_diff?from={OLD}&to={NEW}")
+        assert r.status_code == 200
+        assert f'<option value="{NEW}" selected>' in r.text
+        r = await client.get(f"/two/version_diff.json?from=1.3&to={NEW}")
+        assert r.status_code == 400
+        assert r.json()["errors"] == [
+            "unknown CK tree '1.3' for 'from' (did you mean 1.3.0?): "
+            "this knowledge base holds the CK trees 1.2.0, 1.3.0"
+        ]
+        r = await client.get(f"/two/version_diff?from={OLD}&to=nope")
+        assert r.status_code == 400 and "unknown CK tree &#39;nope&#39; for &#39;to&#39;" in r.text
+        assert '<select name="to"' in r.text  # the form again
+
+    run(two_kb, go)
+
+
 def _trees_table(html):
     table = re.search(r'<table class="ckkb-t ckkb-trees-table">.*?</table>', html, re.S)
     assert table, "no across-trees table"

@@ -5,8 +5,9 @@
 -- device-op template plus its resolved template arguments, never its file or line: a list moved to
 -- another file is not a change. The same instance written twice in one tree counts twice (the n-th
 -- of one tree pairs with the n-th of the other, in file order). Optional filters: `dir` (directory
--- under gpu/), `dtype` (a C++ type such as bhalf_t that A, B and C all have).
--- params: from, to, arch, dir, dtype
+-- under gpu/), `dtype` (a C++ type such as bhalf_t that A, B and C all have), `layout` (the GEMM
+-- layout: mk_kn, mk_nk, km_kn or km_nk).
+-- params: from, to, arch, dir, dtype, layout
 -- Written against the main tables with each tree's source_id, so it reads two trees at once
 -- (`main.` keeps Datasette's one-tree scoping, ckkb.kb.trees.scoped_sql, off it). `ckkb diff`
 -- runs this same statement for its instance lists.
@@ -42,9 +43,14 @@ inst AS MATERIALIZED (
            row_number() OVER (PARTITION BY i.source_id, i.template, i.resolved
                               ORDER BY i.dir, i.file, i.line, i.id) AS n
     FROM picked i
-    WHERE :dtype = '' OR (i.a_dtype IN (:dtype, 'ck::' || :dtype)
-                          AND i.b_dtype IN (:dtype, 'ck::' || :dtype)
-                          AND i.c_dtype IN (:dtype, 'ck::' || :dtype))
+    WHERE (:dtype = '' OR (i.a_dtype IN (:dtype, 'ck::' || :dtype)
+                           AND i.b_dtype IN (:dtype, 'ck::' || :dtype)
+                           AND i.c_dtype IN (:dtype, 'ck::' || :dtype)))
+      -- the layout as the result's `layout` column spells it (an instance's layout is part of
+      -- its identity, so filtering before the pairing pairs the same entries)
+      AND (:layout = '' OR (CASE i.a_layout WHEN 'Row' THEN 'mk' WHEN 'Col' THEN 'km' END || '_'
+                            || CASE i.b_layout WHEN 'Row' THEN 'kn' WHEN 'Col' THEN 'nk' END)
+                           = :layout)
 ),
 -- the n-th occurrence of an instance in one tree pairs with its n-th in the other (a GROUP BY,
 -- not a join on the long argument text: a sort, where a join would compare every pair)
