@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckkb.archs import ARCHS
+from ckkb.extract.archs_stage import arch_order
 from ckkb.queries import explain
 from ckkb.web import pages, tree_scope
 
@@ -29,8 +29,8 @@ async def across_trees(
     )
     current = known.chosen(tree).get("ck")
     have = [(t, f) for t in cks if (f := found[t.name]) is not None]
-    order = {a: i for i, a in enumerate(ARCHS)}
-    archs = sorted({a for _, f in have for a in f["archs"]}, key=lambda a: (order.get(a, 99), a))
+    # in the order the trees list their archs (length, then name), as the per-arch table
+    archs = sorted({a for _, f in have for a in f["archs"]}, key=arch_order)
     heads = [
         {
             "name": t.name,

@@ -101,6 +101,11 @@ def instance_href(datasette: Any, instance_id: Any, tree: str | None = None) -> 
     return f"{path}{tree_scope.query(tree)}"
 
 
+def table_href(datasette: Any, database: str, table: str) -> str:
+    """A table page showing the rows of the tree the request reads (ckkb.web.table_tree)."""
+    return f"{datasette.urls.table(database, table)}{tree_scope.query(tree_scope.CURRENT.get())}"
+
+
 def race_href(datasette: Any, race_id: Any) -> str:
     tree = tree_scope.query(tree_scope.CURRENT.get()).replace("?", "&")
     return str(datasette.urls.path(f"{PREFIX}/chart/race-spread?race={race_id}")) + tree

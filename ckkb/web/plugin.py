@@ -48,6 +48,7 @@ from ckkb.web import (
     race_chart,
     shape,
     specs,
+    table_tree,
     tree_params,
     tree_scope,
     validate,
@@ -105,7 +106,7 @@ async def instance_view(datasette: Any, request: Request) -> Response:
             "No such instance",
             [f"instance {instance_id} is not in the knowledge base {db.name}{where}"],
             status=404,
-            links=[(datasette.urls.table(db.name, "instances"), "browse instances")],
+            links=[(pages.table_href(datasette, db.name, "instances"), "browse instances")],
         )
     trees_table = await across.across_trees(datasette, db, data["instance"], tree)
     return await pages.page(
@@ -379,7 +380,7 @@ def asgi_wrapper(datasette: Any) -> Callable[[Any], Any]:
             tree = ""
             if scope.get("type") == "http" and scope.get("method") in ("GET", "HEAD"):
                 scope = _default_columns(datasette, scope)
-                tree, response = await _check_tree(datasette, scope)
+                tree, response, scope = await _check_tree(datasette, scope)
                 if response is None:
                     response = _check_row_key(datasette, scope)
                 if response is None:
@@ -439,25 +440,29 @@ def _default_columns(datasette: Any, scope: dict[str, Any]) -> dict[str, Any]:
     return {**scope, "query_string": (qs + "&" + extra if qs else extra).encode("latin-1")}
 
 
-async def _check_tree(datasette: Any, scope: dict[str, Any]) -> tuple[str, Response | None]:
-    """The request's `tree` ('' for the defaults or when it is not a ckkb page's), and a 400
-    page for a tree the knowledge base does not hold on a ckkb page (canned queries: below)."""
+async def _check_tree(
+    datasette: Any, scope: dict[str, Any]
+) -> tuple[str, Response | None, dict[str, Any]]:
+    """The request's `tree` ('' for the defaults or when it is not a ckkb page's), a 400 page
+    for a tree the knowledge base does not hold on a ckkb page or a table page (canned queries:
+    below), and the scope (a table page's `tree` turned into its filter, ckkb.web.table_tree)."""
     qs = scope.get("query_string", b"").decode("latin-1")
     tree = dict(parse_qsl(qs, keep_blank_values=True)).get("tree", "").strip()
     request = Request({"csrftoken": lambda: "", **scope}, None)
     db = pages.kb_database(datasette, request)
     if db is None:
-        return "", None
+        return "", None, scope
     known = await tree_scope.trees(db)  # loaded here, so that cells can read it (render_cell)
     error = known.error(tree)
-    if error is None:
-        return tree, None
     path = "/" + scope.get("path", "").lstrip("/")
     base = "/" + datasette.setting("base_url").strip("/")
     rel = "/" + path[len(base) :].lstrip("/") if path.startswith(base) else path
-    if rel == "/" or rel.startswith(pages.PREFIX + "/") or rel == pages.PREFIX:
-        return "", await pages.error(datasette, request, "Unknown tree", [error])
-    return "", None
+    table = table_tree.table_page(datasette, rel)
+    if error is None:
+        return tree, None, table_tree.scoped(scope, table, known, tree) if table else scope
+    if rel == "/" or rel.startswith(pages.PREFIX + "/") or rel == pages.PREFIX or table:
+        return "", await pages.error(datasette, request, "Unknown tree", [error]), scope
+    return "", None, scope
 
 
 async def _dirs(db: Any) -> set[str]:

@@ -115,3 +115,52 @@ def test_explain_page_across_trees(trees_server, page):  # noqa: F811
     arch = page.locator('table.ckkb-arch-table tr[data-arch="gfx950"] td')
     assert arch.nth(1).inner_text().strip() == "yes"  # this tree's own per-arch table
     assert page.locator("table.ckkb-trees-table th.ckkb-current").inner_text().strip() == NEW
+
+
+def test_version_diff_form(trees_server, page):  # noqa: F811
+    """version_diff's trees and layout are dropdowns; the answer is read off the fixtures by hand:
+    ck_mini's part2 list (..._mk_nk_mn.hpp) has three active mk_nk entries (lines 47, 48, 51);
+    ck_mini_next drops line 48's 224x256x64 and registers part2 on gfx950 too, so the other two
+    change on gfx950."""
+    page.goto(f"{trees_server}/two/version_diff")
+    for p in ("from", "to"):
+        options = page.locator(f'select[name="{p}"] option')
+        assert [t.strip() for t in options.all_inner_texts()] == [OLD, NEW], p
+    page.select_option('select[name="from"]', OLD)
+    page.select_option('select[name="to"]', NEW)
+    page.select_option('select[name="layout"]', "mk_nk")
+    page.click('input[type="submit"]')
+    page.wait_for_load_state()
+    summary = page.locator("p.ckkb-summary").inner_text()
+    assert f"From {OLD} to {NEW}: 0 added, 1 removed, 2 changed" in summary, summary
+    table = page.locator("table.rows-and-columns")
+    changes = [t.strip() for t in table.locator("tbody td.col-change").all_inner_texts()]
+    assert sorted(changes) == ["changed", "changed", "removed"]
+    layouts = {t.strip() for t in table.locator("tbody td.col-layout").all_inner_texts()}
+    assert layouts == {"mk_nk"}
+    page.screenshot(path=str(ARTIFACTS / "version_diff_trees.png"), full_page=True)
+    # no mk_kn entry changed
+    page.select_option('select[name="layout"]', "mk_kn")
+    page.click('input[type="submit"]')
+    page.wait_for_load_state()
+    assert page.locator("table.rows-and-columns").count() == 0
+    assert "same instances" in page.locator("p.ckkb-summary").inner_text()
+    # a name the knowledge base does not hold: a message naming the trees it does, and the form
+    response = page.goto(f"{trees_server}/two/version_diff?from={OLD}&to=1.3")
+    assert response is not None and response.status == 400
+    text = page.locator("body").inner_text()
+    assert "unknown CK tree '1.3' for 'to' (did you mean 1.3.0?)" in text
+    assert f"holds the CK trees {OLD}, {NEW}" in text
+    assert page.locator('select[name="to"]').is_visible()
+
+
+def test_table_page_reads_the_tree(trees_server, page):  # noqa: F811
+    """A table page with `tree` shows that tree's rows (not "0 rows where tree = ..."), and its
+    instance links stay in the tree."""
+    page.goto(f"{trees_server}/two/instances?tree={NEW}&_col=template")
+    heading = page.locator("h3").first.inner_text()
+    assert "where tree" not in heading and "source_id in" in heading, heading
+    links = page.locator('table.rows-and-columns a[href*="/-/ckkb/instance/"]')
+    assert links.count() > 0
+    hrefs = {h for h in links.evaluate_all("els => els.map(e => e.getAttribute('href'))")}
+    assert all(h.endswith(f"?tree={NEW}") for h in hrefs), hrefs

@@ -201,6 +201,36 @@ def test_pages_read_the_tree(two_kb):
     run(two_kb, go)
 
 
+def test_table_pages_read_the_tree(two_kb):
+    """Datasette's own table pages take `tree` too: its rows only, through a source_id filter,
+    not "0 rows where tree = NAME" (a column no table has)."""
+    import sqlite3
+
+    conn = sqlite3.connect(two_kb)
+    ids = dict(conn.execute("select name, id from sources"))
+    per_tree = dict(conn.execute("select source_id, count(*) from instances group by source_id"))
+    conn.close()
+
+    async def go(client):
+        for tree, want in ((NEW, {ids[NEW]}), (OLD, {ids[OLD]}), ("", set(ids.values()))):
+            r = await client.get(f"/two/instances.json?tree={tree}&_shape=objects&_size=max")
+            assert r.status_code == 200, r.text
+            rows = r.json()["rows"]
+            assert {x["source_id"] for x in rows} == want, tree
+            assert len(rows) == sum(per_tree[i] for i in want)
+        r = await client.get(f"/two/instances?tree={NEW}")
+        assert r.status_code == 200 and "where tree =" not in r.text
+        # its instance links stay in the tree
+        assert 'href="/-/ckkb/instance/4?tree=1.3.0"' in r.text
+        r = await client.get("/two/instances?tree=nope")
+        assert r.status_code == 400 and "unknown tree &#39;nope&#39;" in r.text
+        # the explain page's 404 links to the instances of the tree it reads
+        r = await client.get(f"/-/ckkb/instance/999?tree={NEW}")
+        assert 'href="/two/instances?tree=1.3.0"' in r.text
+
+    run(two_kb, go)
+
+
 def test_a_tree_added_while_serving_is_served(tmp_path):
     """A build renames a new file over the served one: a request for the tree it added finds it
     (the list of trees is read again, not kept from the old file)."""
