@@ -12,87 +12,76 @@ from collections import defaultdict
 from typing import Any
 
 from ckkb.audit.context import AuditContext
-from ckkb.audit.kernel_choice import row_lists
+from ckkb.audit.kernel_choice import candidates, resolve
 from ckkb.audit.model import Finding, finding
 from ckkb.extract.aiter_configs import ConfigTable
 
 
-def is_ck_row(t: ConfigTable, v: dict[str, Any]) -> bool:
-    if "libtype" in t.columns:
-        lt = str(v.get("libtype") or "").lower()
-        if lt not in ("ck", "cktile", "ck_tile"):
-            return False
-    name = v.get("kernelName")
-    return not (isinstance(name, str) and name.startswith("_Z"))
-
-
 def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]) -> list[Finding]:
+    """Each CK row against the list `kernel_choice.resolve` says it indexes; what each row
+    resolved to is kept in stats[rel]["rows"] (the build writes it as aiter_row_kernels)."""
     op = ctx.ops.get(t.rel)
     out: list[Finding] = []
     if t.error or t.kind != "tuned" or "kernelId" not in t.columns:
         return out
-    klist = ctx.kernel_list(op)
     rc = ctx.runtime_for(op)
     st = stats.setdefault(t.rel, {"checked": 0, "not_ck": 0, "no_kernel_list": 0})
-    chooser = row_lists(ctx, rc)
+    rows = st.setdefault("rows", [])
     for ln, v in t.rows:
-        if not is_ck_row(t, v):
-            st["not_ck"] += 1
-            continue
-        if chooser is not None:
-            kind, d, where = chooser.lookup(t.columns, v)
-            if kind == "none":
-                st["not_ck"] += 1
-            elif d is None:
-                st["no_kernel_list"] += 1
+        r = resolve(ctx, t, op, v)
+        st[r.status] += 1
+        rows.append((ln, "kernelId", r, v.get("kernelId"), v.get("kernelName")))
+        if r.status == "no_kernel_list":
+            if r.where:
                 reasons = st.setdefault("reasons", {})
-                reasons[where] = reasons.get(where, 0) + 1
+                reasons[r.where] = reasons.get(r.where, 0) + 1
             else:
-                st["checked"] += 1
-                out += _chosen_findings(t, op, ln, v, d, where)
-            continue
-        if klist is None or rc is None:  # (a kernel list is always found through rc)
-            if _agrees(ctx, rc, v):
-                st["checked"] += 1  # kernelId names kernelName in one list the tuner imports
-                continue
-            st["no_kernel_list"] += 1
-            out += _id_name_mismatch(ctx, t, rc, op, ln, v)
-            continue
-        st["checked"] += 1
-        kid = v.get("kernelId")
-        k = klist.get(kid) if isinstance(kid, int) else None
-        if k is None:
-            out.append(
-                finding(
-                    "kernel-id-unknown",
-                    t.rel,
-                    ln,
-                    f"kernelId {kid!r} is not in {rc.kernel_list} of "
-                    f"{rc.kernel_list_file} (ids {min(klist)}..{max(klist)})",
-                    op=op,
-                    kernelId=kid,
-                    kernel_list=rc.kernel_list_file,
-                )
-            )
-            continue
-        name = v.get("kernelName")
-        if "kernelName" in t.columns and k.name is not None and name != k.name:
-            out.append(
-                finding(
-                    "kernel-name-stale",
-                    t.rel,
-                    ln,
-                    f"kernelName {name} is not what kernelId {kid} "
-                    f"builds now: {k.name} ({k.file}:{k.line})",
-                    op=op,
-                    kernelId=kid,
-                    row_name=name,
-                    list_name=k.name,
-                    kernel_file=k.file,
-                    kernel_line=k.line,
-                )
-            )
+                out += _id_name_mismatch(ctx, t, rc, op, ln, v)
+        elif r.status == "checked" and r.kernels is not None:
+            if r.how == "choice":
+                out += _chosen_findings(t, op, ln, v, r.kernels, r.where)
+            elif r.how == "list":
+                out += _list_findings(t, rc, op, ln, v, r.kernels)
     return out
+
+
+def _list_findings(
+    t: ConfigTable, rc: Any, op: str | None, ln: int, v: dict[str, Any], klist: dict[Any, Any]
+) -> list[Finding]:
+    """A row against its op's one kernel list: kernelId in it, kernelName what that id builds."""
+    kid = v.get("kernelId")
+    k = klist.get(kid) if isinstance(kid, int) else None
+    if k is None:
+        return [
+            finding(
+                "kernel-id-unknown",
+                t.rel,
+                ln,
+                f"kernelId {kid!r} is not in {rc.kernel_list} of "
+                f"{rc.kernel_list_file} (ids {min(klist)}..{max(klist)})",
+                op=op,
+                kernelId=kid,
+                kernel_list=rc.kernel_list_file,
+            )
+        ]
+    name = v.get("kernelName")
+    if "kernelName" in t.columns and k.name is not None and name != k.name:
+        return [
+            finding(
+                "kernel-name-stale",
+                t.rel,
+                ln,
+                f"kernelName {name} is not what kernelId {kid} "
+                f"builds now: {k.name} ({k.file}:{k.line})",
+                op=op,
+                kernelId=kid,
+                row_name=name,
+                list_name=k.name,
+                kernel_file=k.file,
+                kernel_line=k.line,
+            )
+        ]
+    return []
 
 
 def _chosen_findings(
@@ -243,30 +232,6 @@ def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Findin
     return out
 
 
-def _candidates(ctx: AuditContext, rc: Any) -> list[dict[Any, Any]]:
-    """The kernel lists an op's tuner imports (all of them), as {id: kernel}, cached on ctx."""
-    cache = ctx.__dict__.setdefault("_candidate_lists", {})
-    if rc.op not in cache:
-        lists = []
-        for f, n in getattr(rc, "kernel_list_candidates", None) or []:
-            d = {
-                k.kernel_id: k
-                for k in ctx.kernels
-                if k.file == f and k.list_name == n and not k.shadowed and k.kernel_id is not None
-            }
-            if d:
-                lists.append(d)
-        cache[rc.op] = lists
-    return cache[rc.op]
-
-
-def _agrees(ctx: AuditContext, rc: Any, v: dict[str, Any]) -> bool:
-    if rc is None:
-        return False
-    kid, name = v.get("kernelId"), v.get("kernelName")
-    return any(d.get(kid) is not None and d[kid].name == name for d in _candidates(ctx, rc))
-
-
 def _id_name_mismatch(
     ctx: AuditContext, t: ConfigTable, rc: Any, op: str | None, ln: int, v: dict[str, Any]
 ) -> list[Finding]:
@@ -276,7 +241,7 @@ def _id_name_mismatch(
     if rc is None or "kernelName" not in t.columns:
         return []
     kid, name = v.get("kernelId"), v.get("kernelName")
-    lists = _candidates(ctx, rc)
+    lists = candidates(ctx, rc)
     if not lists or not isinstance(name, str) or not isinstance(kid, int):
         return []
     if any(d.get(kid) is not None and d[kid].name == name for d in lists):
