@@ -461,3 +461,12 @@ def test_ck_index_keeps_the_first_available_evidence_and_reuses_matches():
     matches.clear()  # callers get their own list
     assert len(idx.gated(kernel, "gemm_a8w8", "gfx942")[0]) == 2
     assert idx.gated(kernel, "gemm_unknown_dtype", "gfx942") == ([], None)
+
+
+def test_a_blank_cu_num_names_no_part():
+    """An untuned file may leave cu_num blank (aiter 2026's untuned_grouped_fmoe.csv: the
+    tuner fills it in on the GPU it runs on): such a row names no part, so it is not one of
+    an unknown part (it was: part-unknown `16 rows with cu_num=None`)."""
+    path = CASES / "blank_cu_num__a8w8_untuned_gemm.csv"
+    r = audit(str(MINI), [str(path)])
+    assert rules_of(r) == Counter()
