@@ -170,7 +170,7 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                         threshold=threshold,
                     )
                 )
-    for c in ("splitK", "ksplit"):
+    for c in ("splitK", "ksplit") if ctx.option_read(op, "--splitK") else ():
         if c in t.columns:
             vals = [v.get(c) for _, v in t.rows]
             if vals and all(x == 0 for x in vals):

@@ -96,7 +96,9 @@ def test_known_defects_of_the_default_wheel(result):
     )  # moe_cktile2stages a8w8_gemm1_kernels_list_gfx950: id 4 twice
     assert by["kernel-duplicate"] == 27
     assert by["merge-drops-rows"] == 4 and by["merge-collision"] == 280
-    assert by["splitk-never-searched"] == 10 and by["us-invalid"] == 1
+    # 9 files with splitK all 0 (csv module) whose tuner reads args.splitK (grep): tuned_fmoe.csv's
+    # all-zero ksplit is no longer one: hsa/gfx94*/fmoe_2stages/tune.py never reads args.splitK
+    assert by["splitk-never-searched"] == 9 and by["us-invalid"] == 1
     f = next(f for f in result.findings if f.rule == "default-config-missing")
     assert (f.file, f.line, f.evidence["default_path"]) == (
         "aiter/jit/core.py",

@@ -470,3 +470,22 @@ def test_a_blank_cu_num_names_no_part():
     path = CASES / "blank_cu_num__a8w8_untuned_gemm.csv"
     r = audit(str(MINI), [str(path)])
     assert rules_of(r) == Counter()
+
+
+def test_splitk_never_searched_only_where_the_tuner_reads_splitk(tmp_path):
+    """aiter's MoE tuners inherit -k/--splitK from base_tuner.py but never read args.splitK
+    (they search ksplit themselves, for fp8 per_1x128 only): an all-zero ksplit there says
+    nothing about -k. tests/fixtures/aiter_2026_mini's MoE tuner reads no args.splitK (grep
+    below); aiter_mini's a8w8 tuner reads it, so its all-zero splitK file is still reported."""
+    tree = MINI.parent / "aiter_2026_mini"
+    assert "args.splitK" not in (tree / "csrc/ck_gemm_moe/gemm_moe_tune.py").read_text()
+    p = tmp_path / "m_tuned_fmoe.csv"
+    p.write_text(
+        "cu_num,token,model_dim,expert,doweight_stage1,ksplit,us,err1,err2\n"
+        "304,16,7168,256,0,0,10.0,0.01,0.02\n"
+        "304,32,7168,256,0,0,11.0,0.01,0.02\n"
+    )
+    r = audit(str(tree), [str(p)])
+    assert "splitk-never-searched" not in rules_of(r)
+    r = audit(str(MINI), [str(next(CASES.glob("splitk_never_searched__*.csv")))])
+    assert rules_of(r) == Counter({"splitk-never-searched": 1})

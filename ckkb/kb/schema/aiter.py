@@ -104,6 +104,11 @@ class AiterTunerOptionRow:
     )
     type: str | None = col("argparse type", None)
     help: str | None = col("help text", None)
+    read: bool = col(
+        "whether the tuner's module or base_tuner.py reads args.<dest> (an option no code reads "
+        "changes nothing the tuner does)",
+        False,
+    )
 
 
 @table(
