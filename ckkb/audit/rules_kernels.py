@@ -12,7 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from ckkb.audit.context import AuditContext
-from ckkb.audit.kernel_choice import candidates, resolve
+from ckkb.audit.kernel_choice import RowKernel, candidates, resolve
 from ckkb.audit.model import Finding, finding
 from ckkb.extract.aiter_configs import ConfigTable
 
@@ -22,9 +22,12 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
     resolved to is kept in stats[rel]["rows"] (the build writes it as aiter_row_kernels)."""
     op = ctx.ops.get(t.rel)
     out: list[Finding] = []
-    if t.error or t.kind != "tuned" or "kernelId" not in t.columns:
+    if t.error or t.kind != "tuned":
         return out
     rc = ctx.runtime_for(op)
+    if "kernelId" not in t.columns:
+        _name_only_rows(t, rc, stats)
+        return out
     st = stats.setdefault(t.rel, {"checked": 0, "not_ck": 0, "no_kernel_list": 0})
     rows = st.setdefault("rows", [])
     for ln, v in t.rows:
@@ -43,6 +46,37 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
             elif r.how == "list":
                 out += _list_findings(t, rc, op, ln, v, r.kernels)
     return out
+
+
+def _name_only_rows(t: ConfigTable, rc: Any, stats: dict[str, Any]) -> None:
+    """Rows that name kernels without an id (aiter's MoE configs: kernelName1, kernelName2)
+    while the op's tuner imports kernel lists or list getters: each such name is counted as
+    not checked, with the reason, never skipped silently. ckkb cannot tell a CK name from a
+    FlyDSL or opus one without the list, so every name that is not an assembly symbol counts."""
+    cols = [c for c in t.columns if c.startswith("kernelName")]
+    lists = getattr(rc, "kernel_list_candidates", None) or []
+    if not lists and rc is not None and rc.kernel_list_file:
+        lists = [(rc.kernel_list_file, rc.kernel_list)]
+    if not cols or not lists:
+        return
+    getters = ", ".join(f"{f}:{n}" for f, n in lists)
+    why = (
+        f"{'/'.join(cols)} name kernels with no kernelId, and the list getters the tuner "
+        f"imports ({getters}: lists built per call from dtype arguments) are not evaluated "
+        "statically; names of CK, cktile, FlyDSL and opus kernels alike are counted"
+    )
+    st = stats.setdefault(t.rel, {"checked": 0, "not_ck": 0, "no_kernel_list": 0})
+    st["names_only"] = True
+    rows = st.setdefault("rows", [])
+    for ln, v in t.rows:
+        for c in cols:
+            name = v.get(c)
+            if not isinstance(name, str) or not name or name == "Null" or name.startswith("_Z"):
+                continue
+            st["no_kernel_list"] += 1
+            reasons = st.setdefault("reasons", {})
+            reasons[why] = reasons.get(why, 0) + 1
+            rows.append((ln, c, RowKernel("no_kernel_list", where=why), None, name))
 
 
 def _list_findings(
@@ -190,9 +224,12 @@ def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Findin
     rows: dict[str, list[str]] = defaultdict(list)
     counts: dict[str, int] = defaultdict(int)
     reasons: dict[str, dict[str, int]] = defaultdict(dict)
+    names_only: set[str] = set()
     for rel, st in stats.items():
         op = ctx.ops.get(rel)
         if op is not None and st.get("no_kernel_list"):
+            if st.get("names_only"):
+                names_only.add(op)
             rows[op].append(rel)
             counts[op] += st["no_kernel_list"]
             for why, n in st.get("reasons", {}).items():
@@ -207,7 +244,8 @@ def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Findin
             if getattr(rc, "kernel_list_candidates", None) and not reasons[op]
             else ""
         )
-        per_row = "; ".join(f"{n} rows: {w}" for w, n in sorted(reasons[op].items()))
+        unit = "kernel names" if op in names_only else "rows"
+        per_row = "; ".join(f"{n} {unit}: {w}" for w, n in sorted(reasons[op].items()))
         why = (
             per_row
             or getattr(rc, "kernel_list_note", None)
@@ -222,7 +260,8 @@ def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Findin
                 "kernel-list-unresolved",
                 rc.tuner_file or rc.file,
                 0 if rc.tuner_file else rc.line,
-                f"op {op}: {counts[op]} CK rows in {len(rows[op])} files not checked: {lead}{why}",
+                f"op {op}: {counts[op]} {'CK ' if unit == 'rows' else ''}{unit} in "
+                f"{len(rows[op])} files not checked: {lead}{why}",
                 op=op,
                 reason=why,
                 rows=counts[op],

@@ -489,3 +489,40 @@ def test_splitk_never_searched_only_where_the_tuner_reads_splitk(tmp_path):
     assert "splitk-never-searched" not in rules_of(r)
     r = audit(str(MINI), [str(next(CASES.glob("splitk_never_searched__*.csv")))])
     assert rules_of(r) == Counter({"splitk-never-searched": 1})
+
+
+def test_moe_kernel_names_without_an_id_are_counted_not_skipped(tmp_path):
+    """aiter's MoE configs name kernels in kernelName1/kernelName2 with no kernelId, and the
+    MoE tuner builds its lists per call (get_gemm1_kernels_list(dtypes...)). Those rows were
+    skipped without a word; now each named kernel (not an assembly `_Z` symbol, not Null) is
+    counted and the op gets one kernel-list-unresolved error with the reason. By hand: 3 names
+    below (row 2: stage 2 only, row 3: both stages)."""
+    import shutil
+
+    tree = tmp_path / "aiter"
+    shutil.copytree(MINI.parent / "aiter_2026_mini", tree)
+    moe = tree / "csrc" / "ck_gemm_moe"
+    (moe / "gemm_moe_m_common.py").write_text(
+        "from dataclasses import dataclass\n\n\n@dataclass\nclass K:\n    M: int\n\n"
+        "    @property\n    def name(self):\n        return f'moe_m_{self.M}'\n\n\n"
+        "gemm1_list = {0: K(16)}\n\n\n"
+        "def get_gemm1_kernels_list(a, b):\n    return gemm1_list\n"
+    )
+    tuner = moe / "gemm_moe_tune.py"
+    tuner.write_text(
+        tuner.read_text().replace(
+            "from aiter.utility.base_tuner import TunerCommon\n",
+            "from aiter.utility.base_tuner import TunerCommon\n"
+            "from gemm_moe_m_common import get_gemm1_kernels_list\n",
+        )
+    )
+    (tree / "aiter/configs/tuned_fmoe.csv").write_text(
+        "cu_num,token,model_dim,expert,doweight_stage1,us,kernelName1,err1,kernelName2,err2\n"
+        "304,16,7168,256,0,10.0,_ZN5aiter3fooE,0.0,moe_m_16,0.0\n"
+        "304,32,7168,256,0,10.0,moe_m_16,0.0,flydsl_moe2_x,0.0\n"
+    )
+    r = audit(str(tree))
+    got = [f for f in r.findings if f.rule == "kernel-list-unresolved" and f.op == "fmoe"]
+    assert [(f.op, f.evidence["rows"]) for f in got] == [("fmoe", 3)]
+    assert "get_gemm1_kernels_list" in got[0].message
+    assert sum(f["no_kernel_list"] for f in r.files if "fmoe" in f["file"]) == 3
