@@ -187,6 +187,9 @@ def op_lists(ctx: Any, rc: Any) -> list[tuple[int, str, dict[str, Any]]]:
         wanted = [(rc.kernel_list_file, rc.kernel_list, "list", {})]
     else:
         wanted = [(f, n, "candidates", {}) for f, n in rc.kernel_list_candidates or []]
+    moe = ctx.__dict__.get("_moe_choice", {}).get(rc.op)
+    if moe is not None:  # MoE: the literals the getters copied for the op's rows
+        wanted += [(f, n, "getter", {}) for f, n in sorted(moe.lists())]
     out: list[tuple[int, str, dict[str, Any]]] = []
     seen: set[int] = set()
     for f, n, how, when in wanted:

@@ -14,7 +14,8 @@ from typing import Any
 from ckkb.audit.context import AuditContext
 from ckkb.audit.kernel_choice import RowKernel, candidates, resolve
 from ckkb.audit.model import Finding, finding
-from ckkb.extract.aiter_configs import ConfigTable
+from ckkb.audit.moe_choice import moe_choice_for, op_stem
+from ckkb.extract.aiter_configs import ConfigTable, arch_of
 
 
 def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]) -> list[Finding]:
@@ -26,8 +27,7 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
         return out
     rc = ctx.runtime_for(op)
     if "kernelId" not in t.columns:
-        _name_only_rows(t, rc, stats)
-        return out
+        return _name_only_rows(ctx, t, rc, op, stats)
     st = stats.setdefault(t.rel, {"checked": 0, "not_ck": 0, "no_kernel_list": 0})
     rows = st.setdefault("rows", [])
     for ln, v in t.rows:
@@ -48,35 +48,76 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
     return out
 
 
-def _name_only_rows(t: ConfigTable, rc: Any, stats: dict[str, Any]) -> None:
+def _name_only_rows(
+    ctx: AuditContext, t: ConfigTable, rc: Any, op: str | None, stats: dict[str, Any]
+) -> list[Finding]:
     """Rows that name kernels without an id (aiter's MoE configs: kernelName1, kernelName2)
-    while the op's tuner imports kernel lists or list getters: each such name is counted as
-    not checked, with the reason, never skipped silently. ckkb cannot tell a CK name from a
-    FlyDSL or opus one without the list, so every name that is not an assembly symbol counts."""
+    while the op's tuner imports list getters: each name is checked against what the getters
+    build for that row (ckkb.audit.moe_choice), or counted as not checked with the reason."""
     cols = [c for c in t.columns if c.startswith("kernelName")]
     lists = getattr(rc, "kernel_list_candidates", None) or []
     if not lists and rc is not None and rc.kernel_list_file:
         lists = [(rc.kernel_list_file, rc.kernel_list)]
     if not cols or not lists:
-        return
+        return []
     getters = ", ".join(f"{f}:{n}" for f, n in lists)
-    why = (
-        f"{'/'.join(cols)} name kernels with no kernelId, and the list getters the tuner "
-        f"imports ({getters}: lists built per call from dtype arguments) are not evaluated "
-        "statically; names of CK, cktile, FlyDSL and opus kernels alike are counted"
+    mc = moe_choice_for(ctx, rc, [tuple(x) for x in lists])
+    stem = op_stem(ctx, op, mc, cols) if mc is not None else ""
+    why = (mc.problem if mc is not None else None) or (
+        f"{'/'.join(cols)} name kernels with no kernelId, and no row's call of the list "
+        f"getters the tuner imports ({getters}) was evaluated statically"
     )
     st = stats.setdefault(t.rel, {"checked": 0, "not_ck": 0, "no_kernel_list": 0})
     st["names_only"] = True
     rows = st.setdefault("rows", [])
+    out: list[Finding] = []
     for ln, v in t.rows:
+        got = mc.row_names(t.columns, v) if mc is not None and stem else None
         for c in cols:
             name = v.get(c)
             if not isinstance(name, str) or not name or name == "Null" or name.startswith("_Z"):
                 continue
-            st["no_kernel_list"] += 1
-            reasons = st.setdefault("reasons", {})
-            reasons[why] = reasons.get(why, 0) + 1
-            rows.append((ln, c, RowKernel("no_kernel_list", where=why), None, name))
+            if got is not None and not name.startswith(stem):
+                st["not_ck"] += 1  # another backend's kernel (FlyDSL, opus, cktile)
+                continue
+            reason = why if got is None else got.reason
+            if reason:
+                st["no_kernel_list"] += 1
+                reasons = st.setdefault("reasons", {})
+                reasons[reason] = reasons.get(reason, 0) + 1
+                rows.append((ln, c, RowKernel("no_kernel_list", where=reason), None, name))
+                continue
+            assert got is not None
+            st["checked"] += 1
+            hit = got.names.get(name)
+            if hit is not None:
+                where, kid, origin = hit
+                lid = _literal_id(ctx, where, origin)
+                rows.append((ln, c, RowKernel("checked", {}, where, lid, "getter"), kid, name))
+                continue
+            rows.append((ln, c, RowKernel("checked", {}, getters, None, "getter"), None, name))
+            out.append(
+                finding(
+                    "kernel-name-stale",
+                    t.rel,
+                    ln,
+                    f"{c} {name} is not a kernel the tuner's list getters build for this row "
+                    f"({getters}: {len(got.names)} kernels on {arch_of(v)})",
+                    op=op,
+                    column=c,
+                    row_name=name,
+                    getters=[list(x) for x in lists],
+                )
+            )
+    return out
+
+
+def _literal_id(ctx: AuditContext, where: str, origin: Any) -> int | None:
+    """aiter_kernel_lists.id of the dict literal a getter copied the entry from."""
+    if not origin:
+        return None
+    f = where.rsplit(":", 1)[0]
+    return next((kl.id for kl in ctx.lists if kl.file == f and kl.name == origin[0]), None)
 
 
 def _list_findings(

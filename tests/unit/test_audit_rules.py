@@ -526,3 +526,53 @@ def test_moe_kernel_names_without_an_id_are_counted_not_skipped(tmp_path):
     assert [(f.op, f.evidence["rows"]) for f in got] == [("fmoe", 3)]
     assert "get_gemm1_kernels_list" in got[0].message
     assert sum(f["no_kernel_list"] for f in r.files if "fmoe" in f["file"]) == 3
+
+
+MOE = MINI.parent / "aiter_2026_moe"
+
+
+def test_moe_rows_checked_against_what_the_getters_build_for_them():
+    """tests/fixtures/aiter_2026_moe is hand-written in the shape of aiter 2026-08's MoE tuner
+    and gemm_moe_ck2stages_common.py. Worked out by hand from the files: cu_num 304 is gfx942
+    (fp8 = float8_e4m3fnuz, list a8w8: 256x16, 256x32), 256 is gfx950 (fp8 = float8_e4m3fn,
+    list a8w8_gfx950: 256x32, 256x64); per_Token is 2 in aiter_enum.h; gemm2 (256x16, 128x64)
+    gets MulRoutedWeight = not doweight_stage1. Row 4's 256x64 exists only on gfx950: stale.
+    Row 6 (gfx950) has a fnuz q_dtype_a, which dtype2str_dict has no key for on gfx950: its 2
+    names are not checked, with that reason. Row 3's FlyDSL name is not a CK one."""
+    r = audit(str(MOE))
+    got = {(f.rule, f.line) for f in r.findings if f.rule.startswith("kernel-")}
+    assert got == {
+        ("kernel-name-stale", 4),
+        ("kernel-list-unresolved", 0),
+        ("kernel-list-unsupported", 34),  # the literal entries' names need the getters' fields
+        ("kernel-list-unsupported", 55),
+    }
+    f = next(f for f in r.findings if f.rule == "kernel-list-unresolved")
+    assert f.evidence["rows"] == 2 and "KeyError" in f.message and f.op == "fmoe"
+    st = next(x for x in r.files if x["file"].endswith("tuned_fmoe.csv"))
+    assert (st["kernel_checked"], st["not_ck"], st["no_kernel_list"]) == (6, 1, 2)
+
+
+def test_moe_rows_feed_the_kernel_usage_view(tmp_path):
+    """Each MoE name checked is counted on the literal entry the getter copied it from."""
+    from ckkb import pipeline, sources
+    from ckkb.kb.build import build
+
+    db_path = tmp_path / "kb.db"
+    build(db_path, {"aiter": sources.aiter_tree(str(MOE))}, stages=pipeline.stages(), jobs=1)
+    db = open_db(db_path, readonly=True)
+    used = {
+        (r["list_name"], r["kernel_id"]): r["tuned_rows"]
+        for r in db.query("select * from aiter_kernel_usage where op = 'fmoe'")
+    }
+    db.close()
+    # by hand: rows 2, 3 (gfx942) -> a8w8 ids 0, 1; row 5 (gfx950) -> a8w8_gfx950 id 1;
+    # gemm2: row 2 -> id 3 (128x64), row 4 -> id 0 (256x16)
+    assert used == {
+        ("a8w8_gemm1_kernels_list", 0): 1,
+        ("a8w8_gemm1_kernels_list", 1): 1,
+        ("a8w8_gemm1_kernels_list_gfx950", 0): 0,
+        ("a8w8_gemm1_kernels_list_gfx950", 1): 1,
+        ("a8w8_gemm2_kernels_list", 0): 1,
+        ("a8w8_gemm2_kernels_list", 3): 1,
+    }

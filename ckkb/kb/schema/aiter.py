@@ -272,7 +272,10 @@ class AiterRowKernelRow:
 class AiterOpKernelListRow:
     op: str = col("op family")
     list_id: int = col("aiter_kernel_lists.id")
-    how: str = col("list (the op's one list) | choice (a getKernelName case) | candidates")
+    how: str = col(
+        "list (the op's one list) | choice (a getKernelName case) | candidates | getter (a "
+        "literal the MoE list getters copy for the op's rows)"
+    )
     choice_case: dict[str, Any] = col(
         "the getKernelName case (selector values) that picks it", json=True, default={}
     )
