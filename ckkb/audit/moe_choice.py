@@ -58,8 +58,12 @@ class RowNames:
 class MoeChoice:
     """The getters one MoE op's tuner imports and calls, evaluated per row (cached per args)."""
 
-    def __init__(self, root: Path, tuner_rel: str, getters: list[tuple[str, str]]) -> None:
+    def __init__(
+        self, root: Path, tuner_rel: str, getters: list[tuple[str, str]], pkg: Path | None = None
+    ) -> None:
         self.root = root
+        # absolute imports resolve from the tree root and from the aiter package's parent
+        self.roots = [root] + ([pkg.parent] if pkg is not None and pkg.parent != root else [])
         self.tuner = Path(tuner_rel)
         self.getters = [Getter(f, n) for f, n in getters]
         self.modules: dict[str, Modules] = {}
@@ -113,7 +117,7 @@ class MoeChoice:
 
     def _mods(self, gfx: str) -> Modules:
         if gfx not in self.modules:
-            self.modules[gfx] = Modules(self.root, gfx)
+            self.modules[gfx] = Modules(self.roots, gfx)
         return self.modules[gfx]
 
     def _cell(self, v: Any) -> Any:
@@ -172,7 +176,7 @@ class MoeChoice:
             if n in row:
                 env[n] = self._cell(row[n])
             elif n in self.imports:
-                env[n] = mods.value(self.tuner, self.imports[n], n)
+                env[n] = mods.value(self.root / self.tuner, self.imports[n], n)
             elif n not in ("str", "int", "bool", "True", "False", "None", "float", "len"):
                 raise Unsupported(cst.Name(n), f"{n} is neither a column of the row nor imported")
         return env
@@ -183,7 +187,7 @@ class MoeChoice:
         key = (gfx, g.file, g.name, tuple(args), tuple(sorted(kw.items())))
         if key not in self.runs:
             try:
-                env = mods.env(Path(g.file))
+                env = mods.env(self.root / g.file)
                 fn = env.get(g.name)
                 if fn is None:
                     raise Unsupported(cst.Name(g.name), f"{g.file} does not define {g.name}")
@@ -241,7 +245,8 @@ def moe_choice_for(ctx: Any, rc: Any, getters: list[tuple[str, str]]) -> MoeChoi
         return None
     cache = ctx.__dict__.setdefault("_moe_choice", {})
     if rc.op not in cache:
-        cache[rc.op] = MoeChoice(Path(ctx.root), rc.tuner_file, getters)
+        pkg = Path(ctx.pkg) if ctx.pkg is not None else None
+        cache[rc.op] = MoeChoice(Path(ctx.root), rc.tuner_file, getters, pkg)
     mc: MoeChoice = cache[rc.op]
     return mc
 

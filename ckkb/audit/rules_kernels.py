@@ -63,9 +63,18 @@ def _name_only_rows(
     getters = ", ".join(f"{f}:{n}" for f, n in lists)
     mc = moe_choice_for(ctx, rc, [tuple(x) for x in lists])
     stem = op_stem(ctx, op, mc, cols) if mc is not None else ""
-    why = (mc.problem if mc is not None else None) or (
-        f"{'/'.join(cols)} name kernels with no kernelId, and no row's call of the list "
-        f"getters the tuner imports ({getters}) was evaluated statically"
+    first = (
+        next((mc.row_names(t.columns, v).reason for _, v in t.rows[:1]), None)
+        if mc is not None and not stem
+        else None
+    )
+    why = (
+        (mc.problem if mc is not None else None)
+        or first
+        or (
+            f"{'/'.join(cols)} name kernels with no kernelId, and no row's call of the list "
+            f"getters the tuner imports ({getters}) was evaluated statically"
+        )
     )
     st = stats.setdefault(t.rel, {"checked": 0, "not_ck": 0, "no_kernel_list": 0})
     st["names_only"] = True

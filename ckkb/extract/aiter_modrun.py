@@ -298,21 +298,24 @@ def run_with_module(prop: Any, cls: ClassInfo, values: dict[str, Any], env: dict
     return None
 
 
-def module_file(root: Path, importing: str, mod: str) -> Path | None:
-    """The file `from MOD import ...` in `importing` (repo-style) names: relative imports
-    from its package, absolute ones from the tree root (`aiter.x.y`, `csrc.x.y`)."""
+def module_file(roots: list[Path], importing: Path, mod: str) -> Path | None:
+    """The file `from MOD import ...` in the file `importing` names: relative imports from its
+    package, absolute ones (`aiter.x.y`, `csrc.x.y`) from each of `roots` (the tree root and
+    the directory holding the aiter package: they differ in an installed wheel)."""
     if mod.startswith("."):
         dots = len(mod) - len(mod.lstrip("."))
-        base = Path(importing).parent
+        base = importing.parent
         for _ in range(dots - 1):
             base = base.parent
         rest = mod.lstrip(".")
-        parts = rest.split(".") if rest else []
+        bases = [base]
     else:
-        base, parts = Path("."), mod.split(".")
-    for cand in (base.joinpath(*parts).with_suffix(".py"), base.joinpath(*parts, "__init__.py")):
-        if (root / cand).is_file():
-            return cand
+        bases, rest = list(roots), mod
+    parts = rest.split(".") if rest else []
+    for b in bases:
+        for cand in (b.joinpath(*parts).with_suffix(".py"), b.joinpath(*parts, "__init__.py")):
+            if parts and cand.is_file():
+                return cand
     return None
 
 
@@ -344,8 +347,8 @@ class Modules:
     """The modules of one aiter tree run statically for one arch, each once: `value(file,
     name)` follows `from X import name` through packages' star imports and submodules."""
 
-    def __init__(self, root: Path, gfx: str) -> None:
-        self.root = root
+    def __init__(self, roots: list[Path], gfx: str) -> None:
+        self.roots = roots
         self.gfx = gfx
         self.envs: dict[Path, dict[str, Any]] = {}
         self.active: set[Path] = set()
@@ -354,10 +357,10 @@ class Modules:
     def env(self, rel: Path) -> dict[str, Any]:
         if rel not in self.envs:
             if rel in self.active:
-                raise Unsupported(cst.Name(rel.stem), f"{rel} imports itself")
+                raise Unsupported(cst.Name(rel.stem), f"{rel.name} imports itself")
             self.active.add(rel)
             try:
-                text = (self.root / rel).read_text(encoding="utf-8", errors="replace")
+                text = rel.read_text(encoding="utf-8", errors="replace")
                 self.envs[rel] = run_module(text, self.gfx, self._importer(rel), _LazyEnv())
             finally:
                 self.active.discard(rel)
@@ -383,10 +386,10 @@ class Modules:
 
     def _value(self, importing: Path, mod: str, name: str) -> Any:
         dotted = mod + name if mod.endswith(".") else f"{mod}.{name}"
-        sub = module_file(self.root, importing.as_posix(), dotted)
+        sub = module_file(self.roots, importing, dotted)
         if sub is not None:  # `from package import submodule`
             return _Module(name, self.env(sub))
-        f = module_file(self.root, importing.as_posix(), mod)
+        f = module_file(self.roots, importing, mod)
         if f is None:
             raise Unsupported(cst.Name(name), f"module {mod} not found from {importing}")
         return self.name_in(f, name)
@@ -394,7 +397,7 @@ class Modules:
     def name_in(self, f: Path, name: str) -> Any:
         import ast
 
-        tree = ast.parse((self.root / f).read_text(encoding="utf-8", errors="replace"))
+        tree = ast.parse(f.read_text(encoding="utf-8", errors="replace"))
         stars: list[str] = []
         bound = False
         for node in ast.walk(tree):
@@ -417,7 +420,7 @@ class Modules:
                 raise Unsupported(cst.Name(name), f"{f}: {name} is not known statically")
             return v
         for s in stars:
-            g = module_file(self.root, f.as_posix(), s)
+            g = module_file(self.roots, f, s)
             if g is not None and g not in self.active:
                 try:
                     return self.name_in(g, name)

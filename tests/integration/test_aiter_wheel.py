@@ -91,6 +91,29 @@ def test_every_ck_tuned_row_is_checked_against_its_kernel_list(result):
         f for f in unchecked if "model_configs/" in f and "fmoe" in f
     }
     assert sum(unchecked.values()) == moe
+    # why: the wheel's MoE tuner calls get_gemm1_kernels_list with 7 arguments, and the wheel's
+    # getter takes 8 with no default for `preshuffle` (read with ast below): a TypeError when it
+    # tunes, so no row's list can be built
+    import ast
+    from pathlib import Path
+
+    root = Path(default_aiter_tree().root)
+    common = root / "csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.py"
+    fn = next(
+        n
+        for n in ast.parse(common.read_text()).body
+        if isinstance(n, ast.FunctionDef) and n.name == "get_gemm1_kernels_list"
+    )
+    assert (len(fn.args.args), len(fn.args.defaults)) == (8, 0)
+    tuner = root / "hsa/gfx942/fmoe_2stages/tune.py"
+    calls = [
+        n
+        for n in ast.walk(ast.parse(tuner.read_text()))
+        if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "get_gemm1_kernels_list"
+    ]
+    assert [len(c.args) + len(c.keywords) for c in calls] == [7]
+    f = next(f for f in result.findings if f.rule == "kernel-list-unresolved")
+    assert f.op == "fmoe" and "argument preshuffle missing" in f.message
     rules = Counter(f.rule for f in result.findings)
     assert (
         rules["kernel-id-unknown"] == 0 and rules["kernel-name-stale"] == 0
