@@ -127,6 +127,18 @@ class AuditContext:
                         return float(v)
         return 0.05
 
+    def option_read(self, op: str | None, option: str) -> bool:
+        """Whether the tuner that writes op's configs reads `option` (args.<dest>) at all: an
+        option it never reads (aiter's MoE tuners inherit -k/--splitK and search ksplit on
+        their own) says nothing about what it searched. False where no tuner is known."""
+        from ckkb.extract.aiter_tuners import tuner_name
+
+        rc = self.runtime_for(op)
+        if rc is None or not rc.tuner_file:
+            return False
+        name = tuner_name(rc.tuner_file)
+        return any(o.tuner == name and o.option == option and o.read for o in self.options)
+
     def op_of_table(self, rel: str, columns: list[str]) -> str | None:
         return op_of_file(rel, self.runtime)
 

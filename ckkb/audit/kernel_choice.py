@@ -1,4 +1,6 @@
-"""The kernel list one tuned row's kernelId indexes, where the tuner chooses per row.
+"""The kernel list one tuned row's kernelId indexes: `resolve` is the one answer every rule and
+the `aiter_row_kernels` table read (the op's one list, the list its tuner's getKernelName picks
+for the row, or a list the tuner imports that gives kernelId the row's kernelName).
 
 The choice is the tuner's `getKernelName` as ckkb.extract.aiter_tuner_choice ran it (stored in
 `aiter_runtime_configs.kernel_list_choice`): the row's selector values (its `libtype` column,
@@ -9,8 +11,10 @@ ckkb.extract.aiter_derived).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from ckkb.extract.aiter_configs import ConfigTable
 from ckkb.extract.aiter_pyexec import arch_matches
 
 OTHER = "*"
@@ -48,18 +52,18 @@ class RowLists:
 
     def lookup(
         self, columns: list[str], v: dict[str, Any]
-    ) -> tuple[str, dict[int, Any] | None, str]:
-        """("list", {id: kernel}, "file:list"), ("none", None, why): the tuner names no CK list
-        for the row, or ("unresolved", None, why)."""
+    ) -> tuple[str, dict[int, Any] | None, str, int | None]:
+        """("list", {id: kernel}, "file:list", list id), ("none", None, why, None): the tuner
+        names no CK list for the row, or ("unresolved", None, why, None)."""
         key = tuple(self._selector(i, p, columns, v) for i, p in enumerate(self.params))
         case = self.cases.get(key)
         when = ", ".join(f"{p['name']}={k!r}" for p, k in zip(self.params, key, strict=True))
         if case is None:
-            return "unresolved", None, f"getKernelName case {when} not run"
+            return "unresolved", None, f"getKernelName case {when} not run", None
         if case.get("none"):
-            return "none", None, f"getKernelName returns None for {when}"
+            return "none", None, f"getKernelName returns None for {when}", None
         if "error" in case:
-            return "unresolved", None, f"{when}: {case['error']}"
+            return "unresolved", None, f"{when}: {case['error']}", None
         gfx = str(v.get("gfx") or "")
         lists = [kl for kl in self.ctx.lists if kl.file == case["file"] and kl.name == case["list"]]
         fitting = [
@@ -69,8 +73,9 @@ class RowLists:
         where = f"{case['file']}:{case['list']}"
         if not fitting:
             if not lists:
-                return "unresolved", None, f"{when}: {where} is not built statically"
-            return "unresolved", None, f"{when}: {where} has no value built for gfx {gfx!r}"
+                return "unresolved", None, f"{when}: {where} is not built statically", None
+            why = f"{when}: {where} has no value built for gfx {gfx!r}"
+            return "unresolved", None, why, None
         kl = fitting[0]
         if kl.id not in self._dicts:
             self._dicts[kl.id] = {
@@ -78,7 +83,7 @@ class RowLists:
                 for k in self.ctx.kernels
                 if k.list_id == kl.id and not k.shadowed and k.kernel_id is not None
             }
-        return "list", self._dicts[kl.id], where
+        return "list", self._dicts[kl.id], where, kl.id
 
 
 def row_lists(ctx: Any, rc: Any) -> RowLists | None:
@@ -88,3 +93,108 @@ def row_lists(ctx: Any, rc: Any) -> RowLists | None:
     if rc.op not in cache:
         cache[rc.op] = RowLists(ctx, rc)
     return cache[rc.op]
+
+
+def is_ck_row(t: ConfigTable, v: dict[str, Any]) -> bool:
+    """A row a CK (or cktile) kernel list can index: libtype ck/cktile (or no libtype column),
+    and a kernelName that is not a mangled assembly symbol (`_Z...`)."""
+    if "libtype" in t.columns:
+        lt = str(v.get("libtype") or "").lower()
+        if lt not in ("ck", "cktile", "ck_tile"):
+            return False
+    name = v.get("kernelName")
+    return not (isinstance(name, str) and name.startswith("_Z"))
+
+
+@dataclass(frozen=True)
+class RowKernel:
+    """What one tuned row's kernelId indexes. status: "checked" (kernels is the list),
+    "not_ck" (no CK list is meant: an assembly kernel, a libtype the tuner names no list for)
+    or "no_kernel_list" (where says why); how: "list" (the op's one list), "choice" (the list
+    getKernelName picks for the row) or "candidates" (the imported list that agrees)."""
+
+    status: str
+    kernels: dict[Any, Any] | None = None
+    where: str = ""
+    list_id: int | None = None
+    how: str = ""
+
+
+def _list_id(d: dict[Any, Any], kid: Any) -> int | None:
+    k = d.get(kid) if isinstance(kid, int) and not isinstance(kid, bool) else None
+    if k is None:
+        k = next(iter(d.values()), None)
+    return getattr(k, "list_id", None)
+
+
+def candidates(ctx: Any, rc: Any) -> list[dict[Any, Any]]:
+    """The kernel lists an op's tuner imports (all of them), as {id: kernel}, cached on ctx."""
+    cache = ctx.__dict__.setdefault("_candidate_lists", {})
+    if rc.op not in cache:
+        lists = []
+        for f, n in getattr(rc, "kernel_list_candidates", None) or []:
+            d = {
+                k.kernel_id: k
+                for k in ctx.kernels
+                if k.file == f and k.list_name == n and not k.shadowed and k.kernel_id is not None
+            }
+            if d:
+                lists.append(d)
+        cache[rc.op] = lists
+    return cache[rc.op]
+
+
+def resolve(ctx: Any, t: ConfigTable, op: str | None, v: dict[str, Any]) -> RowKernel:
+    """The list one tuned row's kernelId indexes (see the module docstring)."""
+    if not is_ck_row(t, v):
+        return RowKernel("not_ck", where="not a CK row")
+    rc = ctx.runtime_for(op)
+    chooser = row_lists(ctx, rc)
+    kid = v.get("kernelId")
+    if chooser is not None:
+        kind, d, where, lid = chooser.lookup(t.columns, v)
+        if kind == "none":
+            return RowKernel("not_ck", where=where)
+        if d is None:
+            return RowKernel("no_kernel_list", where=where)
+        return RowKernel("checked", d, where, lid, "choice")
+    klist = ctx.kernel_list(op)
+    if klist is not None and rc is not None:  # (a kernel list is always found through rc)
+        where = f"{rc.kernel_list_file}:{rc.kernel_list}"
+        return RowKernel("checked", klist, where, _list_id(klist, kid), "list")
+    name = v.get("kernelName")
+    for d in candidates(ctx, rc) if rc is not None else []:
+        k = d.get(kid) if kid is not None else None
+        if k is not None and k.name == name:  # kernelId names kernelName in this list
+            return RowKernel("checked", d, f"{k.file}:{k.list_name}", k.list_id, "candidates")
+    return RowKernel("no_kernel_list")
+
+
+def op_lists(ctx: Any, rc: Any) -> list[tuple[int, str, dict[str, Any]]]:
+    """(list id, how, when) of every list rc's rows may index: each value (per arch) of the
+    op's one list, of each getKernelName case's list (the cases `lists_by_row` keeps for this
+    op's config), or of each list its tuner imports."""
+    from ckkb.audit.summary import lists_by_row
+
+    wanted: list[tuple[str, str, str, dict[str, Any]]] = []
+    if getattr(rc, "kernel_list_choice", None):
+        wanted = [
+            (b["file"], b["list"], "choice", b["when"])
+            for b in lists_by_row(ctx, rc)
+            if "file" in b
+        ]
+    elif rc.kernel_list_file:
+        wanted = [(rc.kernel_list_file, rc.kernel_list, "list", {})]
+    else:
+        wanted = [(f, n, "candidates", {}) for f, n in rc.kernel_list_candidates or []]
+    moe = ctx.__dict__.get("_moe_choice", {}).get(rc.op)
+    if moe is not None:  # MoE: the literals the getters copied for the op's rows
+        wanted += [(f, n, "getter", {}) for f, n in sorted(moe.lists())]
+    out: list[tuple[int, str, dict[str, Any]]] = []
+    seen: set[int] = set()
+    for f, n, how, when in wanted:
+        for kl in ctx.lists:
+            if kl.file == f and kl.name == n and kl.id not in seen:
+                seen.add(kl.id)
+                out.append((kl.id, how, when))
+    return out

@@ -19,8 +19,8 @@ from typing import Any
 
 from ckkb import vocabulary
 from ckkb.audit.context import AuditContext
+from ckkb.audit.kernel_choice import resolve
 from ckkb.audit.model import Finding, finding
-from ckkb.audit.rules_kernels import is_ck_row
 from ckkb.extract.aiter_configs import ConfigTable, arch_of
 
 TILE_COLS = ("block_size", "tile_m", "tile_n", "tile_k", "mfma_m", "mfma_n")
@@ -324,33 +324,32 @@ def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                 )
             )
     if ctx.ck is not None and "kernelId" in t.columns:
-        klist = ctx.kernel_list(op)
-        if klist:
-            for ln, v in t.rows:
-                if not is_ck_row(t, v):
-                    continue
-                kid = v.get("kernelId")
-                k = klist.get(kid) if kid is not None else None
-                arch = arch_of(v)
-                if k is None or arch is None:
-                    continue
-                matches, evid = ctx.ck.gated(k, op, arch)
-                if evid is not None:
-                    inst = evid["instance"]
-                    out.append(
-                        finding(
-                            "tile-gated",
-                            t.rel,
-                            ln,
-                            f"kernel {v.get('kernelId')} ({k.name}) matches CK instance "
-                            f"{inst['list_name']} ({inst['file']}:{inst['line']}), "
-                            f"which CK removes on {arch}: {evid.get('layer')} at "
-                            f"{evid.get('file')}:{evid.get('line')} ({evid.get('condition')})",
-                            op=op,
-                            kernelId=v.get("kernelId"),
-                            arch=arch,
-                            matches=len(matches),
-                            gate=evid,
-                        )
+        for ln, v in t.rows:
+            r = resolve(ctx, t, op, v)
+            if r.status != "checked" or r.kernels is None:
+                continue
+            kid = v.get("kernelId")
+            k = r.kernels.get(kid) if kid is not None else None
+            arch = arch_of(v)
+            if k is None or arch is None:
+                continue
+            matches, evid = ctx.ck.gated(k, op, arch)
+            if evid is not None:
+                inst = evid["instance"]
+                out.append(
+                    finding(
+                        "tile-gated",
+                        t.rel,
+                        ln,
+                        f"kernel {v.get('kernelId')} ({k.name}) matches CK instance "
+                        f"{inst['list_name']} ({inst['file']}:{inst['line']}), "
+                        f"which CK removes on {arch}: {evid.get('layer')} at "
+                        f"{evid.get('file')}:{evid.get('line')} ({evid.get('condition')})",
+                        op=op,
+                        kernelId=v.get("kernelId"),
+                        arch=arch,
+                        matches=len(matches),
+                        gate=evid,
                     )
+                )
     return out

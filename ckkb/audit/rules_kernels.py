@@ -12,87 +12,160 @@ from collections import defaultdict
 from typing import Any
 
 from ckkb.audit.context import AuditContext
-from ckkb.audit.kernel_choice import row_lists
+from ckkb.audit.kernel_choice import RowKernel, candidates, resolve
 from ckkb.audit.model import Finding, finding
-from ckkb.extract.aiter_configs import ConfigTable
-
-
-def is_ck_row(t: ConfigTable, v: dict[str, Any]) -> bool:
-    if "libtype" in t.columns:
-        lt = str(v.get("libtype") or "").lower()
-        if lt not in ("ck", "cktile", "ck_tile"):
-            return False
-    name = v.get("kernelName")
-    return not (isinstance(name, str) and name.startswith("_Z"))
+from ckkb.audit.moe_choice import moe_choice_for, op_stem
+from ckkb.extract.aiter_configs import ConfigTable, arch_of
 
 
 def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]) -> list[Finding]:
+    """Each CK row against the list `kernel_choice.resolve` says it indexes; what each row
+    resolved to is kept in stats[rel]["rows"] (the build writes it as aiter_row_kernels)."""
     op = ctx.ops.get(t.rel)
     out: list[Finding] = []
-    if t.error or t.kind != "tuned" or "kernelId" not in t.columns:
+    if t.error or t.kind != "tuned":
         return out
-    klist = ctx.kernel_list(op)
     rc = ctx.runtime_for(op)
+    if "kernelId" not in t.columns:
+        return _name_only_rows(ctx, t, rc, op, stats)
     st = stats.setdefault(t.rel, {"checked": 0, "not_ck": 0, "no_kernel_list": 0})
-    chooser = row_lists(ctx, rc)
+    rows = st.setdefault("rows", [])
     for ln, v in t.rows:
-        if not is_ck_row(t, v):
-            st["not_ck"] += 1
-            continue
-        if chooser is not None:
-            kind, d, where = chooser.lookup(t.columns, v)
-            if kind == "none":
-                st["not_ck"] += 1
-            elif d is None:
+        r = resolve(ctx, t, op, v)
+        st[r.status] += 1
+        rows.append((ln, "kernelId", r, v.get("kernelId"), v.get("kernelName")))
+        if r.status == "no_kernel_list":
+            if r.where:
+                reasons = st.setdefault("reasons", {})
+                reasons[r.where] = reasons.get(r.where, 0) + 1
+            else:
+                out += _id_name_mismatch(ctx, t, rc, op, ln, v)
+        elif r.status == "checked" and r.kernels is not None:
+            if r.how == "choice":
+                out += _chosen_findings(t, op, ln, v, r.kernels, r.where)
+            elif r.how == "list":
+                out += _list_findings(t, rc, op, ln, v, r.kernels)
+    return out
+
+
+def _name_only_rows(
+    ctx: AuditContext, t: ConfigTable, rc: Any, op: str | None, stats: dict[str, Any]
+) -> list[Finding]:
+    """Rows that name kernels without an id (aiter's MoE configs: kernelName1, kernelName2)
+    while the op's tuner imports list getters: each name is checked against what the getters
+    build for that row (ckkb.audit.moe_choice), or counted as not checked with the reason."""
+    cols = [c for c in t.columns if c.startswith("kernelName")]
+    lists = getattr(rc, "kernel_list_candidates", None) or []
+    if not lists and rc is not None and rc.kernel_list_file:
+        lists = [(rc.kernel_list_file, rc.kernel_list)]
+    if not cols or not lists:
+        return []
+    getters = ", ".join(f"{f}:{n}" for f, n in lists)
+    mc = moe_choice_for(ctx, rc, [tuple(x) for x in lists])
+    stem = op_stem(ctx, op, mc, cols) if mc is not None else ""
+    first = (
+        next((mc.row_names(t.columns, v).reason for _, v in t.rows[:1]), None)
+        if mc is not None and not stem
+        else None
+    )
+    why = (
+        (mc.problem if mc is not None else None)
+        or first
+        or (
+            f"{'/'.join(cols)} name kernels with no kernelId, and no row's call of the list "
+            f"getters the tuner imports ({getters}) was evaluated statically"
+        )
+    )
+    st = stats.setdefault(t.rel, {"checked": 0, "not_ck": 0, "no_kernel_list": 0})
+    st["names_only"] = True
+    rows = st.setdefault("rows", [])
+    out: list[Finding] = []
+    for ln, v in t.rows:
+        got = mc.row_names(t.columns, v) if mc is not None and stem else None
+        for c in cols:
+            name = v.get(c)
+            if not isinstance(name, str) or not name or name == "Null" or name.startswith("_Z"):
+                continue
+            if got is not None and not name.startswith(stem):
+                st["not_ck"] += 1  # another backend's kernel (FlyDSL, opus, cktile)
+                continue
+            reason = why if got is None else got.reason
+            if reason:
                 st["no_kernel_list"] += 1
                 reasons = st.setdefault("reasons", {})
-                reasons[where] = reasons.get(where, 0) + 1
-            else:
-                st["checked"] += 1
-                out += _chosen_findings(t, op, ln, v, d, where)
-            continue
-        if klist is None or rc is None:  # (a kernel list is always found through rc)
-            if _agrees(ctx, rc, v):
-                st["checked"] += 1  # kernelId names kernelName in one list the tuner imports
+                reasons[reason] = reasons.get(reason, 0) + 1
+                rows.append((ln, c, RowKernel("no_kernel_list", where=reason), None, name))
                 continue
-            st["no_kernel_list"] += 1
-            out += _id_name_mismatch(ctx, t, rc, op, ln, v)
-            continue
-        st["checked"] += 1
-        kid = v.get("kernelId")
-        k = klist.get(kid) if isinstance(kid, int) else None
-        if k is None:
-            out.append(
-                finding(
-                    "kernel-id-unknown",
-                    t.rel,
-                    ln,
-                    f"kernelId {kid!r} is not in {rc.kernel_list} of "
-                    f"{rc.kernel_list_file} (ids {min(klist)}..{max(klist)})",
-                    op=op,
-                    kernelId=kid,
-                    kernel_list=rc.kernel_list_file,
-                )
-            )
-            continue
-        name = v.get("kernelName")
-        if "kernelName" in t.columns and k.name is not None and name != k.name:
+            assert got is not None
+            st["checked"] += 1
+            hit = got.names.get(name)
+            if hit is not None:
+                where, kid, origin = hit
+                lid = _literal_id(ctx, where, origin)
+                rows.append((ln, c, RowKernel("checked", {}, where, lid, "getter"), kid, name))
+                continue
+            rows.append((ln, c, RowKernel("checked", {}, getters, None, "getter"), None, name))
             out.append(
                 finding(
                     "kernel-name-stale",
                     t.rel,
                     ln,
-                    f"kernelName {name} is not what kernelId {kid} "
-                    f"builds now: {k.name} ({k.file}:{k.line})",
+                    f"{c} {name} is not a kernel the tuner's list getters build for this row "
+                    f"({getters}: {len(got.names)} kernels on {arch_of(v)})",
                     op=op,
-                    kernelId=kid,
+                    column=c,
                     row_name=name,
-                    list_name=k.name,
-                    kernel_file=k.file,
-                    kernel_line=k.line,
+                    getters=[list(x) for x in lists],
                 )
             )
     return out
+
+
+def _literal_id(ctx: AuditContext, where: str, origin: Any) -> int | None:
+    """aiter_kernel_lists.id of the dict literal a getter copied the entry from."""
+    if not origin:
+        return None
+    f = where.rsplit(":", 1)[0]
+    return next((kl.id for kl in ctx.lists if kl.file == f and kl.name == origin[0]), None)
+
+
+def _list_findings(
+    t: ConfigTable, rc: Any, op: str | None, ln: int, v: dict[str, Any], klist: dict[Any, Any]
+) -> list[Finding]:
+    """A row against its op's one kernel list: kernelId in it, kernelName what that id builds."""
+    kid = v.get("kernelId")
+    k = klist.get(kid) if isinstance(kid, int) else None
+    if k is None:
+        return [
+            finding(
+                "kernel-id-unknown",
+                t.rel,
+                ln,
+                f"kernelId {kid!r} is not in {rc.kernel_list} of "
+                f"{rc.kernel_list_file} (ids {min(klist)}..{max(klist)})",
+                op=op,
+                kernelId=kid,
+                kernel_list=rc.kernel_list_file,
+            )
+        ]
+    name = v.get("kernelName")
+    if "kernelName" in t.columns and k.name is not None and name != k.name:
+        return [
+            finding(
+                "kernel-name-stale",
+                t.rel,
+                ln,
+                f"kernelName {name} is not what kernelId {kid} "
+                f"builds now: {k.name} ({k.file}:{k.line})",
+                op=op,
+                kernelId=kid,
+                row_name=name,
+                list_name=k.name,
+                kernel_file=k.file,
+                kernel_line=k.line,
+            )
+        ]
+    return []
 
 
 def _chosen_findings(
@@ -201,9 +274,12 @@ def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Findin
     rows: dict[str, list[str]] = defaultdict(list)
     counts: dict[str, int] = defaultdict(int)
     reasons: dict[str, dict[str, int]] = defaultdict(dict)
+    names_only: set[str] = set()
     for rel, st in stats.items():
         op = ctx.ops.get(rel)
         if op is not None and st.get("no_kernel_list"):
+            if st.get("names_only"):
+                names_only.add(op)
             rows[op].append(rel)
             counts[op] += st["no_kernel_list"]
             for why, n in st.get("reasons", {}).items():
@@ -218,7 +294,8 @@ def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Findin
             if getattr(rc, "kernel_list_candidates", None) and not reasons[op]
             else ""
         )
-        per_row = "; ".join(f"{n} rows: {w}" for w, n in sorted(reasons[op].items()))
+        unit = "kernel names" if op in names_only else "rows"
+        per_row = "; ".join(f"{n} {unit}: {w}" for w, n in sorted(reasons[op].items()))
         why = (
             per_row
             or getattr(rc, "kernel_list_note", None)
@@ -233,7 +310,8 @@ def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Findin
                 "kernel-list-unresolved",
                 rc.tuner_file or rc.file,
                 0 if rc.tuner_file else rc.line,
-                f"op {op}: {counts[op]} CK rows in {len(rows[op])} files not checked: {lead}{why}",
+                f"op {op}: {counts[op]} {'CK ' if unit == 'rows' else ''}{unit} in "
+                f"{len(rows[op])} files not checked: {lead}{why}",
                 op=op,
                 reason=why,
                 rows=counts[op],
@@ -241,30 +319,6 @@ def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Findin
             )
         )
     return out
-
-
-def _candidates(ctx: AuditContext, rc: Any) -> list[dict[Any, Any]]:
-    """The kernel lists an op's tuner imports (all of them), as {id: kernel}, cached on ctx."""
-    cache = ctx.__dict__.setdefault("_candidate_lists", {})
-    if rc.op not in cache:
-        lists = []
-        for f, n in getattr(rc, "kernel_list_candidates", None) or []:
-            d = {
-                k.kernel_id: k
-                for k in ctx.kernels
-                if k.file == f and k.list_name == n and not k.shadowed and k.kernel_id is not None
-            }
-            if d:
-                lists.append(d)
-        cache[rc.op] = lists
-    return cache[rc.op]
-
-
-def _agrees(ctx: AuditContext, rc: Any, v: dict[str, Any]) -> bool:
-    if rc is None:
-        return False
-    kid, name = v.get("kernelId"), v.get("kernelName")
-    return any(d.get(kid) is not None and d[kid].name == name for d in _candidates(ctx, rc))
 
 
 def _id_name_mismatch(
@@ -276,7 +330,7 @@ def _id_name_mismatch(
     if rc is None or "kernelName" not in t.columns:
         return []
     kid, name = v.get("kernelId"), v.get("kernelName")
-    lists = _candidates(ctx, rc)
+    lists = candidates(ctx, rc)
     if not lists or not isinstance(name, str) or not isinstance(kid, int):
         return []
     if any(d.get(kid) is not None and d[kid].name == name for d in lists):

@@ -50,7 +50,7 @@ def part_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
     for ln, v in t.rows:
         gfx = v.get("gfx") if isinstance(v.get("gfx"), str) and v.get("gfx") else None
         cu = v.get("cu_num")
-        if "cu_num" in t.columns or "gfx" in t.columns:
+        if gfx or cu is not None:  # a blank cu_num and gfx name no part (an untuned row)
             ok = (
                 bool(parts_for(gfx, cu if isinstance(cu, int) else None))
                 if gfx

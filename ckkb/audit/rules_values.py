@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from ckkb.audit.context import AuditContext, merged_elsewhere
+from ckkb.audit.kernel_choice import resolve
 from ckkb.audit.model import Finding, finding
 from ckkb.extract.aiter_configs import ConfigTable
 from ckkb.extract.aiter_tuners import merge_key_extras
@@ -169,7 +170,7 @@ def value_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
                         threshold=threshold,
                     )
                 )
-    for c in ("splitK", "ksplit"):
+    for c in ("splitK", "ksplit") if ctx.option_read(op, "--splitK") else ():
         if c in t.columns:
             vals = [v.get(c) for _, v in t.rows]
             if vals and all(x == 0 for x in vals):
@@ -275,7 +276,6 @@ def mx_findings(ctx: AuditContext, t: ConfigTable, op: str) -> list[Finding]:
     (csrc/ck_gemm_a4w4_blockscale/gemm_a4w4_blockscale_tune.cu:
     `int KBatch = std::pow(2, splitK);`), and the kernel's KPerBLOCK must be a multiple of 32."""
     out = []
-    klist = ctx.kernel_list(op) or {}
     for ln, v in t.rows:
         K, sk = v.get("K"), v.get("splitK")
         problems = []
@@ -287,12 +287,8 @@ def mx_findings(ctx: AuditContext, t: ConfigTable, op: str) -> list[Finding]:
                     f"K/{kbatch}={K / kbatch:g}, not a multiple of {SCALE_BLOCK}"
                 )
         kid = v.get("kernelId")
-        name = v.get("kernelName")
-        k = (
-            klist.get(kid)
-            if isinstance(kid, int) and not (isinstance(name, str) and name.startswith("_Z"))
-            else None
-        )
+        r = resolve(ctx, t, op, v) if "kernelId" in t.columns else None
+        k = r.kernels.get(kid) if r is not None and r.kernels and isinstance(kid, int) else None
         if k is not None and isinstance(k.tile_k, int) and k.tile_k % SCALE_BLOCK:
             problems.append(
                 f"kernel {kid} has KPerBLOCK={k.tile_k}, not a multiple of {SCALE_BLOCK}"

@@ -13,9 +13,10 @@ from typing import Any
 from ckkb.audit import rules_kb
 from ckkb.audit.context import AuditContext
 from ckkb.audit.engine import run_rules
+from ckkb.audit.kernel_choice import op_lists
 from ckkb.extract.aiter_configs import STAGE_NAME as CONFIGS_STAGE
 from ckkb.extract.aiter_tuners import package_dir
-from ckkb.kb.schema.aiter import AiterAuditFindingRow
+from ckkb.kb.schema.aiter import AiterAuditFindingRow, AiterOpKernelListRow, AiterRowKernelRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
 
 
@@ -33,7 +34,7 @@ class AuditStage:
         "availability",
     )
     reads_facts = (CONFIGS_STAGE,)
-    writes = ("aiter_audit_findings",)
+    writes = ("aiter_audit_findings", "aiter_row_kernels", "aiter_op_kernel_lists")
     combine_cost = 0.11
 
     def files(self, root: Path) -> list[Path]:
@@ -62,7 +63,7 @@ class AuditStage:
             actx.ck = rules_kb.CkIndex.from_rows(
                 inst, ctx.table_rows("registrations"), ctx.table_rows("availability")
             )
-        findings, _ = run_rules(actx)
+        findings, stats = run_rules(actx)
         rows: list[Any] = [
             AiterAuditFindingRow(
                 rule=f.rule,
@@ -75,7 +76,33 @@ class AuditStage:
             )
             for f in findings
         ]
+        rows += row_kernel_rows(actx, stats)
         return StageResult(rows=rows)
+
+
+def row_kernel_rows(ctx: AuditContext, stats: dict[str, Any]) -> list[Any]:
+    """What each tuned row's kernel columns resolved to (run_rules' stats), and every list each
+    op's rows may index: the rows behind the aiter_kernel_usage view."""
+    rows: list[Any] = []
+    for rel in sorted(stats):
+        for ln, column, r, kid, name in stats[rel].get("rows", []):
+            rows.append(
+                AiterRowKernelRow(
+                    file=rel,
+                    line=ln,
+                    op=ctx.ops.get(rel),
+                    column=column,
+                    status=r.status,
+                    list_id=r.list_id,
+                    kernel_id=kid if isinstance(kid, int) and not isinstance(kid, bool) else None,
+                    kernel_name=name if isinstance(name, str) else None,
+                    reason=r.where or None,
+                )
+            )
+    for rc in ctx.runtime:
+        for lid, how, when in op_lists(ctx, rc):
+            rows.append(AiterOpKernelListRow(op=rc.op, list_id=lid, how=how, choice_case=when))
+    return rows
 
 
 STAGE = AuditStage()

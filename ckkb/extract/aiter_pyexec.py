@@ -46,17 +46,21 @@ class ClassInfo:
 
 class Instance:
     """An instance of a kernel dataclass: its field values and the line of the entry it came
-    from (copies keep it)."""
+    from (copies keep it); origin: (dict name, key) of the module-level dict literal it was
+    written in, when a module run (ckkb.extract.aiter_modrun) tagged it."""
 
-    __slots__ = ("cls", "values", "line")
+    __slots__ = ("cls", "values", "line", "origin")
 
-    def __init__(self, cls: ClassInfo, values: dict[str, Any], line: int) -> None:
+    def __init__(
+        self, cls: ClassInfo, values: dict[str, Any], line: int, origin: Any = None
+    ) -> None:
         self.cls = cls
         self.values = values
         self.line = line
+        self.origin = origin
 
     def __copy__(self) -> Instance:
-        return Instance(self.cls, dict(self.values), self.line)
+        return Instance(self.cls, dict(self.values), self.line, self.origin)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Instance) and (self.cls.name, self.values) == (
@@ -171,6 +175,11 @@ def _vars(x: Any) -> dict[str, Any]:
 def _getattr(x: Any, name: str, *default: Any) -> Any:
     if isinstance(x, Instance) and name in x.values:
         return x.values[name]
+    if hasattr(x, "static_attr"):  # a module ckkb models (torch's dtypes, a module run)
+        try:
+            return x.static_attr(name, None)
+        except Unsupported:
+            pass
     if default:
         return default[0]
     raise TypeError(f"getattr(.., {name!r}) of a value ckkb does not model")
@@ -347,6 +356,8 @@ class Interp(Evaluator):
             args, kwargs = self._call_args(node)
             if isinstance(recv, ArchValue) and meth in ("startswith", "endswith") and not kwargs:
                 return getattr(recv, meth)(*args)
+            if hasattr(recv, "static_attr"):  # a function of a module ckkb models or ran
+                return call(recv.static_attr(meth, node), args, kwargs, node, self.budget)
             allowed = next((m for t, m in _METHODS.items() if isinstance(recv, t)), set())
             if meth not in allowed:
                 raise Unsupported(node, f"unsupported method call .{meth}()")
@@ -429,7 +440,7 @@ class Interp(Evaluator):
         if isinstance(target, cst.Attribute):
             obj = self.eval(target.value)
             name = target.attr.value
-            if isinstance(obj, Instance) and name in obj.values:
+            if isinstance(obj, Instance):  # a dataclass instance takes new attributes too
                 obj.values[name] = v
                 return
             raise Unsupported(target, f"assignment to attribute .{name}")

@@ -93,3 +93,5 @@ class TunerFile:
     sys_paths: list[str] = field(default_factory=list)
     # getKernelName run per selector value (ckkb.extract.aiter_tuner_choice), None if not needed
     kernel_choice: dict[str, Any] | None = None
+    # attributes the module reads off `args` (args.splitK): an option no code reads does nothing
+    args_read: list[str] = field(default_factory=list)

@@ -70,7 +70,7 @@ def tuner_name(rel: str) -> str:
 class TunersStage:
     name = STAGE_NAME
     worker_group = "libcst"  # read in one worker: libcst is imported once per build
-    version = "5"
+    version = "6"
     tree = "aiter"
     reads = ()
     writes = ("aiter_runtime_configs", "aiter_tuner_options")
@@ -103,6 +103,7 @@ class TunersStage:
         ):
             return FileResult()
         tf, diags = read_tuner(drel, data)
+        tf.args_read = args_read(data)
         if len(tf.kernel_imports) > 1 and b"def getKernelName" in data:
             tf.kernel_choice, _ = read_choice(data.decode("utf-8", "replace"), tf.kernel_imports)
         return FileResult(diagnostics=diags, facts={"tuner": tf})
@@ -184,12 +185,36 @@ class TreeFacts:
         return None
 
 
+def args_read(data: bytes) -> list[str]:
+    """Names a module reads as `args.NAME` (Python's tokenizer: comments and strings are not
+    code). [] when the file does not tokenize."""
+    import io
+    import tokenize
+
+    out: set[str] = set()
+    try:
+        toks = [
+            t
+            for t in tokenize.tokenize(io.BytesIO(data).readline)
+            if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)
+        ]
+    except (tokenize.TokenError, SyntaxError):
+        return []
+    for a, dot, name in zip(toks, toks[1:], toks[2:], strict=False):
+        if a.string == "args" and dot.string == "." and name.type == tokenize.NAME:
+            out.add(name.string)
+    return sorted(out)
+
+
 def option_rows(facts: TreeFacts) -> list[Any]:
     rows: list[Any] = []
     groups: list[tuple[str, TunerFile | None]] = [("base", None)] if facts.base else []
     groups += [(tuner_name(t.rel), t) for t in facts.tuners]
     for name, t in groups:
+        reads = set(facts.base.args_read if facts.base else [])
+        reads |= set(t.args_read if t else [])
         for o, d, f, ln in facts.effective_options(t):
+            dest = o.dest or o.option.lstrip("-").replace("-", "_")
             rows.append(
                 AiterTunerOptionRow(
                     tuner=name,
@@ -207,6 +232,7 @@ def option_rows(facts: TreeFacts) -> list[Any]:
                     default=json.dumps(d),
                     type=o.type,
                     help=o.help,
+                    read=dest in reads,
                 )
             )
     return rows

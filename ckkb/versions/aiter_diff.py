@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckkb.audit.context import merged_set
-from ckkb.audit.rules_kernels import is_ck_row
+from ckkb.audit.kernel_choice import is_ck_row
 from ckkb.audit.rules_keys import lookup_key, merge_preview
 from ckkb.extract.aiter_configs import ConfigTable
 from ckkb.kb.schema.aiter import AiterKernelListRow, AiterKernelRow

@@ -87,3 +87,22 @@ def audit_census(pkg: Path) -> dict[str, int]:
                 except ValueError:
                     out["us-invalid"] += 1
     return out
+
+
+def moe_kernel_names(pkg: Path, tuned_name: str) -> int:
+    """Cells of kernelName1/kernelName2 that name a kernel (not empty, not Null, not an
+    assembly `_Z` symbol) in the files the runtime merges for a MoE config, counting only
+    records with the header's field count (the short ones are input-error findings)."""
+    n = 0
+    for p in merged_files(pkg, tuned_name, f"{tuned_name}.csv"):
+        with open(p, newline="") as f:
+            r = csv.reader(f)
+            head = [c.strip() for c in next(r, [])]
+            cols = [i for i, c in enumerate(head) if c in ("kernelName1", "kernelName2")]
+            for rec in r:
+                if len(rec) != len(head):
+                    continue
+                for i in cols:
+                    v = rec[i].strip()
+                    n += bool(v) and v != "Null" and not v.startswith("_Z")
+    return n

@@ -249,3 +249,120 @@ def id_name_census(root: Path) -> dict[str, Counter]:
                         c["stale"] += 1
         out[tn] = c
     return out
+
+
+# ------------------------------------------------------------------ MoE 2-stage (kernelName1/2)
+# Written by hand from aiter 2026-08's gemm_moe_tune.py (gen_2stages_task), the getters of
+# csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.py, aiter/ops/moe_op.py's
+# dtype2str_dict, aiter/utility/dtypes.py (fp8 per arch) and csrc/include/aiter_enum.h.
+MOE = "ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.py"
+_QUANT = {"No": 0, "per_Tensor": 1, "per_Token": 2, "per_1x32": 3, "per_1x128": 4}
+_ACT = {"gelu": 0, "silu": 1, "swiglu": 3}
+_CU_GFX = {"80": "gfx942", "304": "gfx942", "256": "gfx950"}
+
+
+def _moe_dtype(s: str, gfx: str) -> str | None:
+    fp8 = "torch.float8_e4m3fn" if gfx == "gfx950" else "torch.float8_e4m3fnuz"
+    return {
+        "torch.float16": "f16",
+        "torch.bfloat16": "b16",
+        fp8: "f8",
+        "torch.int8": "i8",
+        "torch.float4_e2m1fn_x2": "fp4x2",
+        "torch.uint32": "i4",
+        "torch.int4": "i4",
+    }.get(s)
+
+
+def _moe_tag(a: str, b: str, quant: int, gfx: str) -> str:
+    b8, b16, b4 = (
+        ("F8", "I8", "f8", "i8"),
+        ("B16", "F16", "b16", "f16"),
+        ("I4", "i4", "FP4X2", "fp4x2"),
+    )
+    if a in b16 and b in b16:
+        return "a16w16_gfx950" if gfx == "gfx950" else "a16w16"
+    if a in b8 and b in b8 and quant in (3, 4):
+        return "a8w8blkscale"
+    if a in b8 and b in b8:
+        return "a8w8_gfx950" if gfx == "gfx950" else "a8w8"
+    if a in b8 and b in b4:
+        return "a8w4"
+    return "a4w4"  # both fp4x2: the tuner passes preshuffle=True
+
+
+def _moe_names(root: Path, row: dict) -> set[str]:
+    dicts, _ = _module(root / CS / MOE)
+    gfx = row.get("gfx") or _CU_GFX[row["cu_num"]]
+    a, b, c = (_moe_dtype(row[k], gfx) for k in ("q_dtype_a", "q_dtype_w", "dtype"))
+    quant = _QUANT[row["q_type"].split(".")[-1]]
+    act = row["act_type"].split(".")[-1].lower()
+    mrw1 = int(row["doweight_stage1"])
+    tag = _moe_tag(a, b, quant, gfx)
+    lst = {"a8w8blkscale": "a8w8_gemm{}_blockscale_kernels_list"}.get(tag)
+    if lst is None:
+        base, _, arch = tag.partition("_")
+        lst = f"{base}_gemm{{}}_kernels_list" + (f"_{arch}" if arch else "")
+    ops1 = {
+        "a8w4": ["MulABScaleWint4"],
+        "a8w8blkscale": [
+            "MulABScaleExpertWeightA8W8blkscale",
+            "MulABScaleExpertWeightA8W8blkscaleSplitk",
+        ],
+        "a8w8": ["MulABScale"],
+        "a8w8_gfx950": ["TypeCast"],  # `tag == "a8w8"` is false for it: the class default
+        "a4w4": ["MulABScaleShuffled"],
+        "a16w16": ["TypeCastExpertWeight" if mrw1 else "TypeCast"],
+        "a16w16_gfx950": ["TypeCast"],  # tag a16w16_gfx950 keeps the class default
+    }[tag]
+    mrw2 = int(not mrw1)
+    ops2 = {
+        "a8w4": "MulABScaleExpertWeightWin4",
+        "a8w8blkscale": "MulABScaleExpertWeightA8W8blkscale",
+        "a8w8": "MulABScaleExpertWeight",
+        "a8w8_gfx950": "TypeCast",
+        "a4w4": "MulABScaleExpertWeightShuffled",
+        "a16w16": "TypeCastExpertWeight" if mrw2 else "TypeCast",
+        "a16w16_gfx950": "TypeCast",
+    }[tag]
+    dt = "_".join(x.upper() for x in (a, b, c))
+    out = set()
+    for stage, ops, mrw in ((1, ops1, mrw1), (2, [ops2], mrw2)):
+        for f in dicts[lst.format(stage)].values():
+            for op in ops:
+                parts = [
+                    f"moe_ck2stages_gemm{stage}",
+                    _x([f["BLOCK_SIZE"], f["MPerBlock"], f["NPerBlock"], f["KPerBlock"]]),
+                    _x([f["MWaves"], f["NWaves"]]),
+                    op,
+                    f"v{f['GemmPipelineVersion']}",
+                    "Nswizzle0",
+                    f"Quant{quant}",
+                    f"MulRoutedWeight{mrw}",
+                ]
+                out.add("_".join(parts + ([act] if stage == 1 else []) + [dt]))
+    return out
+
+
+def moe_census(root: Path) -> Counter:
+    """ok / stale counts of the moe_ck2stages_* cells of the MoE configs the runtime merges
+    (tuned_fmoe.csv and model_configs/*tuned_fmoe*, records with the header's field count)."""
+    cfg = root / "aiter" / "configs"
+    files = [cfg / "tuned_fmoe.csv"] + sorted(
+        p for p in (cfg / "model_configs").glob("*tuned_fmoe*.csv") if "untuned" not in p.name
+    )
+    c: Counter = Counter()
+    for p in files:
+        with open(p, newline="") as fh:
+            rd = csv.reader(fh)
+            head = [h.strip() for h in next(rd)]
+            for rec in rd:
+                if len(rec) != len(head):
+                    continue
+                r = {k: v.strip() for k, v in zip(head, rec, strict=True)}
+                cells = [r.get(k, "") for k in ("kernelName1", "kernelName2")]
+                cells = [x for x in cells if x.startswith("moe_ck2stages_")]
+                if cells:
+                    names = _moe_names(root, r)
+                    c.update("ok" if x in names else "stale" for x in cells)
+    return c

@@ -262,3 +262,40 @@ def test_module_code_runs_as_python_would(entries, bpc_max):
     }
     assert got == _expand(base, bpc_max)
     assert derived.when == [] and kf.diagnostics == []
+
+
+def test_kernel_usage_view_counts_rows_of_every_list_an_op_picks(tmp_path):
+    """aiter_kernel_usage covers ops whose tuner picks a list per row (it joined only an op's
+    one list, so gemm_pick had no rows at all), from the audit's own per-row resolution.
+    Expected by hand from the two CSVs: libtype ck -> candidate_kernels_dict (preshuffleB
+    False) or gemm_pick_bp's kernels_list (the --preshuffle config); cktile -> the gfx95 value of
+    candidate_kernels_cktile_dict on gfx950, the other value on gfx942; asm rows index none;
+    gfx942's cktile id 3 is in no value (ids 0, 1)."""
+    from ckkb import pipeline, sources
+    from ckkb.kb.build import build
+    from ckkb.kb.db import open_db
+
+    db_path = tmp_path / "kb.db"
+    build(db_path, {"aiter": sources.aiter_tree(str(TREE))}, stages=pipeline.stages(), jobs=1)
+    db = open_db(db_path, readonly=True)
+    got = {
+        (r["op"], r["list_name"], r["list_arch_when"], r["kernel_id"]): r["tuned_rows"]
+        for r in db.query("select * from aiter_kernel_usage")
+    }
+    db.close()
+    used = {k: n for k, n in got.items() if n}
+    g95, g942 = '[["startswith", "gfx95", true]]', '[["startswith", "gfx95", false]]'
+    tile = "candidate_kernels_cktile_dict"
+    assert used == {
+        ("gemm_pick", "candidate_kernels_dict", "[]", 0): 1,
+        ("gemm_pick", "candidate_kernels_dict", "[]", 1): 1,
+        ("gemm_pick", tile, g95, 4): 1,
+        ("gemm_pick", tile, g95, 5): 1,
+        ("gemm_pick", tile, g942, 1): 1,
+        ("gemm_pick_bpreshuffle", "kernels_list", "[]", 0): 2,
+        ("gemm_pick_bpreshuffle", tile, g95, 0): 1,
+    }
+    # every entry of every list each op may index is listed, used or not: 2 + 6 + 2 per op
+    # (gemm_pick_bp's kernels_list has 2 entries, as candidate_kernels_dict)
+    assert sum(1 for k in got if k[0] == "gemm_pick") == 10
+    assert sum(1 for k in got if k[0] == "gemm_pick_bpreshuffle") == 10

@@ -461,3 +461,118 @@ def test_ck_index_keeps_the_first_available_evidence_and_reuses_matches():
     matches.clear()  # callers get their own list
     assert len(idx.gated(kernel, "gemm_a8w8", "gfx942")[0]) == 2
     assert idx.gated(kernel, "gemm_unknown_dtype", "gfx942") == ([], None)
+
+
+def test_a_blank_cu_num_names_no_part():
+    """An untuned file may leave cu_num blank (aiter 2026's untuned_grouped_fmoe.csv: the
+    tuner fills it in on the GPU it runs on): such a row names no part, so it is not one of
+    an unknown part (it was: part-unknown `16 rows with cu_num=None`)."""
+    path = CASES / "blank_cu_num__a8w8_untuned_gemm.csv"
+    r = audit(str(MINI), [str(path)])
+    assert rules_of(r) == Counter()
+
+
+def test_splitk_never_searched_only_where_the_tuner_reads_splitk(tmp_path):
+    """aiter's MoE tuners inherit -k/--splitK from base_tuner.py but never read args.splitK
+    (they search ksplit themselves, for fp8 per_1x128 only): an all-zero ksplit there says
+    nothing about -k. tests/fixtures/aiter_2026_mini's MoE tuner reads no args.splitK (grep
+    below); aiter_mini's a8w8 tuner reads it, so its all-zero splitK file is still reported."""
+    tree = MINI.parent / "aiter_2026_mini"
+    assert "args.splitK" not in (tree / "csrc/ck_gemm_moe/gemm_moe_tune.py").read_text()
+    p = tmp_path / "m_tuned_fmoe.csv"
+    p.write_text(
+        "cu_num,token,model_dim,expert,doweight_stage1,ksplit,us,err1,err2\n"
+        "304,16,7168,256,0,0,10.0,0.01,0.02\n"
+        "304,32,7168,256,0,0,11.0,0.01,0.02\n"
+    )
+    r = audit(str(tree), [str(p)])
+    assert "splitk-never-searched" not in rules_of(r)
+    r = audit(str(MINI), [str(next(CASES.glob("splitk_never_searched__*.csv")))])
+    assert rules_of(r) == Counter({"splitk-never-searched": 1})
+
+
+def test_moe_kernel_names_without_an_id_are_counted_not_skipped(tmp_path):
+    """aiter's MoE configs name kernels in kernelName1/kernelName2 with no kernelId, and the
+    MoE tuner builds its lists per call (get_gemm1_kernels_list(dtypes...)). Those rows were
+    skipped without a word; now each named kernel (not an assembly `_Z` symbol, not Null) is
+    counted and the op gets one kernel-list-unresolved error with the reason. By hand: 3 names
+    below (row 2: stage 2 only, row 3: both stages)."""
+    import shutil
+
+    tree = tmp_path / "aiter"
+    shutil.copytree(MINI.parent / "aiter_2026_mini", tree)
+    moe = tree / "csrc" / "ck_gemm_moe"
+    (moe / "gemm_moe_m_common.py").write_text(
+        "from dataclasses import dataclass\n\n\n@dataclass\nclass K:\n    M: int\n\n"
+        "    @property\n    def name(self):\n        return f'moe_m_{self.M}'\n\n\n"
+        "gemm1_list = {0: K(16)}\n\n\n"
+        "def get_gemm1_kernels_list(a, b):\n    return gemm1_list\n"
+    )
+    tuner = moe / "gemm_moe_tune.py"
+    tuner.write_text(
+        tuner.read_text().replace(
+            "from aiter.utility.base_tuner import TunerCommon\n",
+            "from aiter.utility.base_tuner import TunerCommon\n"
+            "from gemm_moe_m_common import get_gemm1_kernels_list\n",
+        )
+    )
+    (tree / "aiter/configs/tuned_fmoe.csv").write_text(
+        "cu_num,token,model_dim,expert,doweight_stage1,us,kernelName1,err1,kernelName2,err2\n"
+        "304,16,7168,256,0,10.0,_ZN5aiter3fooE,0.0,moe_m_16,0.0\n"
+        "304,32,7168,256,0,10.0,moe_m_16,0.0,flydsl_moe2_x,0.0\n"
+    )
+    r = audit(str(tree))
+    got = [f for f in r.findings if f.rule == "kernel-list-unresolved" and f.op == "fmoe"]
+    assert [(f.op, f.evidence["rows"]) for f in got] == [("fmoe", 3)]
+    assert "get_gemm1_kernels_list" in got[0].message
+    assert sum(f["no_kernel_list"] for f in r.files if "fmoe" in f["file"]) == 3
+
+
+MOE = MINI.parent / "aiter_2026_moe"
+
+
+def test_moe_rows_checked_against_what_the_getters_build_for_them():
+    """tests/fixtures/aiter_2026_moe is hand-written in the shape of aiter 2026-08's MoE tuner
+    and gemm_moe_ck2stages_common.py. Worked out by hand from the files: cu_num 304 is gfx942
+    (fp8 = float8_e4m3fnuz, list a8w8: 256x16, 256x32), 256 is gfx950 (fp8 = float8_e4m3fn,
+    list a8w8_gfx950: 256x32, 256x64); per_Token is 2 in aiter_enum.h; gemm2 (256x16, 128x64)
+    gets MulRoutedWeight = not doweight_stage1. Row 4's 256x64 exists only on gfx950: stale.
+    Row 6 (gfx950) has a fnuz q_dtype_a, which dtype2str_dict has no key for on gfx950: its 2
+    names are not checked, with that reason. Row 3's FlyDSL name is not a CK one."""
+    r = audit(str(MOE))
+    got = {(f.rule, f.line) for f in r.findings if f.rule.startswith("kernel-")}
+    assert got == {
+        ("kernel-name-stale", 4),
+        ("kernel-list-unresolved", 0),
+        ("kernel-list-unsupported", 34),  # the literal entries' names need the getters' fields
+        ("kernel-list-unsupported", 55),
+    }
+    f = next(f for f in r.findings if f.rule == "kernel-list-unresolved")
+    assert f.evidence["rows"] == 2 and "KeyError" in f.message and f.op == "fmoe"
+    st = next(x for x in r.files if x["file"].endswith("tuned_fmoe.csv"))
+    assert (st["kernel_checked"], st["not_ck"], st["no_kernel_list"]) == (6, 1, 2)
+
+
+def test_moe_rows_feed_the_kernel_usage_view(tmp_path):
+    """Each MoE name checked is counted on the literal entry the getter copied it from."""
+    from ckkb import pipeline, sources
+    from ckkb.kb.build import build
+
+    db_path = tmp_path / "kb.db"
+    build(db_path, {"aiter": sources.aiter_tree(str(MOE))}, stages=pipeline.stages(), jobs=1)
+    db = open_db(db_path, readonly=True)
+    used = {
+        (r["list_name"], r["kernel_id"]): r["tuned_rows"]
+        for r in db.query("select * from aiter_kernel_usage where op = 'fmoe'")
+    }
+    db.close()
+    # by hand: rows 2, 3 (gfx942) -> a8w8 ids 0, 1; row 5 (gfx950) -> a8w8_gfx950 id 1;
+    # gemm2: row 2 -> id 3 (128x64), row 4 -> id 0 (256x16)
+    assert used == {
+        ("a8w8_gemm1_kernels_list", 0): 1,
+        ("a8w8_gemm1_kernels_list", 1): 1,
+        ("a8w8_gemm1_kernels_list_gfx950", 0): 0,
+        ("a8w8_gemm1_kernels_list_gfx950", 1): 1,
+        ("a8w8_gemm2_kernels_list", 0): 1,
+        ("a8w8_gemm2_kernels_list", 3): 1,
+    }

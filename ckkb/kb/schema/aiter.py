@@ -104,6 +104,11 @@ class AiterTunerOptionRow:
     )
     type: str | None = col("argparse type", None)
     help: str | None = col("help text", None)
+    read: bool = col(
+        "whether the tuner's module or base_tuner.py reads args.<dest> (an option no code reads "
+        "changes nothing the tuner does)",
+        False,
+    )
 
 
 @table(
@@ -230,3 +235,47 @@ class AiterAuditFindingRow:
     op: str | None = col("op family", None)
     message: str = col("what is wrong")
     evidence: dict[str, Any] = col("the values the rule compared", json=True, default={})
+
+
+@table(
+    "aiter_row_kernels",
+    "The kernel-list entry each tuned config row selects, as the audit resolves it "
+    "(ckkb.audit.kernel_choice.resolve: the op's one list, the list its tuner's getKernelName "
+    "picks for the row, or an imported list that agrees), one row per kernel column of the row.",
+    indexes=(("op", "list_id", "kernel_id"), ("file", "line")),
+)
+@dataclass(kw_only=True, slots=True)
+class AiterRowKernelRow:
+    file: str = col("config file, repo-style")
+    line: int = col("1-based line of the row")
+    op: str | None = col("op family", None)
+    column: str = col("the row's kernel column: kernelId, or kernelName1 / kernelName2 (MoE)")
+    status: str = col(
+        "checked (the row indexes list_id) | not_ck (no CK list is meant: an assembly kernel, "
+        "a libtype the tuner names no CK list for) | no_kernel_list (reason says why)"
+    )
+    list_id: int | None = col("aiter_kernel_lists.id of the list the row indexes", None)
+    kernel_id: int | None = col(
+        "the row's kernelId (name-only MoE rows: the id of the entry its name is)", None
+    )
+    kernel_name: str | None = col("the row's kernelName (kernelName1 / kernelName2)", None)
+    reason: str | None = col("the list as file:list, or why no list is known", None)
+
+
+@table(
+    "aiter_op_kernel_lists",
+    "Every kernel list an op's tuned rows may index (each arch's value of a list built per arch; "
+    "each getKernelName case), so kernels no row selects are listed too.",
+    indexes=(("op",), ("list_id",)),
+)
+@dataclass(kw_only=True, slots=True)
+class AiterOpKernelListRow:
+    op: str = col("op family")
+    list_id: int = col("aiter_kernel_lists.id")
+    how: str = col(
+        "list (the op's one list) | choice (a getKernelName case) | candidates | getter (a "
+        "literal the MoE list getters copy for the op's rows)"
+    )
+    choice_case: dict[str, Any] = col(
+        "the getKernelName case (selector values) that picks it", json=True, default={}
+    )

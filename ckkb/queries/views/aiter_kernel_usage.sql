@@ -1,12 +1,13 @@
--- Each aiter kernel-list entry with the number of tuned config rows that select it (by op's kernel list and kernelId).
+-- Each aiter kernel-list entry, per op whose tuned rows may index its list, with the number of tuned config rows that select it (as the audit resolves each row: ckkb.audit.kernel_choice.resolve).
 CREATE VIEW aiter_kernel_usage AS
 SELECT
   k.op AS kernel_dir, k.file, k.line, k.list_name, k.kernel_id, k.name,
   k.tile_m, k.tile_n, k.tile_k, k.pipeline, k.scheduler,
-  rc.op AS op,
-  (SELECT count(*) FROM aiter_config_rows r WHERE r.op = rc.op AND r.source_id = k.source_id AND r.kind = 'tuned' AND r.kernelId = k.kernel_id
-     AND (r.kernelName IS NULL OR r.kernelName NOT LIKE '\_Z%' ESCAPE '\')) AS tuned_rows
+  u.op AS op, k.list_id, l.arch_when AS list_arch_when, u.choice_case AS list_case,
+  (SELECT count(*) FROM aiter_row_kernels r
+     WHERE r.op = u.op AND r.list_id = k.list_id AND r.kernel_id = k.kernel_id
+       AND r.status = 'checked' AND r.source_id = k.source_id) AS tuned_rows
 FROM aiter_kernels k
-JOIN aiter_runtime_configs rc ON rc.kernel_list_file = k.file AND rc.kernel_list = k.list_name
-  AND rc.source_id = k.source_id
+JOIN aiter_op_kernel_lists u ON u.list_id = k.list_id AND u.source_id = k.source_id
+JOIN aiter_kernel_lists l ON l.id = k.list_id AND l.source_id = k.source_id
 WHERE k.shadowed = 0;
