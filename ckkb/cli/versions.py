@@ -11,10 +11,9 @@ from typing import Any
 import click
 
 from ckkb import settings
+from ckkb.cli.diff_text import print_ck
 from ckkb.cli.options import db_path_option, json_option
 from ckkb.cli.output import console, emit_json, print_table
-from ckkb.fields import enum_word, normalise
-from ckkb.sources import CK_INSTANCE_DIR
 
 
 @click.command("diff")
@@ -68,89 +67,15 @@ def diff_cmd(
         layout=layout,
     )
     if as_json:
-        emit_json(res)
+        emit_json(res, one_line_items=True)
     elif res.get("kind") == "aiter":
         _print_aiter(res)
     else:
-        _print_ck(res)
+        print_ck(res)
 
 
 def _say(line: str) -> None:
     console.print(line, soft_wrap=True, highlight=False)
-
-
-def _print_ck(res: dict[str, Any]) -> None:
-    compared = [a["arch"] for a in res["archs"] if a["compared"]]
-    one_side = [
-        f"{a['arch']} ({res['from'] if a['from'] else res['to']} only)"
-        for a in res["archs"]
-        if a["from"] != a["to"]
-    ]
-    _say(f"{res['from']} -> {res['to']}; availability compared on: {', '.join(compared) or '-'}")
-    if one_side:
-        _say(f"archs one tree knows: {', '.join(one_side)}")
-    inst = res["instances"]
-    marks = {"added": "+", "removed": "-"}
-    for change in ("added", "removed"):
-        for i in inst[change]:
-            _say(f"{marks[change]} {_describe(i)}  {_short(_where(i, change))}")
-    for i in inst["changed"]:
-        _say(f"~ {_describe(i)}  {', '.join(_flip(a) for a in i['archs'])}")
-    for change in ("added", "removed"):
-        for g in res["gates"][change]:
-            _say(f"{marks[change]} gate {g['condition']}  {_short(_where(g, change))}")
-    for change in ("added", "removed"):
-        for r in res["registrations"][change]:
-            _say(
-                f"{marks[change]} call {r['list']} in {r['function']}  {_short(_where(r, change))}"
-            )
-    ops = res["profiler_ops"]
-    for change in ("added", "removed"):
-        for o in ops[change]:
-            _say(f"{marks[change]} ckProfiler {o['name']}")
-    for o in ops["changed"]:
-        _say(f"~ ckProfiler {o['name']}: {', '.join(o['changes'])}")
-    summary = [
-        ["instances", len(inst["added"]), len(inst["removed"]), len(inst["changed"])],
-        ["gates", len(res["gates"]["added"]), len(res["gates"]["removed"]), ""],
-        [
-            "registrations",
-            len(res["registrations"]["added"]),
-            len(res["registrations"]["removed"]),
-            "",
-        ],
-        [
-            "profiler ops",
-            len(res["profiler_ops"]["added"]),
-            len(res["profiler_ops"]["removed"]),
-            len(res["profiler_ops"]["changed"]),
-        ],
-    ]
-    print_table(summary, ["", "added", "removed", "changed"], title="--json lists every item")
-
-
-def _describe(i: dict[str, Any]) -> str:
-    n = normalise(i["fields"])
-    words = [i["template"], i["dir"], i["dtype"], i["layout"], i["tile"]]
-    words += [enum_word(n.get("pipeline")), enum_word(n.get("scheduler"))]
-    return " ".join(str(w) for w in words if w)
-
-
-def _short(path: str) -> str:
-    """gpu/... for people (JSON keeps paths whole)."""
-    prefix = CK_INSTANCE_DIR + "/"
-    return "gpu/" + path[len(prefix) :] if path.startswith(prefix) else path
-
-
-def _where(item: dict[str, Any], change: str) -> str:
-    return str(item["to"] if change == "added" else item["from"])
-
-
-def _flip(a: dict[str, Any]) -> str:
-    def word(ev: dict[str, Any]) -> str:
-        return "yes" if ev["available"] else "no"
-
-    return f"{a['arch']}: {word(a['from'])} -> {word(a['to'])}"
 
 
 def _kernel(name: str | None, params: dict[str, Any] | None) -> str:

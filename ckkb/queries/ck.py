@@ -16,6 +16,8 @@ from ckkb.errors import CkkbError
 from ckkb.fields import NORMALISED, enum_word
 from ckkb.kb.db import json_value
 from ckkb.queries import sql
+from ckkb.queries.evidence import dress, evidence_of, reasons
+from ckkb.queries.evidence import facts as evidence_facts
 from ckkb.vocabulary import LAYOUTS, cpp_type
 
 if TYPE_CHECKING:
@@ -179,8 +181,8 @@ def _instance_dicts(
     limit: int | None = None,
     details: bool = True,
 ) -> list[dict[str, Any]]:
-    """Instances with their registering calls and availability on `arch`; details=False leaves
-    the JSON columns (fields, registration args) unread, for callers that only need the answer."""
+    """Instances with their registering calls and availability on `arch` (ckkb.queries.evidence);
+    details=False leaves the JSON columns (fields, registration args) unread."""
     q = (
         "SELECT i.id, i.template, i.dir, i.file, i.line, i.list_name, "
         "i.list_id, l.comment AS list_comment, i.status, i.reason, i.fields "
@@ -190,82 +192,8 @@ def _instance_dicts(
     if limit:
         q += f" LIMIT {int(limit)}"
     rows = list(db.query(q, params))
-    regs: dict[int, list[dict[str, Any]]] = {}
-    list_ids = sorted({r["list_id"] for r in rows if r["list_id"] is not None})
-    for chunk in (list_ids[i : i + 500] for i in range(0, len(list_ids), 500)):
-        marks = ",".join("?" * len(chunk))
-        q2 = (
-            "SELECT r.id, r.list_id, r.function, r.file, r.line, r.args, "
-            "a.available, a.layer, a.file AS efile, a.line AS eline, a.condition "
-            "FROM registrations r LEFT JOIN availability a ON a.registration_id "
-            f"= r.id AND a.arch = ? WHERE r.list_id IN ({marks}) "
-            "ORDER BY r.file, r.line"
-        )
-        for r in db.query(q2, [arch or "", *chunk]):
-            regs.setdefault(r["list_id"], []).append(r)
-    gated = _instance_gates(db, [r["id"] for r in rows], arch)
-    out = []
-    for r in rows:
-        rl = regs.get(r["list_id"], [])
-        active = r["status"] == "active"
-        status = r["status"] if not active or rl else "unregistered"
-        reg_out = []
-        gate = gated.get(r["id"])
-        for g in rl:
-            avail = None if arch is None else bool(active and g["available"])
-            if gate is not None and g["layer"] != "build":
-                # an #if on arch macros inside the list drops the entry (instance_gates)
-                avail = False if arch is not None else None
-                g = dict(g, layer="preprocessor", efile=gate[0], eline=gate[1], condition=gate[2])
-            reg_out.append(
-                {
-                    "function": g["function"],
-                    "file": g["file"],
-                    "line": g["line"],
-                    "args": json_value(g["args"]) if details else None,
-                    "available": avail,
-                    "_layer": g["layer"],
-                    "_efile": g["efile"],
-                    "_eline": g["eline"],
-                    "_cond": g["condition"],
-                }
-            )
-        available = None if arch is None else any(x["available"] for x in reg_out)
-        out.append(
-            {
-                "id": r["id"],
-                "template": r["template"],
-                "dir": r["dir"],
-                "file": r["file"],
-                "line": r["line"],
-                "list": r["list_name"],
-                "list_comment": r["list_comment"] or "",
-                "status": status,
-                "reason": r["reason"] or "",
-                "fields": (json_value(r["fields"]) or {}) if details else {},
-                "registrations": reg_out,
-                "available": available,
-            }
-        )
-    return out
-
-
-def _instance_gates(
-    db: sqlite_utils.Database, ids: list[int], arch: str | None
-) -> dict[int, tuple[str, int, str]]:
-    """instance id -> (file, line, condition) of the list-internal #if that drops it on arch."""
-    if arch is None or not ids or "instance_gates" not in db.table_names():
-        return {}
-    out: dict[int, tuple[str, int, str]] = {}
-    for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
-        marks = ",".join("?" * len(chunk))
-        q = (
-            "SELECT instance_id, file, line, condition FROM instance_gates "
-            f"WHERE arch = ? AND instance_id IN ({marks})"
-        )
-        for r in db.query(q, [arch, *chunk]):
-            out[r["instance_id"]] = (r["file"], r["line"], r["condition"])
-    return out
+    known = evidence_facts(db.conn, rows, [arch] if arch else [])
+    return [dress(r, known, arch, details) for r in rows]
 
 
 def _public(inst: dict[str, Any]) -> dict[str, Any]:
@@ -295,44 +223,6 @@ def instances(
 
 
 # ---------------------------------------------------------------- why
-
-
-def _reasons(inst: dict[str, Any]) -> list[dict[str, Any]]:
-    base = {"list": inst["list"], "list_comment": inst["list_comment"]}
-    if inst["status"] == "commented_out":
-        return [
-            dict(
-                layer="commented_out",
-                file=inst["file"],
-                line=inst["line"],
-                condition=inst["reason"] or "entry is commented out",
-                **base,
-            )
-        ]
-    if not inst["registrations"]:
-        return [
-            dict(
-                layer="registration",
-                file=inst["file"],
-                line=inst["line"],
-                condition=f"no add_*_instances function registers {inst['list']}",
-                **base,
-            )
-        ]
-    out, seen = [], set()
-    for g in inst["registrations"]:
-        if g["available"] or g["_layer"] is None:
-            continue
-        key = (g["_layer"], g["_efile"], g["_eline"], g["_cond"])
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(
-            dict(
-                layer=g["_layer"], file=g["_efile"], line=g["_eline"], condition=g["_cond"], **base
-            )
-        )
-    return out
 
 
 def why(
@@ -372,7 +262,7 @@ def why(
         {
             "instance": _public(i),
             "available": bool(i["available"]),
-            "reasons": [] if i["available"] else _reasons(i),
+            "reasons": [] if i["available"] else reasons(i),
         }
         for i in found
     ]
@@ -385,21 +275,9 @@ def why(
 def evidence(db: sqlite_utils.Database, ids: list[int], arch: str) -> dict[int, dict[str, Any]]:
     """instance id -> {"available", "reasons", "added_by"} on `arch`: `why`'s answer for instances
     known by id (reasons: the layers that remove it; added_by: the registering calls
-    {"function", "file", "line"} that add it). ckkb diff shows it for each tree."""
-    out: dict[int, dict[str, Any]] = {}
-    for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
-        marks = ",".join("?" * len(chunk))
-        for i in _instance_dicts(db, f"i.id IN ({marks})", list(chunk), arch, details=False):
-            out[i["id"]] = {
-                "available": bool(i["available"]),
-                "reasons": [] if i["available"] else _reasons(i),
-                "added_by": [
-                    {"function": g["function"], "file": g["file"], "line": g["line"]}
-                    for g in i["registrations"]
-                    if g["available"]
-                ],
-            }
-    return out
+    {"function", "file", "line"} that add it). ckkb.queries.evidence.evidence_of answers for
+    several archs at once."""
+    return {i: ev for (i, _), ev in evidence_of(db.conn, {arch: ids}).items()}
 
 
 def nearest(

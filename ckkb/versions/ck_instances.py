@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ckkb.kb.db import json_value
-from ckkb.queries import ck, rows, sql
+from ckkb.queries import rows, sql
+from ckkb.queries.evidence import evidence_of
 from ckkb.vocabulary import dtype as dtype_of
 
 if TYPE_CHECKING:
@@ -112,17 +113,14 @@ def _availability(side: Side, ids: list[int], archs: Sequence[str]) -> dict[int,
 def _evidence(
     old: Side, new: Side, changed: dict[tuple[int, int], list[dict[str, Any]]]
 ) -> tuple[dict[tuple[int, str], Any], dict[tuple[int, str], Any]]:
-    """((from id, arch) -> evidence, (to id, arch) -> evidence) for the changed instances."""
-    out: tuple[dict[tuple[int, str], Any], dict[tuple[int, str], Any]] = ({}, {})
-    for n, (side, ids_of) in enumerate(((old, 0), (new, 1))):
-        by_arch: dict[str, list[int]] = {}
-        for key, per_arch in changed.items():
-            for r in per_arch:
-                by_arch.setdefault(r["arch"], []).append(key[ids_of])
-        for arch, ids in by_arch.items():
-            for i, ev in ck.evidence(side[0], ids, arch).items():
-                out[n][(i, arch)] = ev
-    return out
+    """((from id, arch) -> evidence, (to id, arch) -> evidence) for the changed instances only:
+    each tree's chains in one set-wise read (ckkb.queries.evidence.evidence_of)."""
+    wanted: tuple[dict[str, list[int]], dict[str, list[int]]] = ({}, {})
+    for (fid, tid), per_arch in changed.items():
+        for r in per_arch:
+            wanted[0].setdefault(r["arch"], []).append(fid)
+            wanted[1].setdefault(r["arch"], []).append(tid)
+    return evidence_of(old[0].conn, wanted[0]), evidence_of(new[0].conn, wanted[1])
 
 
 def _item(r: dict[str, Any], detail: dict[str, Any]) -> dict[str, Any]:

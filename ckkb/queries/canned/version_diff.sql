@@ -66,11 +66,13 @@ pairs AS MATERIALIZED (
            max(CASE WHEN i.source_id = x.from_id THEN i.file END) AS from_file,
            max(CASE WHEN i.source_id = x.from_id THEN i.line END) AS from_line,
            max(CASE WHEN i.source_id = x.from_id THEN i.status END) AS from_status,
+           max(CASE WHEN i.source_id = x.from_id THEN i.list_id END) AS from_list_id,
            max(CASE WHEN i.source_id = x.to_id THEN i.id END) AS to_id,
            max(CASE WHEN i.source_id = x.to_id THEN i.list_name END) AS to_list,
            max(CASE WHEN i.source_id = x.to_id THEN i.file END) AS to_file,
            max(CASE WHEN i.source_id = x.to_id THEN i.line END) AS to_line,
-           max(CASE WHEN i.source_id = x.to_id THEN i.status END) AS to_status
+           max(CASE WHEN i.source_id = x.to_id THEN i.status END) AS to_status,
+           max(CASE WHEN i.source_id = x.to_id THEN i.list_id END) AS to_list_id
     FROM inst i, ids x
     GROUP BY i.template, i.resolved, i.n
 ),
@@ -85,23 +87,28 @@ list_avail AS MATERIALIZED (
       AND a.arch IN (SELECT arch FROM archs)
     GROUP BY r.source_id, r.list_id, a.arch
 ),
-inst_avail AS MATERIALIZED (
-    SELECT i.source_id, i.id, l.arch,
-           CASE WHEN i.status = 'active' AND l.available = 1 AND g.instance_id IS NULL
-                THEN 1 ELSE 0 END AS available
-    FROM inst i
-    JOIN list_avail l ON l.source_id = i.source_id AND l.list_id = i.list_id
-    LEFT JOIN main.instance_gates g
-        ON g.instance_id = i.id AND g.source_id = i.source_id AND g.arch = l.arch
-),
+-- an entry is available on an arch when it is active, its list is added there, and no #if inside
+-- the list drops it (instance_gates); read per pair and arch, for the pairs compared only
 per_arch AS (
-    SELECT p.*, x.arch, vf.available AS on_from, vt.available AS on_to
+    SELECT p.*, x.arch,
+           CASE WHEN p.from_status = 'active' AND lf.available = 1 AND gf.instance_id IS NULL
+                THEN 1 ELSE 0 END AS on_from,
+           CASE WHEN p.to_status = 'active' AND lt.available = 1 AND gt.instance_id IS NULL
+                THEN 1 ELSE 0 END AS on_to
     FROM pairs p
     CROSS JOIN archs x
-    LEFT JOIN inst_avail vf
-        ON vf.source_id = (SELECT from_id FROM ids) AND vf.id = p.from_id AND vf.arch = x.arch
-    LEFT JOIN inst_avail vt
-        ON vt.source_id = (SELECT to_id FROM ids) AND vt.id = p.to_id AND vt.arch = x.arch
+    LEFT JOIN list_avail lf
+        ON lf.source_id = (SELECT from_id FROM ids) AND lf.list_id = p.from_list_id
+       AND lf.arch = x.arch
+    LEFT JOIN list_avail lt
+        ON lt.source_id = (SELECT to_id FROM ids) AND lt.list_id = p.to_list_id
+       AND lt.arch = x.arch
+    LEFT JOIN main.instance_gates gf
+        ON gf.instance_id = p.from_id AND gf.source_id = (SELECT from_id FROM ids)
+       AND gf.arch = x.arch
+    LEFT JOIN main.instance_gates gt
+        ON gt.instance_id = p.to_id AND gt.source_id = (SELECT to_id FROM ids)
+       AND gt.arch = x.arch
     WHERE p.change = 'same' OR :arch != ''
 )
 SELECT CASE change WHEN 'same' THEN 'changed' ELSE change END AS change,
@@ -116,7 +123,7 @@ SELECT CASE change WHEN 'same' THEN 'changed' ELSE change END AS change,
        from_id, to_id, resolved
 FROM (
     SELECT * FROM per_arch
-    WHERE change != 'same' OR coalesce(on_from, 0) != coalesce(on_to, 0)
+    WHERE change != 'same' OR on_from != on_to
     UNION ALL
     SELECT *, NULL, NULL, NULL FROM pairs WHERE change != 'same' AND :arch = ''
 )
