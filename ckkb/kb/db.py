@@ -58,7 +58,7 @@ def primary_key(t: Table) -> str | tuple[str, ...] | None:
     """A built table's key is unique per tree: (key, source_id), so several trees share a table
     (key first: a lookup by key alone still uses the index)."""
     if t.pk and t.kind == BUILT and "source_id" in t.column_names():
-        return (t.pk, "source_id")
+        return (*((t.pk,) if isinstance(t.pk, str) else t.pk), "source_id")
     return t.pk
 
 

@@ -87,17 +87,37 @@ def test_each_name_is_read_by_the_tree_whose_schemas_read_it_exactly(two_trees):
     assert "1.2.0 (ck), 0.2.0 (ck), aiter_mini (aiter)" in e.value.message
 
 
-def _names(path: Path) -> dict[str, tuple[str, str, str | None]]:
+def _names(path: Path, chosen: bool = True) -> dict[str, tuple[str, str, str | None]]:
+    """name -> (op, schema, tree) of race_names: each name's chosen reading (chosen=False: the
+    readings only --tree asked for)."""
     conn = sqlite3.connect(path)
     try:
         return {
             n: (op, schema, tree)
             for n, op, schema, tree in conn.execute(
-                "select name, op_template, schema, tree from race_names"
+                "select name, op_template, schema, tree from race_names where chosen = ?",
+                [int(chosen)],
             )
         }
     finally:
         conn.close()
+
+
+def _read_as(path: Path, name: str) -> dict[str, tuple[str, str]]:
+    """source log file name -> (name_schema, name_tree) of its results named `name`, as the
+    race_results_named view joins them."""
+    conn = sqlite3.connect(path)
+    try:
+        got = conn.execute(
+            "select r.source_file, n.name_schema, n.name_tree from race_results_named n "
+            "join races r on r.id = n.race_id where n.name = ?",
+            [name],
+        ).fetchall()
+    finally:
+        conn.close()
+    out = {Path(f).name: (schema, tree) for f, schema, tree in got}
+    assert len(out) == len({f for f, _, _ in got})  # one reading per log
+    return out
 
 
 def _distinct(pattern: str, path: Path) -> int:
@@ -142,16 +162,62 @@ def test_ingest_tree_names_the_release(two_trees, tmp_path):
     path = tmp_path / "kb.db"
     path.write_bytes(two_trees.read_bytes())
     ingest(path, [SAMPLES / "001.txt"], tree="1.2.0")
-    got = _names(path)
-    assert {t for _, _, t in got.values()} == {"1.2.0"}
+    got = _names(path, chosen=False)
+    assert {t for _, _, t in got.values()} == {"1.2.0"} and _names(path) == {}
     assert got[XDL_2022] == ("DeviceGemmXdl", "generic", "1.2.0")
-    # an explicit tree's reading replaces a stored one; a chosen one never does
+    # the same name read against another tree is another reading; neither replaces the other
     ingest(path, [SAMPLES / "012.txt"], tree="0.2.0")
-    after = _names(path)
-    shared = set(got) & set(after)
-    assert after[XDL_2022] == ("DeviceGemmXdl", "matched", "0.2.0") and len(shared) > 50
+    after = _names(path, chosen=False)
+    assert after[XDL_2022] == ("DeviceGemmXdl", "matched", "0.2.0")
+    assert _read_as(path, XDL_2022) == {
+        "001.txt": ("generic", "1.2.0"),
+        "012.txt": ("matched", "0.2.0"),
+    }
+    # no --tree: the name's chosen reading (0.2.0 reads it exactly), stored beside the others
     ingest(path, [SAMPLES / "013.txt"])
     assert _names(path)[XDL_2022] == ("DeviceGemmXdl", "matched", "0.2.0")
+    assert _read_as(path, XDL_2022)["013.txt"] == ("matched", "0.2.0")
+    assert _read_as(path, XDL_2022)["001.txt"] == ("generic", "1.2.0")
+
+
+def test_a_name_two_trees_read_differently_keeps_each_races_reading(two_trees, tmp_path):
+    """race_names was keyed by name alone: a later `ingest --tree` replaced the reading an
+    earlier race's results joined (001.txt, ingested against 1.2.0, then read as 0.2.0's)."""
+    path = tmp_path / "kb.db"
+    path.write_bytes(two_trees.read_bytes())
+    ingest(path, [SAMPLES / "012.txt"], tree="0.2.0")
+    ingest(path, [SAMPLES / "001.txt"], tree="1.2.0")
+    ingest(path, [SAMPLES / "013.txt"], tree="0.2.0")
+    read = _read_as(path, XDL_2022)
+    assert read == {
+        "012.txt": ("matched", "0.2.0"),
+        "001.txt": ("generic", "1.2.0"),
+        "013.txt": ("matched", "0.2.0"),
+    }
+    conn = sqlite3.connect(path)
+    try:
+        fields = {
+            Path(f).name: json.loads(x)
+            for f, x in conn.execute(
+                "select r.source_file, n.fields from race_results_named n "
+                "join races r on r.id = n.race_id where n.name = ?",
+                [XDL_2022],
+            )
+        }
+        # every result joins exactly one reading
+        counts = conn.execute(
+            "select (select count(*) from race_results), (select count(*) from race_results_named),"
+            " (select count(*) from race_results_named where name_schema is null)"
+        ).fetchone()
+    finally:
+        conn.close()
+    # 0.2.0's schema names the printed properties under its template parameters; 1.2.0's
+    # DeviceGemmXdl prints no properties, so its generic reading keeps them as printed only
+    assert (fields["012.txt"]["LoopSched"], fields["012.txt"]["PipelineVer"]) == ("Interwave", "v1")
+    assert (
+        "LoopSched" not in fields["001.txt"] and fields["001.txt"]["LoopScheduler"] == "Interwave"
+    )
+    assert counts[0] == counts[1] and counts[2] == 0
 
 
 def test_cli_ingest_and_parse_take_tree(two_trees, tmp_path):
@@ -167,7 +233,7 @@ def test_cli_ingest_and_parse_take_tree(two_trees, tmp_path):
         main, ["ingest", str(SAMPLES / "001.txt"), "--tree", "0.2.0", "--db", str(path)]
     )
     assert r.exit_code == 0, r.output
-    assert _names(path)[XDL_2022][2] == "0.2.0"
+    assert _names(path, chosen=False)[XDL_2022][2] == "0.2.0" and _names(path) == {}
 
     def parse(*args: str) -> list[dict]:
         r = CliRunner().invoke(main, ["parse", *args, "--db", str(path), "--json"])

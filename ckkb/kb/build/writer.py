@@ -14,6 +14,7 @@ from typing import Any
 import ckkb
 from ckkb.errors import DatabaseError
 from ckkb.kb import db as kbdb
+from ckkb.kb import migrate
 from ckkb.kb.schema import INGESTED, SCHEMA_VERSION, TABLES
 from ckkb.kb.schema.core import SourceRow
 from ckkb.sources import NamedTree
@@ -140,13 +141,15 @@ def carry_ingested(new: Any, old_path: Path) -> dict[str, int]:
             if t.kind != INGESTED or t.name not in old_tables:
                 continue
             old_cols = {r[1] for r in new.execute(f"pragma old.table_info([{t.name}])")}
-            cols = [c for c in t.column_names() if c in old_cols]
+            cols = migrate.carried(t, old_cols)  # by name; an older schema's rows reshaped
             if not cols:
                 continue
-            cl = ", ".join(f"[{c}]" for c in cols)
+            cl = ", ".join(f"[{c}]" for c, _ in cols)
+            picks = ", ".join(e for _, e in cols)
             with new.conn:
                 cur = new.execute(
-                    f"insert or ignore into main.[{t.name}] ({cl}) select {cl} from old.[{t.name}]"
+                    f"insert or ignore into main.[{t.name}] ({cl}) "
+                    f"select {picks} from old.[{t.name}]"
                 )
             if cur.rowcount > 0:
                 carried[t.name] = cur.rowcount

@@ -90,10 +90,13 @@ class NameParser:
 
     def __init__(self, db: Any, tree: str | None = None) -> None:
         self.reader = NameReader.of(db, tree)
-        self.explicit = tree is not None  # the user's word: its reading replaces a stored one
+        # the CK tree the user named, whose reading this ingest's races join (races.name_tree);
+        # None: each name read by the tree chosen for it (a tree of another kind names none)
+        named = [t.name for t in self.reader.trees]
+        self.tree = tree if tree is not None and named == [tree] else None
         self.cache: dict[str, tuple[str | None, str]] = {}
-        # race_names rows not yet written
-        self.new: list[tuple[str, str | None, str | None, str, str | None]] = []
+        # race_names rows not yet written: name, op, schema, fields, tree, chosen
+        self.new: list[tuple[str, str | None, str | None, str, str, int]] = []
 
     def __call__(self, name: str) -> tuple[str | None, str]:
         hit = self.cache.get(name)
@@ -110,7 +113,7 @@ class NameParser:
                 fields["args"] = j["args"]
             out = (j.get("op"), json.dumps(fields, default=str))
             schema = j.get("schema")
-        self.new.append((name, out[0], schema, out[1], tree))
+        self.new.append((name, out[0], schema, out[1], tree or "", int(self.tree is None)))
         if len(self.cache) < 100_000:
             self.cache[name] = out
         return out
@@ -132,18 +135,17 @@ class Writer:
         self._rsql = f"insert into race_results ({', '.join(RESULT_COLS)}) values ({marks})"
 
     def flush_names(self) -> None:
-        """Write the names parsed since the last flush (each distinct name once; a reading of the
-        tree the user named replaces a stored one)."""
+        """Write the names parsed since the last flush: one row per (name, tree that read it); a
+        new reading of a stored (name, tree) replaces it (the tree's schemas may have been
+        rebuilt). A reading chosen per name becomes the name's chosen one unless it has one."""
         if self.names.new:
             self.conn.executemany(
-                "insert into race_names (name, op_template, schema, fields, tree) "
-                "values (?, ?, ?, ?, ?) "
-                + (
-                    "on conflict (name) do update set op_template = excluded.op_template, "
-                    "schema = excluded.schema, fields = excluded.fields, tree = excluded.tree"
-                    if self.names.explicit
-                    else "on conflict (name) do nothing"
-                ),
+                "insert into race_names (name, op_template, schema, fields, tree, chosen) "
+                "values (?1, ?2, ?3, ?4, ?5, ?6 and not exists "
+                "(select 1 from race_names where name = ?1 and chosen)) "
+                "on conflict (name, tree) do update set op_template = excluded.op_template, "
+                "schema = excluded.schema, fields = excluded.fields, "
+                "chosen = chosen or excluded.chosen",
                 self.names.new,
             )
             self.names.new.clear()
@@ -189,6 +191,7 @@ class Writer:
         return {"file": file, "line": line, "message": message}
 
     def add_race(self, row: dict[str, Any]) -> None:
+        row = dict(row, name_tree=self.names.tree)  # whose reading of its names it joins
         self.conn.execute(
             f"insert into races ({', '.join('[' + c + ']' for c in RACE_COLS)}) "
             f"values ({', '.join('?' * len(RACE_COLS))})",

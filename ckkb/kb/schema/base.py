@@ -37,7 +37,7 @@ class Table:
     doc: str
     columns: tuple[Column, ...]
     row_class: type | None
-    pk: str | None = None
+    pk: str | tuple[str, ...] | None = None
     indexes: tuple[tuple[str, ...], ...] = ()
     kind: str = BUILT
     fts: tuple[str, ...] = ()
@@ -83,7 +83,7 @@ def table(
     name: str,
     doc: str,
     *,
-    pk: str | None = None,
+    pk: str | tuple[str, ...] | None = None,
     indexes: tuple[tuple[str, ...], ...] = (),
     kind: str = BUILT,
     fts: tuple[str, ...] = (),

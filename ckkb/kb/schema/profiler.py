@@ -191,6 +191,12 @@ class RaceRow:
     extra: dict[str, Any] = col(
         "anything else recorded (host facts, bundle keys)", json=True, default={}
     )
+    name_tree: str | None = col(
+        "the CK tree `ckkb ingest --tree` named: its schemas read this race's names (the "
+        "race_names rows of that tree); NULL: each name is read by the tree chosen for it "
+        "(the race_names row with chosen = 1)",
+        None,
+    )
 
 
 @table(
@@ -227,11 +233,12 @@ class RaceResultRow:
 
 @table(
     "race_names",
-    "Every distinct instance name seen in ingested races, "
-    "parsed once (ckkb.names.parse with the name schemas of one CK tree "
-    "of the knowledge base at ingest time, column tree). "
-    "The view race_results_named joins it to every result.",
-    pk="name",
+    "Every distinct instance name seen in ingested races, parsed once per CK tree that read it "
+    "(ckkb.names.parse with the name schemas of that tree, column tree): a name printed by two "
+    "releases can read differently in each. A race ingested with `--tree` joins its tree's "
+    "reading, any other race the name's chosen one. The view race_results_named joins it to "
+    "every result.",
+    pk=("name", "tree"),
     kind=INGESTED,
 )
 @dataclass(kw_only=True, slots=True)
@@ -246,11 +253,16 @@ class RaceNameRow:
         json=True,
         default={},
     )
-    tree: str | None = col(
-        "the CK tree whose name schemas read it: `ckkb ingest --tree` (the latest such reading "
-        "is kept), else the first tree, in build order, whose schemas read it exactly, else the "
-        "first tree; NULL when the knowledge base has no CK tree",
-        None,
+    tree: str = col(
+        "the CK tree whose name schemas read it ('' when the knowledge base had no CK tree): the "
+        "one `ckkb ingest --tree` named, or the one chosen for the name (the first tree, in build "
+        "order, whose schemas read it exactly, else the first tree)",
+        "",
+    )
+    chosen: bool = col(
+        "1 for the reading races ingested without --tree use: the first chosen reading stored "
+        "for the name (a later ingest never replaces it); 0 for a reading only --tree asked for",
+        False,
     )
 
 
