@@ -336,3 +336,51 @@ def test_an_aiter_checkout_in_a_folder_of_a_larger_repository(tmp_path):
     d = _review("--repo", str(r / "third_party" / "aiter"), "HEAD~1", "HEAD")
     assert len(d["replaced"]) == 9
     assert (r / "third_party" / "aiter" / KIMI).is_file()  # the working tree is as it was
+
+
+def _work(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file of the working tree (not .git/): its bytes and modification time."""
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(root).parts
+    }
+
+
+def _state(root: Path) -> dict[str, str]:
+    """What a checkout, a stash or a reset would change: HEAD, its branch, the reflog, the
+    stashes, the staged and unstaged changes, the untracked files."""
+    return {
+        "head": _git(root, "rev-parse", "HEAD"),
+        "branch": _git(root, "symbolic-ref", "HEAD"),
+        "reflog": _git(root, "reflog", "--format=%H %gs"),
+        "stash": _git(root, "stash", "list"),
+        "staged": _git(root, "diff", "--cached"),
+        "unstaged": _git(root, "diff"),
+        "untracked": _git(root, "ls-files", "--others", "--exclude-standard"),
+    }
+
+
+def test_revisions_are_read_from_git_never_from_the_users_work(tmp_path):
+    """The user is midway through editing the checkout (a staged change, an unstaged one, a new
+    file): review of two revisions reads what git holds for them, and leaves the work, the
+    index, HEAD and its branch exactly as they were."""
+    r = tmp_path / "aiter"
+    r.mkdir()
+    _git(r, "init", "-q")
+    for name in ("base", "head"):
+        _commit(r, FIX / name, name)
+    kimi, dsv3 = r / KIMI, r / DSV3
+    kimi.write_text(kimi.read_text().splitlines()[0] + "\n")  # the PR's rows deleted, unstaged
+    dsv3.write_text(dsv3.read_text() + "gfx942,80,1,1,1,torch.float8_e4m3fn,ck,0,0,1.0,x,0.0\n")
+    _git(r, "add", DSV3)  # a staged change
+    (r / "aiter/configs/notes.csv").write_text("mine\n")  # an untracked file
+    work, state = _work(r), _state(r)
+    assert state["staged"] and state["unstaged"] and state["untracked"]
+    for args in (["--repo", str(r), "HEAD~1", "HEAD"], [f"{r}@HEAD~1", f"{r}@HEAD"]):
+        d = _review(*args)
+        got = {_item_key(x): (x["from"]["us"], x["to"]["us"], x["ratio"]) for x in d["replaced"]}
+        assert got == _expected_retimed()  # HEAD's rows, not the working tree's
+        assert d["head"]["commit"] == state["head"].strip()
+        assert _state(r) == state
+        assert _work(r) == work  # no file rewritten, not even with the same bytes
