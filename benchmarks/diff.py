@@ -1,7 +1,7 @@
 """`ckkb diff` between two CK trees: CPU time and output size of the whole-tree diff (issue 15).
 
     python3 benchmarks/diff.py [--db PATH] [--from 1.1.0] [--to 1.2.0] [--runs N]
-        [--base DIR]
+        [--base DIR [--base-db PATH]]
 
 --db: a knowledge base holding both trees; without it one is built in a temporary directory
 the way a user would (`ckkb build`, then `ckkb build --ck ../shared/trees/composable_kernel`):
@@ -9,7 +9,8 @@ the wheel's CK is 1.2.0, the 2024-10 tree 1.1.0. Each case runs `python -m ckkb 
 subprocess (stdout to a file) and reports the median CPU time (user+sys of the child, from
 getrusage: the machine is shared, wall time is noise) and wall time of N runs, and the bytes
 written. --base DIR: a checkout of another ckkb (e.g. `git archive main | tar -x -C DIR`) run the
-same way, interleaved with this one (A, B, A, B ...), and the ratio base/this per case.
+same way, interleaved with this one (A, B, A, B ...), and the ratio base/this per case;
+--base-db: the same trees built by that checkout, where its schema version differs.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def main() -> None:
     ap.add_argument("--to", dest="new", default="1.2.0")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--base", type=Path, help="another ckkb checkout to compare with")
+    ap.add_argument("--base-db", type=Path, help="its knowledge base (default: --db)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ckkb-bench-diff-") as tmp:
         db = a.db
@@ -89,12 +91,13 @@ def main() -> None:
             db = Path(tmp) / "kb.db"
             build(db)
         codes = {"this": ROOT} | ({"base": a.base.resolve()} if a.base else {})
+        dbs = {"this": db, "base": a.base_db or db}
         print(f"load average before: {os.getloadavg()[0]:.2f}")
         got: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
         for case, extra in CASES.items():
-            args = ["diff", a.old, a.new, "--db", str(db), *extra]
             for _ in range(a.runs):
                 for label, code in codes.items():
+                    args = ["diff", a.old, a.new, "--db", str(dbs[label]), *extra]
                     out = Path(tmp) / f"{label}.out"
                     got.setdefault((case, label), []).append(run(code, args, out))
         print(f"load average after: {os.getloadavg()[0]:.2f}")
