@@ -16,7 +16,7 @@ from ckkb.errors import CkkbError
 from ckkb.fields import NORMALISED, enum_word
 from ckkb.kb.db import json_value
 from ckkb.queries import sql
-from ckkb.queries.evidence import dress, evidence_of, reasons
+from ckkb.queries.evidence import dress, reasons
 from ckkb.queries.evidence import facts as evidence_facts
 from ckkb.vocabulary import LAYOUTS, cpp_type
 
@@ -270,14 +270,6 @@ def why(
     if not matches:
         out["nearest"] = nearest(db, t, filters, dir, arch)
     return out
-
-
-def evidence(db: sqlite_utils.Database, ids: list[int], arch: str) -> dict[int, dict[str, Any]]:
-    """instance id -> {"available", "reasons", "added_by"} on `arch`: `why`'s answer for instances
-    known by id (reasons: the layers that remove it; added_by: the registering calls
-    {"function", "file", "line"} that add it). ckkb.queries.evidence.evidence_of answers for
-    several archs at once."""
-    return {i: ev for (i, _), ev in evidence_of(db.conn, {arch: ids}).items()}
 
 
 def nearest(
