@@ -35,14 +35,15 @@ class InstanceRoots:
     chain: tuple[tuple[str, ...], ...] = ()
 
 
-def _commands(path: Path) -> list[tuple[str, str]]:
-    """(command name, first argument) of each command of a CMakeLists.txt; [] when unreadable."""
+def _commands(path: Path, library: bool = True) -> list[tuple[str, str]]:
+    """(command name, first argument) of each command of a CMakeLists.txt; [] when unreadable.
+    `library`: whether a call of the library function matters (else only add_subdirectory)."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return []
-    if "add_subdirectory" not in text and LIBRARY_FUNCTION not in text:
-        return []  # neither reaches further nor calls the library function: no tokenizing
+    if "add_subdirectory" not in text and (not library or LIBRARY_FUNCTION not in text):
+        return []  # reaches no further and calls no library function that matters: no tokenizing
     try:
         cmds = tokenize(text)
     except CMakeSyntaxError:
@@ -69,7 +70,10 @@ def _walk(root: Path) -> InstanceRoots:
         parent_of[d] = parent
         base = root / d if d else root
         calls = False
-        for name, first in _commands(base / CMAKE):
+        # a sibling already made `parent` a root: only this directory's add_subdirectory calls
+        # matter (CK's gpu/ has ~100 such directories, each with a long list of sources)
+        known = parent is None or parent in found
+        for name, first in _commands(base / CMAKE, library=not known):
             if name == LIBRARY_FUNCTION:
                 calls = True
             elif name == "add_subdirectory" and first:
