@@ -30,7 +30,6 @@ ckkb.extract.cmake_sources); the others are evaluated by file name, as CK's rule
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from ckkb.diagnostics import Diagnostic
 from ckkb.extract.cmake_roots import run_root
 from ckkb.extract.cmake_sources import Recorder, read_dir
 from ckkb.extract.cpp import is_binary
+from ckkb.extract.files import tree_files
 from ckkb.extract.instance_roots import instance_roots
 from ckkb.extract.library_archs import LibraryArchs
 from ckkb.extract.tree_archs import tree_archs
@@ -506,19 +506,9 @@ def _evaluate_root(
 
 def instance_sources(base: Path) -> list[str]:
     """The `.cpp`/`.in` files under gpu/ (`base`), '/'-separated and relative to it, in the order
-    of list_files(root, CK_INSTANCE_DIR, SOURCE_SUFFIXES) (sorted Paths compare part by part) but
-    without a Path per file, which cost most of the listing."""
-    if not base.is_dir():
-        return []
-    top = str(base)
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
-        dirnames.sort()
-        rel = dirpath[len(top) + 1 :].replace(os.sep, "/")
-        prefix = rel + "/" if rel else ""
-        out.extend(prefix + f for f in filenames if f.endswith(SOURCE_SUFFIXES))
-    out.sort(key=lambda r: r.split("/"))
-    return out
+    of list_files(root, CK_INSTANCE_DIR, SOURCE_SUFFIXES), without a Path per file (the listing
+    itself is the build's one listing of gpu/: `tree_files`)."""
+    return [rel for rel in tree_files(str(base)) if rel.endswith(SOURCE_SUFFIXES)]
 
 
 def _run_library(

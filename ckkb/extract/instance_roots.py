@@ -19,6 +19,7 @@ import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 
+from ckkb.kb.stages import per_build
 from ckkb.lang.cmake.syntax import CMakeSyntaxError, tokenize
 from ckkb.sources import CK_INSTANCE_DIR
 
@@ -51,6 +52,7 @@ def _commands(path: Path, library: bool = True) -> list[tuple[str, str]]:
     return [(c.name, c.args[0].value if c.args else "") for c in cmds]
 
 
+@per_build  # three stages list files by it and three combines read it: one walk per build
 def instance_roots(root: Path) -> InstanceRoots:
     """The instance-library roots of the CK tree at `root` (see the module docstring)."""
     return _walk(Path(root))

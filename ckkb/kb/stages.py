@@ -11,10 +11,12 @@ table it did not declare or writes one it did not name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from ckkb.diagnostics import Diagnostic
 from ckkb.errors import CkkbError
@@ -162,6 +164,45 @@ def check_writes(stage: Stage, tables: Iterable[str]) -> None:
     extra = sorted(set(tables) - set(stage.writes))
     if extra:
         raise StageError(f"stage {stage.name} wrote {', '.join(extra)} but does not declare it")
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# Results of `per_build` functions while one build runs (`one_build`), else None. Global because
+# stages' `files` and `combine` are called with a tree's root, not with a build object.
+_build_memo: dict[tuple[Any, ...], Any] | None = None
+
+
+@contextlib.contextmanager
+def one_build() -> Iterator[None]:
+    """The block of one build: within it, a `per_build` function computes its result once per
+    arguments, and every stage that asks gets that one (the results go with the block)."""
+    global _build_memo
+    outer, _build_memo = _build_memo, {} if _build_memo is None else _build_memo
+    try:
+        yield
+    finally:
+        _build_memo = outer
+
+
+def per_build(fn: Callable[P, T]) -> Callable[P, T]:
+    """A fact several stages derive from the same tree (CK's instance-library roots, a directory's
+    files), computed once per build and shared: `fn` must return an immutable value. Outside a
+    build (`one_build`) every call computes it afresh."""
+
+    @functools.wraps(fn)
+    def shared(*args: P.args, **kwargs: P.kwargs) -> T:
+        memo = _build_memo
+        if memo is None:
+            return fn(*args, **kwargs)
+        key = (fn, args, tuple(sorted(kwargs.items())))
+        if key not in memo:
+            memo[key] = fn(*args, **kwargs)
+        result: T = memo[key]
+        return result
+
+    return shared
 
 
 _registered: dict[str, Stage] = {}  # name -> stage; read by forked workers (why it is global)

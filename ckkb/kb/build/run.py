@@ -53,6 +53,7 @@ from ckkb.kb.stages import (
     build_order,
     check_writes,
     dependencies,
+    one_build,
     register_stages,
 )
 from ckkb.sources import NamedTree, named_tree
@@ -102,7 +103,7 @@ def build(
     register_stages(ordered)
     run = _Build(path, named, ordered, jobs or settings.jobs(), force, progress)
     try:
-        with gc_policy.relaxed():
+        with gc_policy.relaxed(), one_build():
             return run.run()
     finally:
         run.cache.close()
