@@ -279,6 +279,23 @@ def test_submission_groups_keep_joiners_with_their_host_and_a_worker_group_toget
     assert [[s.name for s in g] for g in groups] == [["b", "c"], ["a", "d"], ["e"]]
 
 
+def test_submission_groups_send_a_stage_that_waits_only_on_a_worker_group_next():
+    from ckkb.kb.build.workers import submission_groups as _submission_groups
+
+    def stage(name, **attrs):
+        return type(name, (CountingStage,), {"name": name, **attrs})()
+
+    a = stage("a", writes=("instance_lists",))
+    b = stage("b", worker_group="g", writes=("aiter_kernels",))
+    c = stage("c", reads=("aiter_kernels",), writes=("aiter_config_rows",))  # waits on b only
+    d = stage("d", reads=("aiter_kernels", "instance_lists"), writes=("aiter_audit_findings",))
+    e = stage("e", writes=("factories",))  # waits on nothing: build order
+    groups = _submission_groups([a, b, c, d, e])
+    # c's combine can run as soon as b's is done (early, while the parent waits for a's files),
+    # so its files go out right after b's; d waits on a too: it keeps its place
+    assert [[s.name for s in g] for g in groups] == [["b"], ["c"], ["a"], ["d"], ["e"]]
+
+
 def test_parallel_build_streams_work_and_matches_a_serial_build(tmp_path):
     """Enough files to start workers during the inventory: the same rows as a one-process build."""
     from ckkb.kb.build.run import SERIAL_BELOW

@@ -16,7 +16,7 @@ from pathlib import Path
 from ckkb import procs
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.cpp import shared_parses
-from ckkb.kb.stages import FileResult, Stage, get_stage
+from ckkb.kb.stages import FileResult, Stage, dependencies, get_stage
 
 # stage, root, rel, size, mtime_ns, sha256, pickled FileResult, CPU seconds, done at (perf_counter)
 Extracted = tuple[str, str, str, int, int, str, bytes, float, float]
@@ -150,7 +150,9 @@ def submission_groups(stages: list[Stage]) -> list[list[Stage]]:
     must be known before the other's go out, or the two would parse a file twice), and the later
     stages of its `worker_group` go out with it (one worker reads them, see chunks). Groups with a
     worker group go out first: one worker reads all of one, so it starts while the others share
-    the rest, and the build does not end on one worker reading it alone."""
+    the rest, and the build does not end on one worker reading it alone. Right after them go the
+    groups whose combine waits only on stages of those (aiter.configs on aiter.tuners): combined
+    while the parent waits for the CK instance lists, not after the CK chain, at the end."""
     rest = list(stages)
     groups: list[list[Stage]] = []
     while rest:
@@ -165,4 +167,12 @@ def submission_groups(stages: list[Stage]) -> list[list[Stage]]:
                 rest.remove(s)
                 group.append(s)
         groups.append(group)
-    return sorted(groups, key=lambda g: all(getattr(s, "worker_group", None) is None for s in g))
+    grouped = {s.name for g in groups for s in g if getattr(s, "worker_group", None) is not None}
+    needs = dependencies(stages)
+
+    def rank(g: list[Stage]) -> int:
+        if any(getattr(s, "worker_group", None) is not None for s in g):
+            return 0
+        return 1 if all(needs[s.name] and needs[s.name] <= grouped for s in g) else 2
+
+    return sorted(groups, key=rank)
