@@ -52,7 +52,7 @@ def _commands(path: Path, library: bool = True) -> list[tuple[str, str]]:
     return [(c.name, c.args[0].value if c.args else "") for c in cmds]
 
 
-@per_build  # three stages list files by it and three combines read it: one walk per build
+@per_build  # stages list their files by it and combines read it: one walk per build
 def instance_roots(root: Path) -> InstanceRoots:
     """The instance-library roots of the CK tree at `root` (see the module docstring)."""
     return _walk(Path(root))
