@@ -84,6 +84,9 @@ class AuditContext:
     baselines: Any = None  # ckkb.audit.rules_kb.BaselineIndex
     kb_reason: str | None = None  # why KB rules are skipped
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    _by_list: dict[tuple[str, str | None], dict[int, AiterKernelRow]] | None = field(
+        default=None, repr=False
+    )
 
     # -------------------------------------------------------------- lookups
     def runtime_for(self, op: str | None) -> AiterRuntimeConfigRow | None:
@@ -96,15 +99,17 @@ class AuditContext:
         rc = self.runtime_for(op)
         if rc is None or not rc.kernel_list_file:
             return None
-        out = {
-            k.kernel_id: k
-            for k in self.kernels
-            if k.file == rc.kernel_list_file
-            and k.list_name == rc.kernel_list
-            and not k.shadowed
-            and k.kernel_id is not None
-        }
-        return out or None
+        return self._kernels_by_list().get((rc.kernel_list_file, rc.kernel_list)) or None
+
+    def _kernels_by_list(self) -> dict[tuple[str, str | None], dict[int, AiterKernelRow]]:
+        """(file, list name) -> kernel id -> kernel, of the lists' live entries: built once per
+        context (a rule asks per tuned row: 46k rows would scan every kernel each time)."""
+        if self._by_list is None:
+            self._by_list = {}
+            for k in self.kernels:
+                if not k.shadowed and k.kernel_id is not None:
+                    self._by_list.setdefault((k.file, k.list_name), {})[k.kernel_id] = k
+        return self._by_list
 
     def err_ratio_threshold(self, op: str | None = None) -> float:
         """The --errRatio default of the tuner that writes
