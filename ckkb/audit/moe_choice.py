@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ckkb.audit.inputs import Readable
 from ckkb.extract.aiter_configs import arch_of
 from ckkb.extract.aiter_modrun import Dtype, EnumValue, Modules, cpp_enum
 from ckkb.extract.aiter_pyeval import Unsupported
@@ -65,6 +66,7 @@ class MoeChoice:
         # absolute imports resolve from the tree root and from the aiter package's parent
         self.roots = [root] + ([pkg.parent] if pkg is not None and pkg.parent != root else [])
         self.tuner = Path(tuner_rel)
+        self.readable = Readable(root)  # the audit stage's inputs: the only files read
         self.getters = [Getter(f, n) for f, n in getters]
         self.modules: dict[str, Modules] = {}
         self.cache: dict[tuple[Any, ...], Any] = {}  # per row's call arguments
@@ -78,7 +80,10 @@ class MoeChoice:
         self.prefix = ""
 
     def _read_calls(self) -> None:
-        text = (self.root / self.tuner).read_text(encoding="utf-8", errors="replace")
+        path = self.root / self.tuner
+        if not self.readable(path):
+            raise Unsupported(cst.Name("x"), "the tuner is not an input of the build")
+        text = path.read_text(encoding="utf-8", errors="replace")
         tree = ast.parse(text)
         self.imports: dict[str, str] = {}
         for node in ast.walk(tree):
@@ -117,7 +122,7 @@ class MoeChoice:
 
     def _mods(self, gfx: str) -> Modules:
         if gfx not in self.modules:
-            self.modules[gfx] = Modules(self.roots, gfx)
+            self.modules[gfx] = Modules(self.roots, gfx, self.readable)
         return self.modules[gfx]
 
     def _cell(self, v: Any) -> Any:
@@ -135,6 +140,8 @@ class MoeChoice:
         if name not in self.enums:
             self.enums[name] = None
             for h in sorted((self.root / "csrc" / "include").glob("*.h")):
+                if not self.readable(h):
+                    continue
                 found = cpp_enum(h.read_text(encoding="utf-8", errors="replace"), name)
                 if found is not None:
                     self.enums[name] = found

@@ -1,8 +1,10 @@
 """The build's audit stage: every rule run over the rows and parsed config tables the build made.
 
-It reads no file itself: the config tables come from the `aiter.configs` stage's facts, the
-kernel lists, runtime configs and tuner options from the aiter stages' rows, and CK availability
-from the CK stages' rows (when the build has a CK tree). `ckkb audit` runs the same rules.
+The config tables come from the `aiter.configs` stage's facts, the kernel lists, runtime configs
+and tuner options from the aiter stages' rows, and CK availability from the CK stages' rows (when
+the build has a CK tree). The MoE check also runs the tree's modules and reads its enum headers:
+those are this stage's files (ckkb.audit.inputs), hashed and fingerprinted like any input, so a
+change to one alone combines the audit again. `ckkb audit` runs the same rules.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from ckkb.audit import rules_kb
 from ckkb.audit.context import AuditContext
 from ckkb.audit.engine import run_rules
+from ckkb.audit.inputs import audit_inputs
 from ckkb.audit.kernel_choice import op_lists
 from ckkb.extract.aiter_configs import STAGE_NAME as CONFIGS_STAGE
 from ckkb.extract.aiter_tuners import package_dir
@@ -22,7 +25,7 @@ from ckkb.kb.stages import BuildContext, FileResult, StageResult
 
 class AuditStage:
     name = "aiter.audit"
-    version = "1"
+    version = "2"
     tree = "aiter"
     reads = (
         "aiter_kernels",
@@ -38,10 +41,10 @@ class AuditStage:
     combine_cost = 0.11
 
     def files(self, root: Path) -> list[Path]:
-        return []
+        return audit_inputs(root)
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
-        raise NotImplementedError("the audit stage reads no file")  # files() is empty
+        return FileResult()  # read by the combine (MoE check) when needed; hashed here
 
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
         actx = AuditContext(

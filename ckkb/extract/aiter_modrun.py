@@ -115,6 +115,7 @@ def _copy_instance(x: Any) -> Any:
 
 
 Importer = Callable[[str, str], Any]  # (module as written, name) -> value, or raise Unsupported
+Readable = Callable[[Path], bool]  # whether a file may be read (ckkb.audit.inputs.Readable)
 
 
 def run_module(
@@ -298,10 +299,13 @@ def run_with_module(prop: Any, cls: ClassInfo, values: dict[str, Any], env: dict
     return None
 
 
-def module_file(roots: list[Path], importing: Path, mod: str) -> Path | None:
+def module_file(
+    roots: list[Path], importing: Path, mod: str, readable: Readable | None = None
+) -> Path | None:
     """The file `from MOD import ...` in the file `importing` names: relative imports from its
     package, absolute ones (`aiter.x.y`, `csrc.x.y`) from each of `roots` (the tree root and
-    the directory holding the aiter package: they differ in an installed wheel)."""
+    the directory holding the aiter package: they differ in an installed wheel). With
+    `readable`, only the files it allows exist (the build's declared inputs)."""
     if mod.startswith("."):
         dots = len(mod) - len(mod.lstrip("."))
         base = importing.parent
@@ -314,7 +318,7 @@ def module_file(roots: list[Path], importing: Path, mod: str) -> Path | None:
     parts = rest.split(".") if rest else []
     for b in bases:
         for cand in (b.joinpath(*parts).with_suffix(".py"), b.joinpath(*parts, "__init__.py")):
-            if parts and cand.is_file():
+            if parts and (cand.is_file() if readable is None else readable(cand)):
                 return cand
     return None
 
@@ -347,9 +351,10 @@ class Modules:
     """The modules of one aiter tree run statically for one arch, each once: `value(file,
     name)` follows `from X import name` through packages' star imports and submodules."""
 
-    def __init__(self, roots: list[Path], gfx: str) -> None:
+    def __init__(self, roots: list[Path], gfx: str, readable: Readable | None = None) -> None:
         self.roots = roots
         self.gfx = gfx
+        self.readable = readable
         self.envs: dict[Path, dict[str, Any]] = {}
         self.active: set[Path] = set()
         self.values: dict[tuple[Path, str, str], Any] = {}
@@ -360,11 +365,17 @@ class Modules:
                 raise Unsupported(cst.Name(rel.stem), f"{rel.name} imports itself")
             self.active.add(rel)
             try:
-                text = rel.read_text(encoding="utf-8", errors="replace")
+                text = self.read(rel)
                 self.envs[rel] = run_module(text, self.gfx, self._importer(rel), _LazyEnv())
             finally:
                 self.active.discard(rel)
         return self.envs[rel]
+
+    def read(self, path: Path) -> str:
+        """A module's text; a file the build does not declare is not read (a stale answer)."""
+        if self.readable is not None and not self.readable(path):
+            raise Unsupported(cst.Name(path.stem), f"{path} is not an input of the build")
+        return path.read_text(encoding="utf-8", errors="replace")
 
     def _importer(self, rel: Path) -> Importer:
         def imp(mod: str, name: str) -> Any:
@@ -386,10 +397,10 @@ class Modules:
 
     def _value(self, importing: Path, mod: str, name: str) -> Any:
         dotted = mod + name if mod.endswith(".") else f"{mod}.{name}"
-        sub = module_file(self.roots, importing, dotted)
+        sub = module_file(self.roots, importing, dotted, self.readable)
         if sub is not None:  # `from package import submodule`
             return _Module(name, self.env(sub))
-        f = module_file(self.roots, importing, mod)
+        f = module_file(self.roots, importing, mod, self.readable)
         if f is None:
             raise Unsupported(cst.Name(name), f"module {mod} not found from {importing}")
         return self.name_in(f, name)
@@ -397,7 +408,7 @@ class Modules:
     def name_in(self, f: Path, name: str) -> Any:
         import ast
 
-        tree = ast.parse(f.read_text(encoding="utf-8", errors="replace"))
+        tree = ast.parse(self.read(f))
         stars: list[str] = []
         bound = False
         for node in ast.walk(tree):
@@ -420,7 +431,7 @@ class Modules:
                 raise Unsupported(cst.Name(name), f"{f}: {name} is not known statically")
             return v
         for s in stars:
-            g = module_file(self.roots, f, s)
+            g = module_file(self.roots, f, s, self.readable)
             if g is not None and g not in self.active:
                 try:
                     return self.name_in(g, name)
