@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ckkb.audit.list_eval import evaluated
 from ckkb.extract.aiter_configs import ConfigTable
 from ckkb.extract.aiter_pyexec import arch_matches
 
@@ -146,15 +147,15 @@ def candidates(ctx: Any, rc: Any) -> list[dict[Any, Any]]:
 
 def resolve(ctx: Any, t: ConfigTable, op: str | None, v: dict[str, Any]) -> RowKernel:
     """The list one tuned row's kernelId indexes (see the module docstring)."""
-    if not is_ck_row(t, v):
-        return RowKernel("not_ck", where="not a CK row")
     rc = ctx.runtime_for(op)
+    if not is_ck_row(t, v):
+        return _other_backend(ctx, t, rc, v, "")
     chooser = row_lists(ctx, rc)
     kid = v.get("kernelId")
     if chooser is not None:
         kind, d, where, lid = chooser.lookup(t.columns, v)
         if kind == "none":
-            return RowKernel("not_ck", where=where)
+            return _other_backend(ctx, t, rc, v, where)
         if d is None:
             return RowKernel("no_kernel_list", where=where)
         return RowKernel("checked", d, where, lid, "choice")
@@ -168,6 +169,38 @@ def resolve(ctx: Any, t: ConfigTable, op: str | None, v: dict[str, Any]) -> RowK
         if k is not None and k.name == name:  # kernelId names kernelName in this list
             return RowKernel("checked", d, f"{k.file}:{k.list_name}", k.list_id, "candidates")
     return RowKernel("no_kernel_list")
+
+
+def _other_backend(ctx: Any, t: ConfigTable, rc: Any, v: dict[str, Any], why: str) -> RowKernel:
+    """A row no CK list is chosen for (libtype opus, asm, flydsl, ...): checked when a list the
+    tuner imports gives its kernelId its kernelName (aiter 2026's blockscale tuner races
+    `gfx942_a8w8_kernels_list` as libtype opus; getKernelName returns None for it), else not_ck
+    with the reason."""
+    kid, name = v.get("kernelId"), v.get("kernelName")
+    lt = v.get("libtype") if "libtype" in t.columns else None
+    if isinstance(name, str) and name.startswith("_Z"):
+        return RowKernel("not_ck", where=why or f"libtype {lt!r}: an assembly kernel (_Z name)")
+    if rc is None or not rc.tuner_file:
+        return RowKernel(
+            "no_kernel_list", where=getattr(rc, "kernel_list_note", None) or "no tuner"
+        )
+    if rc is not None and isinstance(kid, int) and not isinstance(kid, bool):
+        for d in candidates(ctx, rc):
+            k = d.get(kid)
+            if k is not None and k.name == name:
+                return RowKernel("checked", d, f"{k.file}:{k.list_name}", k.list_id, "candidates")
+        ev = evaluated(ctx)
+        gfx = str(v.get("gfx") or "")
+        built = {(k.file, k.list_name) for d in candidates(ctx, rc) for k in d.values()}
+        for f, n in getattr(rc, "kernel_list_candidates", None) or []:
+            if ev is None or not gfx or (f, n) in built:
+                continue
+            got = ev.names(f, n, gfx)
+            if isinstance(got, dict) and got.get(kid) == name:
+                lid = next((kl.id for kl in ctx.lists if kl.file == f and kl.name == n), None)
+                return RowKernel("checked", {}, f"{f}:{n}", lid, "candidates")
+    base = why or f"libtype {lt!r}"
+    return RowKernel("not_ck", where=f"{base}; no list the tuner imports gives kernelId its name")
 
 
 def op_lists(ctx: Any, rc: Any) -> list[tuple[int, str, dict[str, Any]]]:

@@ -15,6 +15,7 @@ from ckkb.audit.context import AuditContext
 from ckkb.audit.kernel_choice import RowKernel, candidates, resolve
 from ckkb.audit.model import Finding, finding
 from ckkb.audit.moe_choice import moe_choice_for, op_stem
+from ckkb.audit.solidx_rows import ID, solidx_findings
 from ckkb.extract.aiter_configs import ConfigTable, arch_of
 
 
@@ -26,6 +27,8 @@ def row_kernel_findings(ctx: AuditContext, t: ConfigTable, stats: dict[str, Any]
     if t.error or t.kind != "tuned":
         return out
     rc = ctx.runtime_for(op)
+    if "kernelId" not in t.columns and ID in t.columns:
+        return solidx_findings(ctx, t, rc, op, stats)
     if "kernelId" not in t.columns:
         return _name_only_rows(ctx, t, rc, op, stats)
     st = stats.setdefault(t.rel, {"checked": 0, "not_ck": 0, "no_kernel_list": 0})
@@ -58,10 +61,10 @@ def _name_only_rows(
     lists = getattr(rc, "kernel_list_candidates", None) or []
     if not lists and rc is not None and rc.kernel_list_file:
         lists = [(rc.kernel_list_file, rc.kernel_list)]
-    if not cols or not lists:
+    if not cols:
         return []
     getters = ", ".join(f"{f}:{n}" for f, n in lists)
-    mc = moe_choice_for(ctx, rc, [tuple(x) for x in lists])
+    mc = moe_choice_for(ctx, rc, [tuple(x) for x in lists]) if lists else None
     stem = op_stem(ctx, op, mc, cols) if mc is not None else ""
     first = (
         next((mc.row_names(t.columns, v).reason for _, v in t.rows[:1]), None)
@@ -71,6 +74,8 @@ def _name_only_rows(
     why = (
         (mc.problem if mc is not None else None)
         or first
+        or (getattr(rc, "kernel_list_note", None) if not lists else None)
+        or ("no runtime config names this op" if rc is None else None)
         or (
             f"{'/'.join(cols)} name kernels with no kernelId, and no row's call of the list "
             f"getters the tuner imports ({getters}) was evaluated statically"
@@ -84,10 +89,18 @@ def _name_only_rows(
         got = mc.row_names(t.columns, v) if mc is not None and stem else None
         for c in cols:
             name = v.get(c)
-            if not isinstance(name, str) or not name or name == "Null" or name.startswith("_Z"):
-                continue
-            if got is not None and not name.startswith(stem):
-                st["not_ck"] += 1  # another backend's kernel (FlyDSL, opus, cktile)
+            if not isinstance(name, str) or not name or name == "Null":
+                continue  # the row names no kernel here (a 1-stage row's kernelName2)
+            other = (
+                "an assembly kernel (_Z name)"
+                if name.startswith("_Z")
+                else f"another backend's kernel (not {stem}*)"
+                if got is not None and not name.startswith(stem)
+                else None
+            )
+            if other is not None:  # FlyDSL, opus, cktile, asm
+                st["not_ck"] += 1
+                rows.append((ln, c, RowKernel("not_ck", where=other), None, name))
                 continue
             reason = why if got is None else got.reason
             if reason:
@@ -310,8 +323,7 @@ def unresolved_findings(ctx: AuditContext, stats: dict[str, Any]) -> list[Findin
                 "kernel-list-unresolved",
                 rc.tuner_file or rc.file,
                 0 if rc.tuner_file else rc.line,
-                f"op {op}: {counts[op]} {'CK ' if unit == 'rows' else ''}{unit} in "
-                f"{len(rows[op])} files not checked: {lead}{why}",
+                f"op {op}: {counts[op]} {unit} in {len(rows[op])} files not checked: {lead}{why}",
                 op=op,
                 reason=why,
                 rows=counts[op],

@@ -25,6 +25,7 @@ from ckkb.extract.aiter_kernel_model import (
 )
 from ckkb.extract.aiter_kernel_scan import SplitCall, class_lines, dict_statement
 from ckkb.extract.aiter_pyeval import Unsupported, literal
+from ckkb.extract.aiter_pymodels import factory_default
 from ckkb.extract.files import list_files
 from ckkb.extract.lazy import lazy_module
 from ckkb.extract.pyscan import COMPOUND, SOFT, Fallback, SourceScan, StatementLines, parse_lines
@@ -276,7 +277,10 @@ def _read_class(
                 if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
                     fname = small.target.value
                     kc.fields.append(fname)
-                    if small.value is not None:
+                    made, v = factory_default(small.value)  # field(default_factory=...)
+                    if made:
+                        kc.defaults[fname] = v
+                    elif small.value is not None:
                         try:
                             kc.defaults[fname] = literal(small.value)
                         except Unsupported as u:
@@ -426,7 +430,7 @@ def is_kernel_file(path: Path) -> bool:
 class KernelsStage:
     name = STAGE_NAME
     worker_group = "libcst"  # read in one worker: libcst is imported once per build
-    version = "4"
+    version = "5"
     tree = "aiter"
     reads = ()
     writes = ("aiter_kernel_lists", "aiter_kernels")

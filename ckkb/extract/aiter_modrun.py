@@ -13,7 +13,6 @@ run leaves the names it binds unknown (a later use says which). Torch is modelle
 
 from __future__ import annotations
 
-import copy as _copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ckkb.extract.aiter_derived import ARCH_FUNCTIONS, _assigned
 from ckkb.extract.aiter_pyeval import Unsupported, literal
 from ckkb.extract.aiter_pyexec import ClassInfo, Function, Instance, Interp, Native, poison
+from ckkb.extract.aiter_pymodels import MODELLED, copy_instance, factory_default
 from ckkb.extract.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -103,15 +103,8 @@ class _Module:
 class _CopyModule:
     def static_attr(self, name: str, node: Any) -> Any:
         if name in ("copy", "deepcopy"):
-            return Native(_copy_instance)
+            return Native(copy_instance)
         raise Unsupported(node, f"copy.{name} is not modelled")
-
-
-def _copy_instance(x: Any) -> Any:
-    """copy.copy / copy.deepcopy of a kernel instance (its field values copied)."""
-    if isinstance(x, Instance):
-        return Instance(x.cls, _copy.deepcopy(x.values), x.line, x.origin)
-    return _copy.deepcopy(x)
 
 
 Importer = Callable[[str, str], Any]  # (module as written, name) -> value, or raise Unsupported
@@ -230,8 +223,8 @@ def _import(s: Any, env: dict[str, Any], gfx: str, importer: Importer | None) ->
             env[bound] = _Torch()
         elif isinstance(s, cst.Import) and full == "copy":
             env[bound] = _CopyModule()
-        elif isinstance(s, cst.ImportFrom) and mod == "copy" and full in ("copy", "deepcopy"):
-            env[bound] = Native(_copy_instance)
+        elif isinstance(s, cst.ImportFrom) and (mod, full) in MODELLED:  # dataclasses.replace
+            env[bound] = Native(MODELLED[(mod, full)])
         elif importer is not None and isinstance(s, cst.ImportFrom):
             try:
                 env[bound] = importer(mod, full)
@@ -267,6 +260,10 @@ def _class(stmt: Any, env: dict[str, Any]) -> Any:
                 if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
                     fields.append(small.target.value)
                     if small.value is not None:
+                        made, v = factory_default(small.value)  # field(default_factory=...)
+                        if made:
+                            defaults[small.target.value] = v
+                            continue
                         try:
                             defaults[small.target.value] = literal(small.value)
                         except Unsupported:

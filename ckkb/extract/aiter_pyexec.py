@@ -433,6 +433,11 @@ class Interp(Evaluator):
             pass
         elif isinstance(small, (cst.Break, cst.Continue)):
             raise _Loop("break" if isinstance(small, cst.Break) else "continue")
+        elif isinstance(small, cst.ImportFrom):  # `from dataclasses import replace` in a def
+            from ckkb.extract.aiter_pymodels import import_from
+
+            for k, f in import_from(small).items():
+                self.env[k] = Native(f)
         else:
             raise Unsupported(small, f"unsupported statement {type(small).__name__}")
 
@@ -492,8 +497,11 @@ def call(fn: Any, args: list[Any], kwargs: dict[str, Any], node: Any, budget: li
             return fn(*args, **kwargs)
         except (TypeError, ValueError, StopIteration, KeyError) as e:
             raise Unsupported(node, f"call failed: {e!r}") from None
-    if isinstance(fn, Native) and not kwargs:
-        return fn.f(*args)
+    if isinstance(fn, Native):
+        try:
+            return fn.f(*args, **kwargs)
+        except TypeError as e:
+            raise Unsupported(node, f"call failed: {e!r}") from None
     raise Unsupported(node, "call of a value that is not a function known statically")
 
 
@@ -509,7 +517,7 @@ def construct(cls: ClassInfo, args: list[Any], kwargs: dict[str, Any], node: Any
         if f not in values:
             if f not in cls.defaults:
                 raise Unsupported(node, f"{cls.name}: field {f} has no value and no default")
-            values[f] = cls.defaults[f]
+            values[f] = _copy.copy(cls.defaults[f])  # a list default: each its own
     return Instance(cls, values, 0)
 
 

@@ -34,6 +34,7 @@ from ckkb.extract.aiter_tuner_facts import (
     TunerFile,
     TunerOption,
 )
+from ckkb.extract.aiter_tuner_try import try_imports
 from ckkb.extract.lazy import lazy_module
 from ckkb.extract.pyscan import (
     COMPOUND,
@@ -390,6 +391,10 @@ def _read_tuner_statements(rel: str, data: bytes) -> tuple[TunerFile, list[Diagn
             if "import" in scan.code(ll):
                 module, stmt, _pos = parse_lines(scan, header, stop)
                 _tuner_imports(module, stmt, tf)
+        elif ll.word == "try" and ll.indent == "":
+            if any("import" in scan.code(lls[j]) for j in range(header, stop)):
+                module, stmt, _pos = parse_lines(scan, first, stop)
+                try_imports(module, stmt, tf, _tuner_imports)
         elif ll.word == "class" and ll.indent == "":
             head = scan.code(ll)
             if not head.endswith(":") or stop == header + 1:
@@ -461,6 +466,7 @@ def read_tuner_module(rel: str, data: bytes) -> tuple[TunerFile, list[Diagnostic
     module, line = _pos(module, TUNER_MARKERS)
     for stmt in module.body:
         _tuner_imports(module, stmt, tf)
+        try_imports(module, stmt, tf, _tuner_imports)
         if isinstance(stmt, cst.ClassDef):
             cls = {"defaults": {}, "spread": False, "line": line(stmt)}
             for item in stmt.body.body:

@@ -70,7 +70,7 @@ def tuner_name(rel: str) -> str:
 class TunersStage:
     name = STAGE_NAME
     worker_group = "libcst"  # read in one worker: libcst is imported once per build
-    version = "6"
+    version = "7"
     tree = "aiter"
     reads = ()
     writes = ("aiter_runtime_configs", "aiter_tuner_options")

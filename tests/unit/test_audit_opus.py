@@ -1,0 +1,69 @@
+"""Every tuned row of an opus backend ends checked or unchecked with a named reason: the bf16
+GEMM tuner's opus list, imported inside a `try` (solidx rows), and the opus rows a blockscale
+tuner races from an imported list its getKernelName returns None for (kernelId rows).
+
+tests/fixtures/aiter_2026_opus (hand-written in the shape of aiter 2026-08's gemm_a16w16_tune.py
+and opus_gemm_common.py, over a copy of aiter_2026_pick). Worked out by hand from the files:
+kernels_list = a16w16 {4: 256x128x256, 5: 256x64x128}, their 4 GiB-safe copies at 5004, 5005
+(dataclasses.replace, name + `_4g_safe`), and gfx942_a8w8 {11000: 512x128x128}; output_dtypes
+defaults to ["fp32_t"] (field(default_factory=...)).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ckkb.audit.engine import audit
+from ckkb.extract.aiter_tuner_reader import read_tuner, read_tuner_module
+
+OPUS = Path(__file__).parent.parent / "fixtures" / "aiter_2026_opus"
+
+
+def _counts(r, name: str) -> tuple[int, int, int]:
+    st = next(x for x in r.files if x["file"].endswith(name))
+    return st["kernel_checked"], st["not_ck"], st["no_kernel_list"]
+
+
+def test_bf16_opus_rows_checked_against_the_list_imported_in_a_try():
+    r = audit(str(OPUS))
+    # rows 1, 2 (5004: a replace()d copy), 3 and 6 are opus names: checked; the asm (_Z) and
+    # triton (`auto`) rows are other backends', counted not_ck with their libtype
+    assert _counts(r, "bf16_tuned_gemm.csv") == (4, 2, 0)
+    got = {(f.rule, f.line) for f in r.findings if f.file.endswith("bf16_tuned_gemm.csv")}
+    # row 3 (line 4): solidx 5 is opus_gemm_256x64x128_fp32_t; row 6 (line 7): no id 99
+    assert got == {("kernel-name-stale", 4), ("kernel-id-unknown", 7)}
+    stale = next(f for f in r.findings if f.rule == "kernel-name-stale" and f.line == 4)
+    assert stale.evidence["list_name"] == "opus_gemm_256x64x128_fp32_t"
+
+
+def test_opus_rows_a_blockscale_tuner_races_are_checked_not_other_backends():
+    r = audit(str(OPUS))
+    # line 5: libtype opus, kernelId 11000 in gfx942_a8w8_kernels_list (the tuner imports it;
+    # getKernelName returns None for opus): checked. Line 6 names no kernel that list gives
+    # 11000: not checked, with that reason
+    assert _counts(r, "pick_bpreshuffle_tuned_gemm.csv") == (4, 1, 0)
+    assert not any(f.rule == "kernel-list-unresolved" for f in r.findings)
+
+
+def test_both_tuner_readers_read_imports_inside_a_try():
+    rel = "csrc/gemm_a16w16/gemm_a16w16_tune.py"
+    data = (OPUS / rel).read_bytes()
+    fast, _ = read_tuner(rel, data)
+    whole, _ = read_tuner_module(rel, data)
+    for tf in (fast, whole):
+        assert tf.kernel_imports == [("opus_gemm_common", "kernels_list")]
+        assert tf.sys_paths == ["csrc/opus_gemm"]  # os.path.join(dirname(__file__), "..")
+
+
+def test_an_op_with_no_tuner_is_an_error_naming_it_not_a_silent_skip(tmp_path):
+    import shutil
+
+    tree = tmp_path / "t"
+    shutil.copytree(OPUS, tree)
+    (tree / "csrc/gemm_a16w16/gemm_a16w16_tune.py").unlink()
+    r = audit(str(tree))
+    f = next(f for f in r.findings if f.rule == "kernel-list-unresolved")
+    assert f.op == "gemm_bf16" and f.severity == "error"
+    assert "no tuner in this tree imports AITER_CONFIG_GEMM_BF16" in f.message
+    # the 4 opus and the triton row cannot be checked; the asm row is an assembly kernel
+    assert _counts(r, "bf16_tuned_gemm.csv") == (0, 1, 5)
