@@ -207,8 +207,6 @@ def op_lists(ctx: Any, rc: Any) -> list[tuple[int, str, dict[str, Any]]]:
     """(list id, how, when) of every list rc's rows may index: each value (per arch) of the
     op's one list, of each getKernelName case's list (the cases `lists_by_row` keeps for this
     op's config), or of each list its tuner imports."""
-    from ckkb.audit.summary import lists_by_row
-
     wanted: list[tuple[str, str, str, dict[str, Any]]] = []
     if getattr(rc, "kernel_list_choice", None):
         wanted = [
@@ -230,4 +228,38 @@ def op_lists(ctx: Any, rc: Any) -> list[tuple[int, str, dict[str, Any]]]:
             if kl.file == f and kl.name == n and kl.id not in seen:
                 seen.add(kl.id)
                 out.append((kl.id, how, when))
+    return out
+
+
+def lists_by_row(ctx: Any, rc: Any) -> list[dict[str, Any]]:
+    """The tuner's getKernelName cases (aiter 2026: libtype, preshuffleB): the file and list each
+    one indexes, with the entries of each arch's value of that list."""
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    choice = getattr(rc, "kernel_list_choice", None) or {}
+    # a bool the tuner sets by the config it writes (preshuffleB) is fixed for this op
+    fixed = {
+        p["name"]: rc.env_var in p["true_for_env"]
+        for p in choice.get("params", [])
+        if isinstance(p.get("default"), bool) and p.get("true_for_env")
+    }
+    for c in choice.get("cases", []):
+        if any(c["when"].get(k) != v for k, v in fixed.items()):
+            continue
+        item: dict[str, Any] = {"when": c["when"]}
+        if "file" in c:
+            variants = [kl for kl in ctx.lists if kl.file == c["file"] and kl.name == c["list"]]
+            item.update(
+                file=c["file"],
+                list=c["list"],
+                arch_when=[kl.arch_when for kl in variants],
+                ids=[kl.entries for kl in variants],
+                first=(c["file"], c["list"]) not in seen,
+            )
+            seen.add((c["file"], c["list"]))
+        elif c.get("none"):
+            item["none"] = True
+        else:
+            item["error"] = c.get("error")
+        out.append(item)
     return out

@@ -6,40 +6,8 @@ from collections import defaultdict
 from typing import Any
 
 from ckkb.audit.context import AuditContext
-
-
-def lists_by_row(ctx: AuditContext, rc: Any) -> list[dict[str, Any]]:
-    """The tuner's getKernelName cases (aiter 2026: libtype, preshuffleB): the file and list each
-    one indexes, with the entries of each arch's value of that list."""
-    out: list[dict[str, Any]] = []
-    seen: set[tuple[str, str]] = set()
-    choice = getattr(rc, "kernel_list_choice", None) or {}
-    # a bool the tuner sets by the config it writes (preshuffleB) is fixed for this op
-    fixed = {
-        p["name"]: rc.env_var in p["true_for_env"]
-        for p in choice.get("params", [])
-        if isinstance(p.get("default"), bool) and p.get("true_for_env")
-    }
-    for c in choice.get("cases", []):
-        if any(c["when"].get(k) != v for k, v in fixed.items()):
-            continue
-        item: dict[str, Any] = {"when": c["when"]}
-        if "file" in c:
-            variants = [kl for kl in ctx.lists if kl.file == c["file"] and kl.name == c["list"]]
-            item.update(
-                file=c["file"],
-                list=c["list"],
-                arch_when=[kl.arch_when for kl in variants],
-                ids=[kl.entries for kl in variants],
-                first=(c["file"], c["list"]) not in seen,
-            )
-            seen.add((c["file"], c["list"]))
-        elif c.get("none"):
-            item["none"] = True
-        else:
-            item["error"] = c.get("error")
-        out.append(item)
-    return out
+from ckkb.audit.kernel_choice import lists_by_row
+from ckkb.audit.resolution import note, resolution
 
 
 def summary(ctx: AuditContext) -> dict[str, Any]:
@@ -51,7 +19,9 @@ def summary(ctx: AuditContext) -> dict[str, Any]:
         if t.kind == "tuned":
             tuned[ctx.ops.get(t.rel)].append(t)
     ops = []
+    resolved = resolution(ctx)
     for rc in ctx.runtime:
+        res = resolved.get(rc.op)
         klist = ctx.kernel_list(rc.op)
         by_row = lists_by_row(ctx, rc)
         ids = len(klist) if klist else 0
@@ -62,7 +32,10 @@ def summary(ctx: AuditContext) -> dict[str, Any]:
                 "env_var": rc.env_var,
                 "kernel_list_file": rc.kernel_list_file,
                 "kernel_list": rc.kernel_list,
-                "kernel_list_note": getattr(rc, "kernel_list_note", None),
+                "kernel_list_note": note(rc, res),
+                "kernel_rows": {
+                    k: res[k] if res else 0 for k in ("checked", "not_ck", "no_kernel_list")
+                },
                 "kernel_list_candidates": getattr(rc, "kernel_list_candidates", None) or [],
                 "kernel_lists_by_row": by_row,
                 "kernel_ids": ids,

@@ -177,10 +177,16 @@ def summary_cmd(aiter_path: str | None, as_json: bool) -> None:
             **o,
             "kernel_list_file": o["kernel_list_file"]
             or ", ".join(sorted({b["file"] for b in o["kernel_lists_by_row"] if "file" in b})),
+            **{f"rows_{k}": v for k, v in o["kernel_rows"].items()},
         }
         for o in s["ops"]
     ]
-    print_table(ops, ["op", "kernel_list_file", "kernel_ids", "tuned_rows"], title="ops")
+    cols = ["op", "kernel_list_file", "kernel_ids", "tuned_rows"]
+    cols += ["rows_checked", "rows_not_ck", "rows_no_kernel_list"]
+    print_table(ops, cols, title="ops")
+    for o in s["ops"]:
+        if o["kernel_list_note"]:
+            click.echo(f"{o['op']}: {o['kernel_list_note']}")
     print_table(s["kernel_files"], ["file", "lists", "ids"], title="kernel-list files")
     t = s["totals"]
     click.echo(

@@ -317,7 +317,7 @@ def kernel_list_of(
             None,
             (
                 f"{tuner.rel} imports {len(found)} kernel lists ({names}) and picks one per row at "
-                "run time; which one a kernelId indexes is not read statically"
+                "run time (each row's: aiter_row_kernels)"
             ),
         )
     return found[0][0], found[0][2], None

@@ -67,3 +67,34 @@ def test_an_op_with_no_tuner_is_an_error_naming_it_not_a_silent_skip(tmp_path):
     assert "no tuner in this tree imports AITER_CONFIG_GEMM_BF16" in f.message
     # the 4 opus and the triton row cannot be checked; the asm row is an assembly kernel
     assert _counts(r, "bf16_tuned_gemm.csv") == (0, 1, 5)
+
+
+MOE = OPUS.parent / "aiter_2026_moe"
+
+
+def _summary_ops(root: Path) -> dict:
+    import json
+
+    from click.testing import CliRunner
+
+    from ckkb.cli import main
+
+    out = CliRunner().invoke(main, ["aiter", "summary", "--aiter", str(root), "--json"])
+    assert out.exit_code == 0, out.output
+    return {o["op"]: o for o in json.loads(out.output)["ops"]}
+
+
+def test_summary_note_says_what_each_op_resolved(tmp_path, monkeypatch):
+    monkeypatch.setenv("CKKB_DB", str(tmp_path / "none.db"))  # the tree itself, not a KB
+    fmoe = _summary_ops(MOE)["fmoe"]
+    # the MoE names are checked per row against what the getters build (the figures of
+    # test_moe_rows_checked_against_what_the_getters_build_for_them): never "not read"
+    assert fmoe["kernel_rows"] == {"checked": 6, "not_ck": 2, "no_kernel_list": 2}
+    assert "not read statically" not in fmoe["kernel_list_note"]
+    assert fmoe["kernel_list_note"].startswith(
+        "6 checked (6 by what the list getters the tuner calls build for the row); "
+        "2 NOT checked: "
+    )
+    bf16 = _summary_ops(OPUS)["gemm_bf16"]
+    assert bf16["kernel_rows"] == {"checked": 4, "not_ck": 2, "no_kernel_list": 0}
+    assert bf16["kernel_list_note"].startswith("4 checked (4 by the op's kernel list); 2 not CK")
