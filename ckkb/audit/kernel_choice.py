@@ -178,8 +178,9 @@ def _other_backend(ctx: Any, t: ConfigTable, rc: Any, v: dict[str, Any], why: st
     with the reason."""
     kid, name = v.get("kernelId"), v.get("kernelName")
     lt = v.get("libtype") if "libtype" in t.columns else None
+    lib = f"libtype {lt!r}: " if lt is not None else ""
     if isinstance(name, str) and name.startswith("_Z"):
-        return RowKernel("not_ck", where=why or f"libtype {lt!r}: an assembly kernel (_Z name)")
+        return RowKernel("not_ck", where=why or f"{lib}an assembly kernel (_Z name)")
     if rc is None or not rc.tuner_file:
         return RowKernel(
             "no_kernel_list", where=getattr(rc, "kernel_list_note", None) or "no tuner"
@@ -192,6 +193,7 @@ def _other_backend(ctx: Any, t: ConfigTable, rc: Any, v: dict[str, Any], why: st
         ev = evaluated(ctx)
         gfx = str(v.get("gfx") or "")
         built = {(k.file, k.list_name) for d in candidates(ctx, rc) for k in d.values()}
+        unread = []
         for f, n in getattr(rc, "kernel_list_candidates", None) or []:
             if ev is None or not gfx or (f, n) in built:
                 continue
@@ -199,6 +201,10 @@ def _other_backend(ctx: Any, t: ConfigTable, rc: Any, v: dict[str, Any], why: st
             if isinstance(got, dict) and got.get(kid) == name:
                 lid = next((kl.id for kl in ctx.lists if kl.file == f and kl.name == n), None)
                 return RowKernel("checked", {}, f"{f}:{n}", lid, "candidates")
+            if isinstance(got, str):
+                unread.append(got)
+        if unread:  # the row's list may be one ckkb cannot build: not checked, and why
+            return RowKernel("no_kernel_list", where=f"{lib}{why + '; ' if why else ''}{unread[0]}")
     base = why or f"libtype {lt!r}"
     return RowKernel("not_ck", where=f"{base}; no list the tuner imports gives kernelId its name")
 

@@ -92,8 +92,7 @@ def test_summary_note_says_what_each_op_resolved(tmp_path, monkeypatch):
     assert fmoe["kernel_rows"] == {"checked": 6, "not_ck": 2, "no_kernel_list": 2}
     assert "not read statically" not in fmoe["kernel_list_note"]
     assert fmoe["kernel_list_note"].startswith(
-        "6 checked (6 by what the list getters the tuner calls build for the row); "
-        "2 NOT checked: "
+        "6 checked (6 by what the list getters the tuner calls build for the row); 2 NOT checked: "
     )
     bf16 = _summary_ops(OPUS)["gemm_bf16"]
     assert bf16["kernel_rows"] == {"checked": 4, "not_ck": 2, "no_kernel_list": 0}
