@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from ckkb.extract.aiter_tuners import TUNER_DIRS, package_dir, stage_paths
 from ckkb.extract.files import list_files
@@ -49,3 +50,11 @@ class Readable:
 
     def __call__(self, path: Path) -> bool:
         return os.path.realpath(path) in self.paths
+
+
+def readable_for(ctx: Any) -> Readable:
+    """The audit's one Readable for its tree (the inputs listed once per audit)."""
+    if "_readable" not in ctx.__dict__:
+        ctx.__dict__["_readable"] = Readable(Path(ctx.root))
+    r: Readable = ctx.__dict__["_readable"]
+    return r

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ckkb.audit.inputs import Readable
+from ckkb.audit.inputs import Readable, readable_for
 from ckkb.extract.aiter_modrun import Modules
 from ckkb.extract.aiter_pyeval import Unsupported
 from ckkb.extract.aiter_pyexec import Instance, is_known
@@ -25,10 +25,10 @@ class EvaluatedLists:
     """`names(file, list, gfx)`: {id: kernel name} of a module-level dict of kernel instances
     as the module builds it on gfx, or why it cannot be read statically (a string)."""
 
-    def __init__(self, root: Path, pkg: Path | None) -> None:
+    def __init__(self, root: Path, pkg: Path | None, readable: Readable | None = None) -> None:
         self.root = root
         self.roots = [root] + ([pkg.parent] if pkg is not None and pkg.parent != root else [])
-        self.readable = Readable(root)
+        self.readable = readable if readable is not None else Readable(root)
         self.modules: dict[str, Modules] = {}
         self.cache: dict[tuple[str, str, str], dict[Any, str] | str] = {}
 
@@ -66,6 +66,6 @@ def evaluated(ctx: Any) -> EvaluatedLists | None:
         return None
     if "_evaluated_lists" not in ctx.__dict__:
         pkg = Path(ctx.pkg) if ctx.pkg is not None else None
-        ctx.__dict__["_evaluated_lists"] = EvaluatedLists(Path(ctx.root), pkg)
+        ctx.__dict__["_evaluated_lists"] = EvaluatedLists(Path(ctx.root), pkg, readable_for(ctx))
     ev: EvaluatedLists = ctx.__dict__["_evaluated_lists"]
     return ev

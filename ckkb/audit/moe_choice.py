@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ckkb.audit.inputs import Readable
+from ckkb.audit.inputs import Readable, readable_for
 from ckkb.extract.aiter_configs import arch_of
 from ckkb.extract.aiter_modrun import Dtype, EnumValue, Modules, cpp_enum
 from ckkb.extract.aiter_pyeval import Unsupported
@@ -60,13 +60,19 @@ class MoeChoice:
     """The getters one MoE op's tuner imports and calls, evaluated per row (cached per args)."""
 
     def __init__(
-        self, root: Path, tuner_rel: str, getters: list[tuple[str, str]], pkg: Path | None = None
+        self,
+        root: Path,
+        tuner_rel: str,
+        getters: list[tuple[str, str]],
+        pkg: Path | None = None,
+        readable: Readable | None = None,
     ) -> None:
         self.root = root
         # absolute imports resolve from the tree root and from the aiter package's parent
         self.roots = [root] + ([pkg.parent] if pkg is not None and pkg.parent != root else [])
         self.tuner = Path(tuner_rel)
-        self.readable = Readable(root)  # the audit stage's inputs: the only files read
+        # the audit stage's inputs: the only files read
+        self.readable = readable if readable is not None else Readable(root)
         self.getters = [Getter(f, n) for f, n in getters]
         self.modules: dict[str, Modules] = {}
         self.cache: dict[tuple[Any, ...], Any] = {}  # per row's call arguments
@@ -253,7 +259,7 @@ def moe_choice_for(ctx: Any, rc: Any, getters: list[tuple[str, str]]) -> MoeChoi
     cache = ctx.__dict__.setdefault("_moe_choice", {})
     if rc.op not in cache:
         pkg = Path(ctx.pkg) if ctx.pkg is not None else None
-        cache[rc.op] = MoeChoice(Path(ctx.root), rc.tuner_file, getters, pkg)
+        cache[rc.op] = MoeChoice(Path(ctx.root), rc.tuner_file, getters, pkg, readable_for(ctx))
     mc: MoeChoice = cache[rc.op]
     return mc
 

@@ -100,3 +100,36 @@ def test_a_tree_differing_only_in_such_a_file_is_not_a_reused_copy(tmp_path):
     finally:
         fps.close()
     assert len(set(got)) == 2
+
+
+def test_the_check_reads_no_file_outside_the_inputs():
+    """A module the stage does not declare is never read: rows that need it are not checked,
+    with the reason (never an answer from a file the build did not hash)."""
+    from ckkb.audit.inputs import Readable, audit_inputs
+    from ckkb.audit.moe_choice import MoeChoice
+
+    rels = {p.as_posix() for p in audit_inputs(MOE)}
+    assert {"aiter/utility/dtypes.py", "aiter/ops/moe_op.py", "aiter/__init__.py"} <= rels
+    assert "csrc/include/aiter_enum.h" in rels
+    getters = [
+        ("csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.py", n)
+        for n in ("get_gemm1_kernels_list", "get_gemm2_kernels_list")
+    ]
+    tuner = "csrc/ck_gemm_moe_2stages_codegen/gemm_moe_tune.py"
+    row = {
+        "cu_num": 304,
+        "token": 16,
+        "q_dtype_a": "torch.float8_e4m3fnuz",
+        "q_type": "QuantType.per_Token",
+        "act_type": "ActivationType.Gelu",
+        "doweight_stage1": 0,
+    }
+    full = Readable(MOE)
+    ok = MoeChoice(MOE, tuner, getters, MOE / "aiter", full).row_names(list(row), row)
+    assert ok.reason is None and ok.names
+
+    def no_dtypes(p: Path) -> bool:
+        return full(p) and p.name != "dtypes.py"
+
+    got = MoeChoice(MOE, tuner, getters, MOE / "aiter", no_dtypes).row_names(list(row), row)
+    assert got.reason is not None and not got.names
