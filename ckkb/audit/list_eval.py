@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckkb.audit.inputs import Readable, readable_for
+from ckkb.extract.aiter_derived import ARCH_FUNCTIONS
 from ckkb.extract.aiter_modrun import Modules
 from ckkb.extract.aiter_pyeval import Unsupported
 from ckkb.extract.aiter_pyexec import Instance, is_known
@@ -19,6 +20,13 @@ if TYPE_CHECKING:
     import libcst as cst
 else:
     cst = lazy_module("libcst")
+
+
+# imports a module may make and still build the same lists on every arch
+STDLIB = frozenset(
+    ("os", "sys", "math", "re", "dataclasses", "typing", "functools", "collections", "copy")
+    + ("itertools", "enum", "__future__")
+)
 
 
 class EvaluatedLists:
@@ -42,6 +50,41 @@ class EvaluatedLists:
         return self.cache[key]
 
     def _names(self, file: str, name: str, gfx: str) -> dict[Any, str]:
+        if self._arch_free(file):  # the same dict on every arch: built once
+            key = (file, name, "*")
+            if key not in self.cache:
+                self.cache[key] = self._built(file, name, gfx)
+            got = self.cache[key]
+            if isinstance(got, str):
+                raise Unsupported(cst.Name(name), got.split(": ", 1)[-1])
+            return got
+        return self._built(file, name, gfx)
+
+    def _arch_free(self, file: str) -> bool:
+        """The module names no arch function and imports (at module level: a function's import
+        runs statically only for the modelled `dataclasses.replace`/`copy`) only standard
+        library modules: what it builds cannot depend on the arch."""
+        import ast
+
+        path = self.root / file
+        if not self.readable(path):
+            return False
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if any(f in text for f in ARCH_FUNCTIONS):
+            return False
+        for node in _module_level(ast.parse(text)):
+            mods = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [("." * node.level) + (node.module or "")]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(m.split(".")[0] not in STDLIB for m in mods):
+                return False
+        return True
+
+    def _built(self, file: str, name: str, gfx: str) -> dict[Any, str]:
         if gfx not in self.modules:
             self.modules[gfx] = Modules(self.roots, gfx, self.readable)
         env = self.modules[gfx].env(self.root / file)
@@ -58,6 +101,20 @@ class EvaluatedLists:
                 raise Unsupported(cst.Name(name), f"entry {k!r} has no name statically")
             out[k] = got
         return out
+
+
+def _module_level(tree: Any) -> list[Any]:
+    """Every node outside function bodies."""
+    import ast
+
+    out: list[Any] = []
+    todo = list(ast.iter_child_nodes(tree))
+    while todo:
+        n = todo.pop()
+        out.append(n)
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(n))
+    return out
 
 
 def evaluated(ctx: Any) -> EvaluatedLists | None:

@@ -97,3 +97,16 @@ def test_summary_note_says_what_each_op_resolved(tmp_path, monkeypatch):
     bf16 = _summary_ops(OPUS)["gemm_bf16"]
     assert bf16["kernel_rows"] == {"checked": 4, "not_ck": 2, "no_kernel_list": 0}
     assert bf16["kernel_list_note"].startswith("4 checked (4 by the op's kernel list); 2 not CK")
+
+
+def test_an_arch_free_list_module_is_built_once_with_the_same_names():
+    """opus_gemm_common.py names no arch function and imports only os and dataclasses: its
+    lists are built once for every arch, the same as built for each arch."""
+    from ckkb.audit.list_eval import EvaluatedLists
+
+    f = "csrc/opus_gemm/opus_gemm_common.py"
+    ev = EvaluatedLists(OPUS, OPUS / "aiter")
+    assert ev._arch_free(f)
+    once = ev.names(f, "kernels_list", "gfx942")
+    assert once == ev.names(f, "kernels_list", "gfx950") == ev._built(f, "kernels_list", "gfx950")
+    assert isinstance(once, dict) and once[5004] == "opus_gemm_256x128x256_fp32_t_4g_safe"
