@@ -171,6 +171,15 @@ def resolve(ctx: Any, t: ConfigTable, op: str | None, v: dict[str, Any]) -> RowK
     return RowKernel("no_kernel_list")
 
 
+def _built_lists(ctx: Any, rc: Any) -> set[tuple[str, str]]:
+    """(file, list) of the candidate lists the kernels stage built (cached per op on ctx)."""
+    cache = ctx.__dict__.setdefault("_built_lists", {})
+    if rc.op not in cache:
+        cache[rc.op] = {(k.file, k.list_name) for d in candidates(ctx, rc) for k in d.values()}
+    got: set[tuple[str, str]] = cache[rc.op]
+    return got
+
+
 def _other_backend(ctx: Any, t: ConfigTable, rc: Any, v: dict[str, Any], why: str) -> RowKernel:
     """A row no CK list is chosen for (libtype opus, asm, flydsl, ...): checked when a list the
     tuner imports gives its kernelId its kernelName (aiter 2026's blockscale tuner races
@@ -192,7 +201,7 @@ def _other_backend(ctx: Any, t: ConfigTable, rc: Any, v: dict[str, Any], why: st
                 return RowKernel("checked", d, f"{k.file}:{k.list_name}", k.list_id, "candidates")
         ev = evaluated(ctx)
         gfx = str(v.get("gfx") or "")
-        built = {(k.file, k.list_name) for d in candidates(ctx, rc) for k in d.values()}
+        built = _built_lists(ctx, rc)
         unread = []
         for f, n in getattr(rc, "kernel_list_candidates", None) or []:
             if ev is None or not gfx or (f, n) in built:

@@ -385,15 +385,21 @@ def _read_tuner_statements(rel: str, data: bytes) -> tuple[TunerFile, list[Diagn
     diags: list[Diagnostic] = []
     tf = TunerFile(rel, {}, [], [], None)
     lls = scan.logical
-    for first, header, stop in scan.compounds():
+    compounds = scan.compounds()
+    for k, (first, header, stop) in enumerate(compounds):
         ll = lls[header]
         if first == header and stop == header + 1 and ll.word not in COMPOUND:
             if "import" in scan.code(ll):
                 module, stmt, _pos = parse_lines(scan, header, stop)
                 _tuner_imports(module, stmt, tf)
         elif ll.word == "try" and ll.indent == "":
+            end = stop  # the try's except/else/finally clauses are top-level lines too
+            for _f, h, st in compounds[k + 1 :]:
+                if lls[h].word not in ("except", "else", "finally"):
+                    break
+                end = st
             if any("import" in scan.code(lls[j]) for j in range(header, stop)):
-                module, stmt, _pos = parse_lines(scan, first, stop)
+                module, stmt, _pos = parse_lines(scan, first, end)
                 try_imports(module, stmt, tf, _tuner_imports)
         elif ll.word == "class" and ll.indent == "":
             head = scan.code(ll)
