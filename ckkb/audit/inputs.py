@@ -13,6 +13,7 @@ stale answer.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,10 @@ def audit_inputs(root: Path) -> list[Path]:
 class Readable:
     """Whether the audit may read a file: it is one of the tree's `audit_inputs`."""
 
-    def __init__(self, root: Path) -> None:
-        self.paths = {os.path.realpath(Path(root) / p) for p in audit_inputs(root)}
+    def __init__(self, root: Path, rels: Iterable[str] | None = None) -> None:
+        """rels: the stage's files as the build listed them (else listed here)."""
+        listed = audit_inputs(root) if rels is None else rels
+        self.paths = {os.path.realpath(Path(root) / p) for p in listed}
 
     def __call__(self, path: Path) -> bool:
         return os.path.realpath(path) in self.paths

@@ -15,7 +15,7 @@ from typing import Any
 from ckkb.audit import rules_kb
 from ckkb.audit.context import AuditContext
 from ckkb.audit.engine import run_rules
-from ckkb.audit.inputs import audit_inputs
+from ckkb.audit.inputs import Readable, audit_inputs
 from ckkb.audit.kernel_choice import op_lists
 from ckkb.extract.aiter_configs import STAGE_NAME as CONFIGS_STAGE
 from ckkb.extract.aiter_tuners import package_dir
@@ -55,6 +55,7 @@ class AuditStage:
             runtime=list(ctx.table_rows("aiter_runtime_configs")),
             options=list(ctx.table_rows("aiter_tuner_options")),
         )
+        actx.__dict__["_readable"] = Readable(root, results)  # this stage's files, as listed
         facts = ctx.file_facts(CONFIGS_STAGE)
         for rel in sorted(facts):
             if "table" in facts[rel]:
