@@ -11,7 +11,7 @@ from ckkb.diagnostics import Diagnostic
 from ckkb.kb.build.cache import Cache
 from ckkb.kb.build.workers import Miss
 from ckkb.kb.build.writer import FingerprintPart
-from ckkb.kb.stages import Stage
+from ckkb.kb.stages import Stage, per_build
 
 
 @dataclass
@@ -80,13 +80,19 @@ def same_bytes(first_root: str, root: str, rel: str) -> tuple[int, int, str] | N
         st = os.stat(b)
         if os.stat(a).st_size != st.st_size:
             return None
-        with open(a, "rb") as fa, open(b, "rb") as fb:
-            data = fb.read()
-            if fa.read() != data:
-                return None
+        sha = file_sha(b)
+        if file_sha(a) != sha:
+            return None
     except OSError:
         return None
-    return st.st_size, st.st_mtime_ns, hashlib.sha256(data).hexdigest()
+    return st.st_size, st.st_mtime_ns, sha
+
+
+@per_build  # a header several stages list (instances, typestrings, ...) is read and hashed once
+def file_sha(path: str) -> str:
+    """sha256 of the file's bytes."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def _borrow(plan: StagePlan, stage: Stage, rel: str, others: dict[tuple[int, str], str]) -> bool:
@@ -96,8 +102,7 @@ def _borrow(plan: StagePlan, stage: Stage, rel: str, others: dict[tuple[int, str
         st = os.stat(path)
         if not any(size == st.st_size for size, _ in others):
             return False
-        with open(path, "rb") as f:
-            sha = hashlib.sha256(f.read()).hexdigest()
+        sha = file_sha(path)
     except OSError:
         return False
     other_root = others.get((st.st_size, sha))
