@@ -163,22 +163,27 @@ def _list_findings(
         ]
     name = v.get("kernelName")
     if "kernelName" in t.columns and k.name is not None and name != k.name:
-        return [
-            finding(
-                "kernel-name-stale",
-                t.rel,
-                ln,
-                f"kernelName {name} is not what kernelId {kid} "
-                f"builds now: {k.name} ({k.file}:{k.line})",
-                op=op,
-                kernelId=kid,
-                row_name=name,
-                list_name=k.name,
-                kernel_file=k.file,
-                kernel_line=k.line,
-            )
-        ]
+        return [_name_stale(t, ln, op, kid, name, k)]
     return []
+
+
+def _name_stale(
+    t: ConfigTable, ln: int, op: str | None, kid: Any, name: Any, k: Any, where: str = ""
+) -> Finding:
+    """kernelName is not the name kernelId's entry builds now (in list `where`, when named)."""
+    at = f"{k.file}:{k.line}, {where}" if where else f"{k.file}:{k.line}"
+    return finding(
+        "kernel-name-stale",
+        t.rel,
+        ln,
+        f"kernelName {name} is not what kernelId {kid} builds now: {k.name} ({at})",
+        op=op,
+        kernelId=kid,
+        row_name=name,
+        list_name=k.name,
+        kernel_file=k.file,
+        kernel_line=k.line,
+    )
 
 
 def _chosen_findings(
@@ -222,21 +227,7 @@ def _chosen_findings(
                 kernel_line=x.line,
             )
         ]
-    return [
-        finding(
-            "kernel-name-stale",
-            t.rel,
-            ln,
-            f"kernelName {name} is not what kernelId {kid} builds now: {k.name} "
-            f"({k.file}:{k.line}, {where})",
-            op=op,
-            kernelId=kid,
-            row_name=name,
-            list_name=k.name,
-            kernel_file=k.file,
-            kernel_line=k.line,
-        )
-    ]
+    return [_name_stale(t, ln, op, kid, name, k, where)]
 
 
 def kernel_list_findings(ctx: AuditContext) -> list[Finding]:
