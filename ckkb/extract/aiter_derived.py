@@ -90,8 +90,9 @@ def may_derive(text: str, names: set[str]) -> bool:
     return False
 
 
-def _assigned(node: Any) -> set[str]:
-    """Names a statement binds (assignment targets at any depth, for targets, defs, imports)."""
+def _assigned(node: Any, imports: bool = True) -> set[str]:
+    """Names a statement binds (assignment targets at any depth, for targets, defs, and imports
+    unless `imports` is False)."""
     out: set[str] = set()
 
     class V(cst.CSTVisitor):
@@ -109,7 +110,7 @@ def _assigned(node: Any) -> set[str]:
 
         def visit_ImportAlias(self, n: cst.ImportAlias) -> None:
             a = n.asname.name if n.asname is not None else n.name
-            if isinstance(a, cst.Name):
+            if imports and isinstance(a, cst.Name):
                 out.add(a.value)
 
         def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:

@@ -142,7 +142,8 @@ def run_module(
             Interp(env, budget).exec_stmt(stmt)
         except (Unsupported, RecursionError):
             # a failed `try: import x` keeps the x already imported
-            poison(env, {n for n in _assigned(stmt) if n not in env or n in _rebound(stmt)})
+            rebound = _assigned(stmt, imports=False)
+            poison(env, {n for n in _assigned(stmt) if n not in env or n in rebound})
             continue
         _tag_literal(stmt, env)
     return env
@@ -181,27 +182,6 @@ def _sets_torch_attr(stmt: Any, env: dict[str, Any]) -> bool:
         and isinstance(dict.get(env, t.value.value), _Torch)
         for t in targets
     )
-
-
-def _rebound(stmt: Any) -> set[str]:
-    """Names a compound statement binds other than by importing them."""
-    from ckkb.extract.aiter_derived import _names
-
-    out: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
-            _names(n.target, out)
-
-        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
-            _names(n.target, out)
-
-        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
-            out.add(n.name.value)
-            return False
-
-    stmt.visit(V())
-    return out
 
 
 def _import(s: Any, env: dict[str, Any], gfx: str, importer: Importer | None) -> None:
