@@ -9,6 +9,8 @@ old table's row, that says it in the new shape:
   joined. It becomes the name's chosen reading (chosen = 1; races carried from 4 have no
   name_tree, so they join it, as before), and a reading made with no CK tree (tree NULL) is
   stored under tree '' (tree is part of the key).
+- schema 5 -> 6: sources gains rows_of (a built table, written again by the build: nothing to
+  carry).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ class TreeInfo:
     commit: str | None
     files: int | None
     built: str | None
+    rows: int  # the source id of the rows it reads: its own, or an identical earlier tree's
 
 
 class UnknownTree(CkkbError):
@@ -50,7 +51,7 @@ def list_trees(conn: sqlite3.Connection) -> list[TreeInfo]:
     for r in conn.execute(_lookup("trees")):
         name = r[1] or (r[4] or r[3].rstrip("/").rsplit("/", 1)[-1])  # a file from before names
         version = r[4] or r[5]  # an aiter tree's version is its wheel's
-        out.append(TreeInfo(r[0], name, r[2], r[3], version, r[5], r[6], r[7], r[8]))
+        out.append(TreeInfo(r[0], name, r[2], r[3], version, r[5], r[6], r[7], r[8], r[9]))
     return out
 
 
@@ -85,10 +86,11 @@ def scope(conn: sqlite3.Connection, name: str | None = None) -> dict[str, TreeIn
     if not several:
         return chosen  # one tree per kind: every row is the chosen tree's already
     ids = ", ".join(str(t.id) for t in chosen.values())
+    rows = ", ".join(str(t.rows) for t in chosen.values())
     script = [f"drop view if exists temp.[{name}]" for name in [*scoped_tables(), "sources"]]
     script += [f"drop view if exists temp.[{view}]" for view, _ in _views()]
     script += [
-        f"create temp view [{table}] as select * from main.[{table}] where source_id in ({ids})"
+        f"create temp view [{table}] as select * from main.[{table}] where source_id in ({rows})"
         for table in scoped_tables()
     ]
     script.append(f"create temp view sources as select * from main.sources where id in ({ids})")
@@ -150,12 +152,14 @@ def scoped_sql(sql: str, param: str = "tree") -> str:
         f"(SELECT min(id) FROM main.sources WHERE kind = '{k}'))"
         for k in KINDS
     )
-    ctes = [f"ckkb_scope(id) AS ({ids})"]
+    # a tree's own id picks its sources row; its rows id (`rows_of`) picks its rows
+    rows = "SELECT coalesce(rows_of, id) FROM main.sources WHERE id IN (SELECT id FROM ckkb_scope)"
+    ctes = [f"ckkb_scope(id) AS ({ids})", f"ckkb_rows(id) AS ({rows})"]
     for t in sorted(needed_tables):
-        key = "id" if t == "sources" else "source_id"
+        key, scope_of = ("id", "ckkb_scope") if t == "sources" else ("source_id", "ckkb_rows")
         ctes.append(
             f"[{t}] AS NOT MATERIALIZED (SELECT * FROM main.[{t}] "
-            f"WHERE {key} IN (SELECT id FROM ckkb_scope))"
+            f"WHERE {key} IN (SELECT id FROM {scope_of}))"
         )
     # NOT MATERIALIZED: inlined like the view it stands for; a view read twice (arch_diff's
     # correlated subquery) would otherwise be computed whole and scanned per row (40x slower)

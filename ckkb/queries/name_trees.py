@@ -33,7 +33,7 @@ def schema_trees(db: Any, tree: str | None = None) -> list[SchemaTree]:
         ck = trees.choose(held, tree).get("ck")
         if ck is not None and ck.name == tree:
             held = [ck]
-    return [SchemaTree(t.name, t.id, load_schemas(db, t.id)) for t in held if t.kind == "ck"]
+    return [SchemaTree(t.name, t.rows, load_schemas(db, t.rows)) for t in held if t.kind == "ck"]
 
 
 class NameReader:

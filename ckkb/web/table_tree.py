@@ -47,6 +47,6 @@ def scoped(scope: dict[str, Any], table: str, known: Trees, tree: str) -> dict[s
         return scope
     rest = [(k, v) for k, v in args if k != "tree"]
     if tree and "source_id" in TABLES[table].column_names():
-        ids = sorted(t.id for t in known.chosen(tree).values())
+        ids = sorted(t.rows for t in known.chosen(tree).values())
         rest.append(("source_id__in", ",".join(map(str, ids))))
     return {**scope, "query_string": urlencode(rest).encode("latin-1")}

@@ -88,19 +88,23 @@ def cached(datasette: Any, database: str | None) -> Trees | None:
 
 
 def name_of(datasette: Any, database: str | None, source_id: Any) -> str | None:
-    """The name of tree `source_id` when it is not the default of its kind (links need none)."""
+    """The name of the tree whose rows carry `source_id`, when it is not the default of its kind
+    (links need none); of trees sharing those rows (`rows_of`), the one the request reads."""
     known = cached(datasette, database)
     if known is None:
         return None
-    t = next((t for t in known.all if t.id == source_id), None)
+    current = known.chosen(CURRENT.get()).values()
+    t = next((t for t in current if t.rows == source_id), None)
+    t = t or next((t for t in known.all if t.rows == source_id), None)
     return t.name if t is not None and not known.is_default(t.name) else None
 
 
 def source_id(datasette: Any, database: str | None, kind: str = "ck") -> int | None:
-    """The source id of the `kind` tree the request reads (row pages' keys end with it)."""
+    """The source id of the rows of the `kind` tree the request reads (row pages' keys end with
+    it)."""
     known = cached(datasette, database)
     t = known.chosen(CURRENT.get()).get(kind) if known else None
-    return t.id if t is not None else None
+    return t.rows if t is not None else None
 
 
 def arg(request: Any) -> str:

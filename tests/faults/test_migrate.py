@@ -106,10 +106,10 @@ def test_a_migration_killed_loses_no_ingested_row(old_kb: Path, point: str) -> N
     r = ckkb(*BUILD, "--db", old_kb, CKKB_FAULT=point)
     assert r.returncode == -signal.SIGKILL, r.stderr
     # before the rename the old file stands, untouched; after it, the migrated one
-    assert _version(old_kb) == ("5" if point == "build-after-rename" else "4")
+    assert _version(old_kb) == (str(SCHEMA_VERSION) if point == "build-after-rename" else "4")
     assert stored(old_kb) == before and _readings(old_kb) == readings
     r = ckkb(*BUILD, "--db", old_kb)
     assert r.returncode == 0, r.stderr
-    assert _version(old_kb) == str(SCHEMA_VERSION) == "5"
+    assert _version(old_kb) == str(SCHEMA_VERSION) == "6"
     assert stored(old_kb) == before and _readings(old_kb) == readings
     assert ckkb("races", "--db", old_kb, "--json").returncode == 0

@@ -152,7 +152,20 @@ def test_identical_files_are_extracted_once_and_unchanged_trees_copied(two_trees
     s3 = build(db, three, stages=pipeline.stages(), jobs=1)
     assert s3.parsed == 0
     assert all(v.get("combine", 0) == 0 for k, v in s3.timings.items() if k != "(build)")
-    assert counts(db, "where source_id = 3") == counts(db, "where source_id = 1")
+    # ... and nothing copied: the copy reads tree 1's rows (`shared_rows`)
+    assert counts(db, "where source_id = 3") == dict.fromkeys(counts(db), 0)
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("select rows_of from sources where name = 'copy'").fetchone() == (1,)
+        read = {}
+        for name in ("1.2.0", "copy"):
+            kb_trees.scope(conn, name)
+            read[name] = {
+                t: conn.execute(f"select count(*) from [{t}]").fetchone()[0] for t in counts(db)
+            }
+    finally:
+        conn.close()
+    assert read["copy"] == read["1.2.0"] == counts(db, "where source_id = 1")
 
 
 def _contents(db: Path) -> dict[str, list[tuple]]:
@@ -277,3 +290,54 @@ def test_stored_views_keep_trees_apart_when_read_unscoped(two_trees, tmp_path):
             scoped.close()
         assert whole == per_tree, view
     plain.close()
+
+
+def test_a_copy_of_a_tree_reads_its_rows_everywhere(two_trees, tmp_path):
+    """A tree with an earlier tree's contents holds no rows (`shared_rows`): every reader, the
+    scoped connection, Datasette's scoped statements, version_diff and the CLI, must read the
+    earlier tree's rows for it. Second method: the same statements over the earlier tree's name,
+    and raw counts per source id. Dropping the earlier tree gives the copy rows of its own."""
+    a, b = two_trees
+    c = tmp_path / "ck_c"
+    shutil.copytree(a, c)
+    db = tmp_path / "kb.db"
+    assert run("build", "--db", db, "--ck", a, "--no-aiter")[0] == 0
+    assert run("build", "--db", db, "--ck", f"next={b}")[0] == 0
+    assert run("build", "--db", db, "--ck", f"copy={c}")[0] == 0
+    assert counts(db, "where source_id = 3") == dict.fromkeys(counts(db), 0)
+    params = {"dir": "gemm_universal", "dtype": "", "layout": "", "tile": "", "arch": "gfx942"}
+    params |= {"kind": "", "arch_a": "gfx942", "arch_b": "gfx950"}
+    plain = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        for query, own in (
+            ("pool", {}),
+            ("pool_counts", {}),
+            ("why_missing", {}),
+            ("gate_census", {"arch": ""}),
+            ("arch_diff", {"arch_a": "gfx90a"}),
+        ):
+            text, p = kb_trees.scoped_sql(sql(query)), params | own
+            got = plain.execute(text, {**p, "tree": "copy"}).fetchall()
+            assert got == plain.execute(text, {**p, "tree": "1.2.0"}).fetchall(), query
+            assert got, query
+        vd = sql("version_diff")
+        pair = {"arch": "", "dir": "", "dtype": "", "layout": ""}
+        diff = plain.execute(vd, {**pair, "from": "copy", "to": "next"}).fetchall()
+        assert diff == plain.execute(vd, {**pair, "from": "1.2.0", "to": "next"}).fetchall()
+        assert diff and not plain.execute(vd, {**pair, "from": "copy", "to": "1.2.0"}).fetchall()
+    finally:
+        plain.close()
+    for cmd in (("why", "--tile", "256x224x64", "--arch", "gfx942"), ("pool",), ("diagnostics",)):
+        want = run(*cmd, "--db", db, "--tree", "1.2.0", "--json")
+        assert run(*cmd, "--db", db, "--tree", "copy", "--json") == want and want[0] == 0
+    code, out, _ = run("diff", "1.2.0", "copy", "--db", db, "--json")
+    assert code == 0 and json.loads(out)["instances"] == {"added": [], "removed": [], "changed": []}
+    # the holder dropped: the copy gets rows of its own, and reads the same
+    before = run("pool", "--db", db, "--tree", "copy", "--json")
+    assert run("build", "--db", db, "--drop", "1.2.0")[0] == 0
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("select rows_of from sources where name = 'copy'").fetchone() == (None,)
+    finally:
+        conn.close()
+    assert run("pool", "--db", db, "--tree", "copy", "--json") == before

@@ -256,3 +256,43 @@ def test_a_tree_added_while_serving_is_served(tmp_path):
 
     (tmp_path / "next").mkdir()
     asyncio.run(go())
+
+
+def test_a_copy_of_a_tree_is_served_as_that_tree(tmp_path):
+    """A copy of the default tree holds no rows of its own (`shared_rows`): its table pages,
+    canned queries and explain page read the default tree's rows, and its links stay in it.
+    Second method: the same requests for the tree it copies, and sqlite3 counts."""
+    import shutil
+    import sqlite3
+
+    from ckkb import pipeline
+    from ckkb.kb.build import build
+    from ckkb.sources import ck_tree, named_tree
+    from tests.two_trees import FIXTURES
+
+    db = build_two_trees(tmp_path)
+    shutil.copytree(FIXTURES / "ck_mini", tmp_path / "copy")
+    trees = [
+        named_tree(ck_tree(FIXTURES / "ck_mini"), OLD),
+        named_tree(ck_tree(tmp_path / "ck_mini_next"), NEW),
+        named_tree(ck_tree(tmp_path / "copy"), "twin"),
+    ]
+    assert build(db, trees, stages=pipeline.stages(), jobs=1).extended
+    conn = sqlite3.connect(db)
+    ids = dict(conn.execute("select name, id from sources"))
+    assert conn.execute("select rows_of from sources where name = 'twin'").fetchone() == (ids[OLD],)
+    old_rows = conn.execute("select count(*) from instances where source_id = ?", [ids[OLD]])
+    n_old = old_rows.fetchone()[0]
+    conn.close()
+
+    async def go(client):
+        r = await client.get("/two/instances.json?tree=twin&_shape=objects&_size=max")
+        rows = r.json()["rows"]
+        assert {x["source_id"] for x in rows} == {ids[OLD]} and len(rows) == n_old
+        assert (await _why(client, "twin")).json() == (await _why(client, OLD)).json()
+        r = await client.get("/two/instances?tree=twin")
+        assert 'href="/-/ckkb/instance/4?tree=twin"' in r.text  # links stay in the copy
+        r = await client.get("/-/ckkb/instance/4?tree=twin")
+        assert r.status_code == 200 and "this page reads tree <b>twin</b>" in r.text
+
+    run(db, go)

@@ -19,23 +19,34 @@ from ckkb.kb import lock
 from ckkb.kb.schema import INGESTED, SCHEMA_VERSION, TABLES
 
 
-def extends(db_path: Path, reused: dict[str, int], source_ids: dict[str, int]) -> bool:
+def extends(
+    db_path: Path, reused: dict[str, int], source_ids: dict[str, int], rows_of: dict[str, str]
+) -> bool:
     """True when the database at db_path can be the start of this build: this schema, and each
-    of its trees reused in place (same rows, same source id)."""
+    of its trees kept in place: its own rows reused under the same source id, or the same
+    earlier tree's rows read again (`shared_rows`)."""
     try:
         conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
         try:
             version = conn.execute(
                 "select value from build_info where key = 'schema_version'"
             ).fetchone()
-            trees = conn.execute("select id, name from sources").fetchall()
+            trees = conn.execute("select id, name, rows_of from sources").fetchall()
         finally:
             conn.close()
     except sqlite3.DatabaseError:
         return False
     if version is None or version[0] != str(SCHEMA_VERSION) or not trees:
         return False
-    return all(reused.get(name) == sid == source_ids.get(name) for sid, name in trees)
+
+    def kept(sid: int, name: str, shared: int | None) -> bool:
+        if source_ids.get(name) != sid:
+            return False
+        if shared is None:
+            return reused.get(name) == sid and name not in rows_of
+        return name in rows_of and source_ids.get(rows_of[name]) == shared
+
+    return all(kept(*t) for t in trees)
 
 
 def copy_base(db_path: Path, tmp: Path) -> None:

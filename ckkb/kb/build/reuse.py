@@ -17,8 +17,13 @@ from ckkb.kb.schema import BUILT, TABLES, Table
 
 
 def old_trees(db_path: Path) -> dict[tuple[str, str], int]:
-    """(kind, fingerprint) -> source id of each tree the database at db_path holds."""
-    rows = _read(db_path, "select kind, fingerprint, id from sources where fingerprint is not null")
+    """(kind, fingerprint) -> source id of the rows of each tree the database at db_path holds
+    (a tree that reads an earlier tree's rows: that tree's id)."""
+    rows = _read(
+        db_path,
+        "select kind, fingerprint, coalesce(rows_of, id) from sources "
+        "where fingerprint is not null",
+    )
     return {(r[0], r[1]): int(r[2]) for r in rows}
 
 

@@ -33,6 +33,7 @@ from ckkb.kb.build.cache import Cache, CacheRow
 from ckkb.kb.build.extend import add_fts_rows, copy_base, extends
 from ckkb.kb.build.plan import StagePlan, inventory, same_bytes
 from ckkb.kb.build.reuse import copy_tree_rows, old_built, old_trees, stored_tree
+from ckkb.kb.build.shared_rows import shared_rows
 from ckkb.kb.build.writer import (
     FingerprintPart,
     carry_ingested,
@@ -201,7 +202,9 @@ class _Build:
         self.keep_facts = {n for s in stages for n in getattr(s, "reads_facts", ())}
         self.fts_fresh: set[str] = set()  # tables whose full-text index followed their stage
         self.fts_stale: set[str] = set()  # ... and that a later stage wrote again
-        self.reused: dict[str, int] = {}  # tree name -> its source id in the old database
+        self.reused: dict[str, int] = {}  # tree name -> its rows' source id in the old database
+        # tree name -> the earlier tree of this build whose rows it reads (`shared_rows`)
+        self.rows_of: dict[str, str] = {}
         self.source_ids: dict[str, int] = {}  # tree name -> its source id in the new one
         self.extending = False  # the new file starts as a copy of the old one (`extend`)
         # a miss of an earlier tree, by (stage, rel); the later trees' misses of the same bytes
@@ -266,6 +269,9 @@ class _Build:
                 same = old.get((t.kind, tree_fingerprint(t.kind, self.tree_parts[t.name])))
                 if same is not None:
                     self.reused[t.name] = same
+        self.rows_of = shared_rows(
+            self.trees, self.plans, self.tree_parts, self.twins, self.versions
+        )
         self.fp_parts += [
             (f"{stage}@{tree}", version, rel, sha)
             for tree, parts in self.tree_parts.items()
@@ -294,7 +300,9 @@ class _Build:
         phases = self.summary.timings.setdefault("(build)", {})
         self.source_ids = {t.name: i for i, t in enumerate(self.trees, start=1)}
         self.extending = (
-            self.has_old and not self.force and extends(self.db_path, self.reused, self.source_ids)
+            self.has_old
+            and not self.force
+            and extends(self.db_path, self.reused, self.source_ids, self.rows_of)
         )
         self.summary.extended = self.extending
         try:
@@ -338,6 +346,8 @@ class _Build:
     def copy_reused(self, db: Any) -> None:
         """The rows (and diagnostics) of each unchanged tree, from the old database."""
         for name, old_id in self.reused.items():
+            if name in self.rows_of:
+                continue  # reads an earlier tree's rows
             if self.extending and old_id == self.source_ids[name]:
                 counts, diags = stored_tree(db, old_id)  # in the copied file already
             else:
@@ -353,7 +363,8 @@ class _Build:
         workers go on with later files. A stage nothing waits on (the aiter ones) is thus combined
         while this process would otherwise wait for the CK instance lists, not after the CK
         chain."""
-        pending = [u for u in self.units if u.tree.name not in self.reused]
+        held = set(self.reused) | set(self.rows_of)  # trees whose rows are there already
+        pending = [u for u in self.units if u.tree.name not in held]
         needs = dependencies(list({u.stage.name: u.stage for u in self.units}.values()))
         # a dependency of the unit's own kind is the stage run over the same tree; one of another
         # kind (the aiter audit reads CK rows) waits for that stage over every tree
@@ -366,7 +377,8 @@ class _Build:
             }
             for u in pending
         }
-        combined = {u.key for u in self.units if u.tree.name in self.reused}
+        waiting = {u.key for u in pending}
+        combined = {u.key for u in self.units if u.key not in waiting}  # rows reused or shared
 
         def ready(unit: _Unit) -> bool:
             return self.remaining[unit.key] == 0 and waits[unit.key] <= combined
@@ -398,14 +410,17 @@ class _Build:
         old = old_built(self.db_path) if self.has_old else {}
         rows = tree_sources(self.trees, self.source_ids)
         for t, row in zip(self.trees, rows, strict=True):
+            if t.name in self.rows_of:
+                row.rows_of = self.source_ids[self.rows_of[t.name]]
+                self.diags[t.name] = list(self.diags[self.rows_of[t.name]])
             row.files = sum(len(p.rels) for k, p in self.plans.items() if k[1] == t.name)
             row.fingerprint = tree_fingerprint(t.kind, self.tree_parts[t.name])
             row.built = old.get(t.name, built) if t.name in self.reused else built
         insert_rows(db, rows)
         self.summary.diagnostics = [d for t in self.trees for d in self.diags[t.name]]
         for t in self.trees:
-            if t.name in self.reused:
-                continue  # copied with the tree's rows
+            if t.name in self.reused or t.name in self.rows_of:
+                continue  # copied with the tree's rows, or an earlier tree's
             drows = [
                 DiagnosticRow(
                     stage=d.stage, file=d.file, line=d.line, severity=d.severity, message=d.message
@@ -417,8 +432,12 @@ class _Build:
             self.summary.carried = carry_ingested(db, self.db_path)
             procs.fault_point("build-carried")
         if self.extending:
-            base = {sid for name, sid in self.reused.items() if sid == self.source_ids[name]}
-            add_fts_rows(db, set(self.source_ids.values()) - base)
+            new = {
+                self.source_ids[t.name]
+                for t in self.trees
+                if self.reused.get(t.name) != self.source_ids[t.name] and t.name not in self.rows_of
+            }
+            add_fts_rows(db, new)
             self.fts_fresh = {t.name for t in TABLES.values() if t.fts}
         kbdb.finish_schema(db, fts_fresh=self.fts_fresh - self.fts_stale)
         kbdb.set_info(db, "fingerprint", fingerprint(self.fp_parts))

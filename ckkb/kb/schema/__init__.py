@@ -18,7 +18,7 @@ from ckkb.kb.schema import (  # noqa: F401  (importing registers the tables)
 )
 from ckkb.kb.schema.base import BUILT, INGESTED, TABLES, Column, Table, col, row_dict, table
 
-SCHEMA_VERSION = 5  # 4: dtype_spellings; 5: race_names keyed by (name, tree), races.name_tree
+SCHEMA_VERSION = 6  # 4: dtype_spellings; 5: race_names by (name, tree); 6: sources.rows_of
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -35,6 +35,11 @@ class SourceRow:
         "tree's rows are copied, not extracted again",
         None,
     )
+    rows_of: int | None = col(
+        "id of the earlier tree of the same kind and fingerprint whose rows this tree reads (it "
+        "has none of its own: `ckkb.kb.build.shared_rows`); null when it holds its own",
+        None,
+    )
 
 
 @table(

@@ -12,8 +12,8 @@
 -- (`main.` keeps Datasette's one-tree scoping, ckkb.kb.trees.scoped_sql, off it). `ckkb diff`
 -- runs this same statement for its instance lists.
 WITH ids(from_id, to_id) AS (
-    SELECT (SELECT id FROM main.sources WHERE kind = 'ck' AND name = :from),
-           (SELECT id FROM main.sources WHERE kind = 'ck' AND name = :to)
+    SELECT (SELECT coalesce(rows_of, id) FROM main.sources WHERE kind = 'ck' AND name = :from),
+           (SELECT coalesce(rows_of, id) FROM main.sources WHERE kind = 'ck' AND name = :to)
 ),
 archs(arch) AS (
     SELECT arch FROM main.tree_archs
