@@ -56,6 +56,11 @@ def trees_cmd(db_path: str | None, as_json: bool) -> None:
     print_table(rows, ["tree", "kind", "version", "commit", "files", "built", "path"])
     if not trees:
         console.print("no trees: build the knowledge base with `ckkb build`")
+    by_id = {t.id: t.name for t in trees}
+    for t in trees:
+        if t.rows != t.id:  # the same contents as an earlier tree: its rows are read
+            same = by_id.get(t.rows, t.rows)
+            console.print(f"{t.name}: the same files as {same}; reads its rows")
 
 
 def register(group: click.Group) -> None:

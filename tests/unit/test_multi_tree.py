@@ -305,6 +305,7 @@ def test_a_copy_of_a_tree_reads_its_rows_everywhere(two_trees, tmp_path):
     assert run("build", "--db", db, "--ck", f"next={b}")[0] == 0
     assert run("build", "--db", db, "--ck", f"copy={c}")[0] == 0
     assert counts(db, "where source_id = 3") == dict.fromkeys(counts(db), 0)
+    assert "copy: the same files as 1.2.0; reads its rows" in run("trees", "--db", db)[1]
     params = {"dir": "gemm_universal", "dtype": "", "layout": "", "tile": "", "arch": "gfx942"}
     params |= {"kind": "", "arch_a": "gfx942", "arch_b": "gfx950"}
     plain = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
