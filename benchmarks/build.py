@@ -1,6 +1,6 @@
 """Build speed on the default tree (the installed amd-aiter wheel): issue 12's speed goals.
 
-    python3 benchmarks/build.py [--ck PATH] [--jobs N] [--no-aiter] [--rounds N]
+    python3 benchmarks/build.py [--ck PATH] [--aiter PATH] [--jobs N] [--no-aiter] [--rounds N]
 
 In each of N rounds (default 3; the ratios printed are the medians of the rounds' ratios):
   1. reference: a bare, single-process tree-sitter parse of every .cpp/.hpp/.in file under the
@@ -157,6 +157,7 @@ def main() -> int:
         help="build workers (default: ckkb's default, one per core)",
     )
     ap.add_argument("--no-aiter", action="store_true", help="build the CK tree only")
+    ap.add_argument("--aiter", default=None, help="aiter tree (default: the wheel's)")
     ap.add_argument(
         "--rounds",
         type=int,
@@ -185,6 +186,8 @@ def main() -> int:
                 args += ["--ck", a.ck]
             if a.no_aiter:
                 args.append("--no-aiter")
+            elif a.aiter:
+                args += ["--aiter", a.aiter]
             cold = run_build([*args, "--json"], env)
             warm = run_build(args, env)
             db_mb = db.stat().st_size / 2**20 if db.exists() else 0.0
