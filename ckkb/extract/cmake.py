@@ -279,9 +279,8 @@ def root_environments(
             env = it.env
             env["SUPPORTED_GPU_TARGETS"] = arch  # one target per evaluated build
             for name, (value, line) in sorted(it.defines.items()):
-                rows.append(
-                    BuildDefineRow(arch=arch, name=name, value=value, file=ROOT_CMAKE, line=line)
-                )
+                file = it.define_files.get(name, ROOT_CMAKE)  # an included file's, or the top's
+                rows.append(BuildDefineRow(arch=arch, name=name, value=value, file=file, line=line))
         envs[arch] = env
     return envs, rows
 

@@ -90,9 +90,11 @@ def _interp(files: dict[str, str], text: str, env: dict[str, str] | None = None)
 def test_include_finds_modules_then_paths_as_cmake_does():
     """A name is a module `<name>.cmake` on CMAKE_MODULE_PATH first, else a path relative to
     the current source directory (d/); the included file runs in the same scope with its own
-    CMAKE_CURRENT_LIST_DIR; RESULT_VARIABLE says what was read, NOTFOUND for none."""
+    CMAKE_CURRENT_LIST_DIR (a -D it adds names its file); RESULT_VARIABLE says what was read,
+    NOTFOUND for none."""
     files = {
-        "m/x.cmake": "set(from module)\nset(dir ${CMAKE_CURRENT_LIST_DIR})\n",
+        "m/x.cmake": "set(from module)\nset(dir ${CMAKE_CURRENT_LIST_DIR})\n"
+        "add_definitions(-DFROM_MODULE)\n",
         "d/x": "set(from relative)\n",
         "d/y.cmake": "set(y 1)\ninclude(y.cmake)\n",  # includes itself: CMake would recurse
     }
@@ -100,6 +102,7 @@ def test_include_finds_modules_then_paths_as_cmake_does():
     it = _interp(files, "include(x RESULT_VARIABLE r)\ninclude(y.cmake)\n", env)
     assert (it.env["from"], it.env["dir"], it.env["r"]) == ("module", "/t/m", "/t/m/x.cmake")
     assert "CMAKE_CURRENT_LIST_DIR" not in it.env and it.env["y"] == "1"
+    assert (it.defines["FROM_MODULE"], it.define_files["FROM_MODULE"]) == (("1", 3), "m/x.cmake")
     it = _interp(files, "include(x)\ninclude(none OPTIONAL RESULT_VARIABLE r)\n")
     assert (it.env["from"], it.env["r"]) == ("relative", "NOTFOUND")
 

@@ -86,6 +86,7 @@ class Interpreter:
         self.origin: dict[str, Branch | None] = {}  # var -> innermost branch of its last set()
         self.subdirs: list[str] = []
         self.defines: dict[str, tuple[str, int]] = {}  # -DNAME[=VALUE] -> (value, line)
+        self.define_files: dict[str, str] = {}  # -DNAME -> the file of that line (list_file)
         self.functions: dict[str, Function] = {}
         self.load = load  # include(): the tree's files; None: include() is a no-op
         self.list_file = file  # the file being read: `file`, or the file it include()s
@@ -185,6 +186,7 @@ class Interpreter:
                 if d:
                     k, eq, v = d.partition("=")
                     self.defines[k] = (v if eq else "1", c.line)
+                    self.define_files[k] = self.list_file
         elif name == "unset":
             if w:
                 self.env.pop(w[0], None)
