@@ -22,7 +22,6 @@ CK_IMPL_DIR = "include/ck/tensor_operation/gpu/device/impl"
 # The include path of CK's factory headers, as sources spell it (`#include "ck/library/..."`);
 # where it lies in a tree is read from the tree's CMake (ckkb.extract.include_dirs).
 CK_FACTORY_INCLUDE = "ck/library/tensor_operation_instance/gpu"
-CK_FACTORY_DIR = f"library/include/{CK_FACTORY_INCLUDE}"  # CK's own place for them
 CK_PROFILER_DIR = "profiler/src"
 
 
