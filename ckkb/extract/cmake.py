@@ -8,10 +8,13 @@ file is run whole (`ckkb.extract.cmake_roots`): its directory loop (matching the
 XDL_KERNELS` style markers of each directory's file), the if()s around per-library arch lists,
 and aggregate libraries built from `$<TARGET_OBJECTS:...>`. The files CMake runs on the way from
 the top to a root (CK's `library/CMakeLists.txt`) run first: the root inherits their variables,
-and each directory sees the root's variables as they were at its `add_subdirectory`. A root uses
-its own `add_instance_library`, else the nearest one defined on the way, the top's, or another
-root's. Nothing is hand-copied from CK: the rules are whatever the parsed CMake says. A library
-target's own arch list (`ckkb.extract.library_archs`) is a build rule too (`library_targets`).
+and each directory sees the root's variables as they were at its `add_subdirectory`. Each
+`add_instance_library` call runs the definition in effect where CMake makes it: the runs from the
+top define functions in their taken branches only (so one inside an `if()` counts per arch), the
+files they `include()` included (`ckkb.extract.cmake_includes`); a root without one uses the one
+an earlier root defined. Nothing is hand-copied from CK: the rules are whatever the parsed CMake
+says. A library target's own arch list (`ckkb.extract.library_archs`) is a build rule too
+(`library_targets`).
 
 Default-build environment, per arch A (assumptions, stated once here): a plain `cmake` of the CK
 root with `SUPPORTED_GPU_TARGETS` = A (one target per build, so `INST_TARGETS` = A) and no -D
@@ -23,9 +26,10 @@ as `build_defines` rows). For this CK that means: `DTYPES` and `MIOPEN_REQ_LIBS_
 `DISABLE_DPP_KERNELS` is given. When the root CMakeLists.txt is absent (small trees),
 `DEFAULT_ENV` is used as is (DL/DPP undefined). `hip_VERSION_FLAT` is taken as a current ROCm
 (600300000): it only gates a compression flag.
-add_instance_library runs once per arch and source file name. A source file that its directory's
-CMakeLists.txt does not name in any add_instance_library call is not built (`not_listed` rule,
-ckkb.extract.cmake_sources); the others are evaluated by file name, as CK's rules do.
+add_instance_library runs once per arch and call, with the call's whole source list as `ARGN`
+(`ckkb.extract.cmake_calls`). A source file that its directory's CMakeLists.txt does not name in
+any add_instance_library call is not built (`not_listed` rule, ckkb.extract.cmake_sources); a
+`.in` template (configured into a source of another name) is evaluated by its own name.
 """
 
 from __future__ import annotations
