@@ -212,8 +212,8 @@ class CMakeStage:
         if rel.endswith(SUFFIX):  # a file include() may run: what it says counts where it runs
             try:
                 return FileResult(facts={"stmts": parse_cmake(text)[0]})
-            except CMakeSyntaxError:
-                return FileResult()
+            except CMakeSyntaxError as e:  # said in combine, where an include() reaches it
+                return FileResult(facts={"syntax_error": (e.line, str(e))})
         try:
             stmts, diags = parse_cmake(text)
         except CMakeSyntaxError as e:
@@ -247,7 +247,7 @@ class CMakeStage:
                 msg = "no build rules read: file missing or unparsable"
                 diags.append(Diagnostic(file, 0, msg, "warning", self.name))
         if not plans:
-            return StageResult(rows=rows, diagnostics=diags)
+            return StageResult(rows=rows, diagnostics=diags + _include_damage(load))
         texts = {k: v.facts.get("text", "") for k, v in results.items() if k != ROOT_CMAKE}
         dir_stmts = {k: v.facts.get("stmts") for k, v in results.items() if k != ROOT_CMAKE}
         top = results.get(ROOT_CMAKE)
@@ -255,7 +255,21 @@ class CMakeStage:
         more, diags2 = evaluate_tree(
             root, plans, texts, dir_stmts, archs, envs, top_stmts, functions, load
         )
-        return StageResult(rows=rows + more, diagnostics=diags + diags2)
+        return StageResult(rows=rows + more, diagnostics=diags + diags2 + _include_damage(load))
+
+
+def _include_damage(load: Modules) -> list[Diagnostic]:
+    """An error per file an include() reached that did not parse: its rules are unknown."""
+    return [
+        Diagnostic(
+            rel,
+            line,
+            f"CMake syntax: {msg} (an include()d file: what it says is unknown)",
+            "error",
+            CMakeStage.name,
+        )
+        for rel, (line, msg) in sorted(load.failed.items())
+    ]
 
 
 def root_environments(

@@ -10,6 +10,8 @@ decided by the interpreter's include(), as CMake decides it (`lang.cmake.interpr
 
 Loading (`Modules`): the parsed statements of a listed file, else the file read from the tree
 when the listing missed it (answers stay right; only its change would not trigger a rebuild).
+A file that include() reaches but that does not parse is kept in `failed` (file -> line,
+message): what it would have said is unknown, and the stage says so.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from ckkb.extract.files import tree_files
 from ckkb.kb.stages import FileResult
+from ckkb.lang.cmake.interpreter import Break, Interpreter
 from ckkb.lang.cmake.syntax import CMakeSyntaxError, Function, Stmt, parse_cmake, walk
 
 SUFFIX = ".cmake"
@@ -84,6 +87,7 @@ class Modules:
         self.root = os.path.abspath(root)
         self.results = results
         self._read: dict[str, list[Stmt] | None] = {}
+        self.failed: dict[str, tuple[int, str]] = {}  # included but unparsable: line, message
 
     def _rel(self, path: str) -> str | None:
         prefix = self.root + "/"
@@ -96,10 +100,21 @@ class Modules:
         res = self.results.get(rel)
         if res is not None:
             stmts = res.facts.get("stmts")
+            if "syntax_error" in res.facts:
+                self.failed.setdefault(rel, res.facts["syntax_error"])
             return stmts if isinstance(stmts, list) else None
         if rel not in self._read:  # not listed: read it here
-            self._read[rel] = _parse(Path(self.root) / rel)
+            self._read[rel] = self._parse(rel)
         return self._read[rel]
+
+    def _parse(self, rel: str) -> list[Stmt] | None:
+        try:
+            return parse_cmake((Path(self.root) / rel).read_text(errors="replace"))[0]
+        except OSError:
+            return None
+        except CMakeSyntaxError as e:
+            self.failed.setdefault(rel, (e.line, str(e)))
+            return None
 
     def defined_in(self, name: str) -> dict[int, str]:
         """id(definition) -> the root-relative file, for every function `name` the files read
@@ -114,8 +129,42 @@ class Modules:
         return out
 
 
-def _parse(path: Path) -> list[Stmt] | None:
-    try:
-        return parse_cmake(path.read_text(errors="replace"))[0]
-    except (OSError, CMakeSyntaxError):
-        return None
+class _Recording(Modules):
+    """Modules, noting each file include() reads."""
+
+    def __init__(self, root: Path, results: dict[str, FileResult]) -> None:
+        super().__init__(root, results)
+        self.seen: list[str] = []
+
+    def __call__(self, path: str) -> list[Stmt] | None:
+        stmts = super().__call__(path)
+        rel = self._rel(path)
+        if stmts is not None and rel is not None:
+            self.seen.append(rel)
+        return stmts
+
+
+def included_by(
+    root: Path, results: dict[str, FileResult], rels: list[str]
+) -> dict[str, list[str]]:
+    """CMake file (root-relative, parsed in `results`) -> the files its run include()s,
+    nested ones too, in the order they run. The files run in the order of `rels` (the top one
+    first), each with the variables the first left (CMAKE_MODULE_PATH among them); no arch is
+    set, so an include() under an if() on the targets is not followed."""
+    load = _Recording(root, results)
+    env = {"PROJECT_SOURCE_DIR": load.root, "CMAKE_SOURCE_DIR": load.root}
+    out: dict[str, list[str]] = {}
+    for i, rel in enumerate(rels):
+        res = results.get(rel)
+        stmts = res.facts.get("stmts") if res is not None else None
+        if not isinstance(stmts, list):
+            continue
+        it = Interpreter(env, rel, load=load)
+        try:
+            it.run(stmts)
+        except (Break, RecursionError):
+            pass
+        if i == 0:
+            env = it.env
+        out[rel], load.seen = load.seen, []
+    return out

@@ -212,3 +212,39 @@ def test_library_runs_once_per_call_with_the_whole_argn(tmp_path):
     assert built["mixed/c_xdl.cpp"] == [a for a in ARCHS if a not in ("gfx1100", "gfx1101")]
     assert why[("mixed/b_plain.cpp", "gfx90a")] == _line(PER_CALL, "elseif")
     assert why[("mixed/c_xdl.cpp", "gfx1100")] == _line(PER_CALL, '"_xdl"')
+
+
+def test_targets_named_in_an_included_file_are_the_trees(tmp_path):
+    """ck_include's README: the top CMakeLists.txt includes cmake/Targets.cmake, which names
+    gfx90a, gfx942 and gfx960 (grep: line 2); those are the targets a build is evaluated for.
+    cmake/Unused.cmake names gfx1151, but no CMake file includes it."""
+    from ckkb.extract import archs_stage
+
+    root = overlay_tree(tmp_path, "ck_include")
+    results = {}
+    for p in archs_stage.STAGE.files(root):
+        rel = p.relative_to(root).as_posix()
+        results[rel] = archs_stage.STAGE.extract(root, rel, p.read_bytes())
+    rows = archs_stage.STAGE.combine(root, results, BuildContext(trees={})).rows
+    got = {r.arch: r for r in rows}
+    targets = "cmake/Targets.cmake"
+    line = _line(fixture_file("ck_include", targets).read_text(), "gfx960")
+    assert sorted(a for a, r in got.items() if r.evaluated) == ["gfx90a", "gfx942", "gfx960"]
+    assert (got["gfx960"].file, got["gfx960"].line) == (targets, line)
+    assert "gfx1151" not in got
+
+
+def test_an_included_file_that_does_not_parse_is_damage(tmp_path):
+    """A module the top CMakeLists.txt includes that does not parse is an error naming its file
+    and the line of the unterminated command (2, by hand); one no CMake includes says nothing."""
+    root = overlay_tree(tmp_path, "ck_include")
+    (root / "CMakeLists.txt").write_text((root / "CMakeLists.txt").read_text() + "include(Bad)\n")
+    (root / "cmake/Bad.cmake").write_text("# broken on purpose\nset(x\n")
+    (root / "cmake/AlsoBad.cmake").write_text("set(y\n")
+    results = {}
+    for p in cm.STAGE.files(root):
+        rel = p.relative_to(root).as_posix()
+        results[rel] = cm.STAGE.extract(root, rel, p.read_bytes())
+    out = cm.STAGE.combine(root, results, BuildContext(trees={}))
+    bad = [(d.file, d.line, d.severity) for d in out.diagnostics if "CMake syntax" in d.message]
+    assert bad == [("cmake/Bad.cmake", 2, "error")]
