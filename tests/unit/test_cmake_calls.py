@@ -248,3 +248,16 @@ def test_an_included_file_that_does_not_parse_is_damage(tmp_path):
     out = cm.STAGE.combine(root, results, BuildContext(trees={}))
     bad = [(d.file, d.line, d.severity) for d in out.diagnostics if "CMake syntax" in d.message]
     assert bad == [("cmake/Bad.cmake", 2, "error")]
+
+
+def test_a_macro_sets_its_callers_variables_a_function_does_not():
+    """CMake's scopes, read off the text by hand: the macro (from an included module) sets
+    SKIP in the caller's scope and its parameter is gone after it; the function's set() stays
+    in its own scope."""
+    files = {
+        "m/Skips.cmake": "macro(set_skip P)\n  set(SKIP ${P})\nendmacro()\n"
+        "function(set_other P)\n  set(OTHER ${P})\nendfunction()\n"
+    }
+    text = "include(Skips)\nset_skip(_wmma)\nset_other(_xdl)\n"
+    it = _interp(files, text, {"CMAKE_MODULE_PATH": "/t/m"})
+    assert it.env["SKIP"] == "_wmma" and "OTHER" not in it.env and "P" not in it.env

@@ -287,11 +287,24 @@ class Interpreter:
         self.origin[var] = self.here()
 
     def call(self, f: Function, words: list[str]) -> None:
+        """A function runs in a scope of its own; a macro in its caller's, its parameters and
+        ARGN standing for their values while it runs (CMake substitutes them in its text)."""
+        args = {p: words[i] if i < len(words) else "" for i, p in enumerate(f.params)}
+        args["ARGN"] = ";".join(words[len(f.params) :])
+        if f.macro:
+            hidden = {k: self.env.get(k) for k in args}
+            self.env.update(args)
+            try:
+                self.run(f.body)
+            finally:
+                for k, v in hidden.items():
+                    if v is None:
+                        self.env.pop(k, None)
+                    else:
+                        self.env[k] = v
+            return
         saved = self.env
-        self.env = dict(saved)
-        for i, p in enumerate(f.params):
-            self.env[p] = words[i] if i < len(words) else ""
-        self.env["ARGN"] = ";".join(words[len(f.params) :])
+        self.env = dict(saved, **args)
         try:
             self.run(f.body)
         finally:
