@@ -46,13 +46,14 @@ from ckkb.extract import (  # noqa: E402
     typestrings,
 )
 from ckkb.extract.files import list_files  # noqa: E402
+from ckkb.extract.include_dirs import factory_dirs  # noqa: E402
+from ckkb.extract.instance_roots import instance_roots  # noqa: E402
 
-# Every directory a CK stage reads files from (each stage's own constant), and the single files.
+# Every fixed directory a CK stage reads files from (each stage's own constant), and the single
+# files; the instance roots and factory directories are read from the tree (`dirs`).
 DIRS = (
-    sources.CK_INSTANCE_DIR,
     sources.CK_IMPL_DIR,
     typestrings.GRID_DIR,
-    sources.CK_FACTORY_DIR,
     sources.CK_PROFILER_DIR,
     profiler.IMPL_DIR,
 )
@@ -63,9 +64,14 @@ WARM_GOAL = 0.1  # warm rebuild / reference
 PEAK_GOAL_MIB = 1024
 
 
+def dirs(root: Path) -> tuple[str, ...]:
+    """The directories the CK stages read in the tree at `root`."""
+    return (*instance_roots(root).roots, *DIRS[:2], *factory_dirs(root), *DIRS[2:])
+
+
 def reference(root: Path) -> tuple[float, int, int, dict[str, int]]:
     """Seconds to read and parse every file once, in this process; files, bytes, files per dir."""
-    files = {d: list_files(root, d, SUFFIXES) for d in DIRS}
+    files = {d: list_files(root, d, SUFFIXES) for d in dirs(root)}
     files["(single files)"] = [root / f for f in FILES if (root / f).is_file()]
     cpp.parse(b"int x;")  # load the grammar outside the timing
     t0 = time.perf_counter()

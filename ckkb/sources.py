@@ -19,7 +19,9 @@ from ckkb.errors import SourceNotFound
 AITER_DIST = "amd-aiter"
 CK_INSTANCE_DIR = "library/src/tensor_operation_instance/gpu"
 CK_IMPL_DIR = "include/ck/tensor_operation/gpu/device/impl"
-CK_FACTORY_DIR = "library/include/ck/library/tensor_operation_instance/gpu"
+# The include path of CK's factory headers, as sources spell it (`#include "ck/library/..."`);
+# where it lies in a tree is read from the tree's CMake (ckkb.extract.include_dirs).
+CK_FACTORY_INCLUDE = "ck/library/tensor_operation_instance/gpu"
 CK_PROFILER_DIR = "profiler/src"
 
 

@@ -4,14 +4,17 @@ A target is known when the tree names it: in its top-level CMakeLists.txt, the C
 an instance library root that CMake reaches (`instance_roots`: CK's gpu/, a fork's) or of a
 directory on the way to one (CK's library/): target lists such as
 `set(CK_GPU_TARGETS "gfx908;gfx90a;...")`, checks such as `MATCHES "gfx942"`, fixed
-`--offload-arch=gfx90a` flags; or in a `defined(__gfxNNN__)` list of include/ck/ck.hpp. A fork's
+`--offload-arch=gfx90a` flags; in a `.cmake` file one of those include()s (as CMake follows
+include(): `ckkb.extract.cmake_includes`); or in a `defined(__gfxNNN__)` list of
+include/ck/ck.hpp. A fork's
 own targets are therefore known as soon as it names them. Family macros (`__gfx9__`,
 `__gfx94__`, `__gfx11__`, ...) are whatever ck.hpp `#define`s under an `#if` on the targets,
 evaluated per target in file order; a name such as `gfx94` that only a family pattern uses is
 not a target.
 
 Per-arch availability is computed ("evaluated") for the targets the top-level CMakeLists.txt
-names (its target lists and checks): those a build of the tree can be asked for. A small tree
+names (its target lists and checks, the files it include()s among them): those a build of the
+tree can be asked for. A small tree
 whose top CMakeLists.txt names no target (a hand-written fixture) falls back to
 ckkb.archs.ARCHS, so that it still answers for the usual eight.
 """
@@ -24,10 +27,12 @@ from typing import Any
 
 from ckkb.archs import ARCHS
 from ckkb.extract.availability import evaluate
+from ckkb.extract.cmake_includes import SUFFIX, included_by, module_files
 from ckkb.extract.conditions import directive_expr, directive_stacks
 from ckkb.extract.instance_roots import instance_roots
 from ckkb.kb.schema.ck_archs import TreeArchRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
+from ckkb.lang.cmake.syntax import CMakeSyntaxError, parse_cmake
 
 CK_HPP = "include/ck/ck.hpp"
 TOP_CMAKE = "CMakeLists.txt"
@@ -37,6 +42,7 @@ _ARCH = r"gfx(?:[6-9][0-9][0-9a-f]|1[0-9]{3})"
 _CMAKE_ARCH = re.compile(rf"(?<![\w-])({_ARCH})(?![0-9a-zA-Z_])")
 _HEADER_ARCH = re.compile(rf"\b__({_ARCH})__\b")
 _FAMILY_DEFINE = re.compile(rb"^\s*#\s*define\s+(__gfx\w+__)\s*$", re.M)
+_INCLUDE = re.compile(r"\binclude\s*\(", re.I)  # a CMake file that may include() another
 
 
 def arch_order(arch: str) -> tuple[int, str]:
@@ -46,14 +52,17 @@ def arch_order(arch: str) -> tuple[int, str]:
 
 class ArchsStage:
     name = "ck.archs"
-    version = "2"
+    version = "3"
     tree = "ck"
     reads = ()
     writes = ("tree_archs",)
     combine_cost = 0.01
 
     def files(self, root: Path) -> list[Path]:
-        return [root / f for f in (*cmake_files(root), CK_HPP) if (root / f).is_file()]
+        found = instance_roots(root)
+        dirs = ["", *dict.fromkeys(d for via in found.chain for d in via), *found.roots]
+        rels = (*cmake_files(root), CK_HPP, *module_files(root, dirs, found.roots))
+        return [root / f for f in dict.fromkeys(rels) if (root / f).is_file()]
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
         text = data.decode("utf-8", errors="replace")
@@ -66,16 +75,27 @@ class ArchsStage:
         facts: dict[str, Any] = {"named": named}
         if rel == CK_HPP:
             facts["families"] = _family_defines(data)
+        elif rel.endswith(SUFFIX) or _INCLUDE.search(text):  # include()s followed in combine
+            try:
+                facts["stmts"] = parse_cmake(text)[0]
+            except CMakeSyntaxError:
+                pass
         return FileResult(facts=facts)
 
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
         first: dict[str, tuple[str, int, str]] = {}
-        for rel in (*cmake_files(root), CK_HPP):
+        cmakes = cmake_files(root)
+        # each CMake file read, then the files its run include()s (what they name counts there)
+        runs = included_by(root, results, list(cmakes))
+        order = [f for rel in cmakes for f in (rel, *runs.get(rel, ()))]
+        for rel in (*order, CK_HPP):
             fr = results.get(rel)
             for arch, line in fr.facts.get("named", []) if fr else []:
                 first.setdefault(arch, (rel, line, "header" if rel == CK_HPP else "cmake"))
-        top = results.get(TOP_CMAKE)
-        evaluated = {a for a, _line in (top.facts.get("named", []) if top else [])} or set(ARCHS)
+        top_files = (TOP_CMAKE, *runs.get(TOP_CMAKE, ()))
+        evaluated = {
+            a for rel in top_files if (fr := results.get(rel)) for a, _ in fr.facts.get("named", [])
+        } or set(ARCHS)
         for a in evaluated - set(first):
             first[a] = ("", 0, "default")
         hpp = results.get(CK_HPP)

@@ -8,10 +8,13 @@ file is run whole (`ckkb.extract.cmake_roots`): its directory loop (matching the
 XDL_KERNELS` style markers of each directory's file), the if()s around per-library arch lists,
 and aggregate libraries built from `$<TARGET_OBJECTS:...>`. The files CMake runs on the way from
 the top to a root (CK's `library/CMakeLists.txt`) run first: the root inherits their variables,
-and each directory sees the root's variables as they were at its `add_subdirectory`. A root uses
-its own `add_instance_library`, else the nearest one defined on the way, the top's, or another
-root's. Nothing is hand-copied from CK: the rules are whatever the parsed CMake says. A library
-target's own arch list (`ckkb.extract.library_archs`) is a build rule too (`library_targets`).
+and each directory sees the root's variables as they were at its `add_subdirectory`. Each
+`add_instance_library` call runs the definition in effect where CMake makes it: the runs from the
+top define functions in their taken branches only (so one inside an `if()` counts per arch), the
+files they `include()` included (`ckkb.extract.cmake_includes`); a root without one uses the one
+an earlier root defined. Nothing is hand-copied from CK: the rules are whatever the parsed CMake
+says. A library target's own arch list (`ckkb.extract.library_archs`) is a build rule too
+(`library_targets`).
 
 Default-build environment, per arch A (assumptions, stated once here): a plain `cmake` of the CK
 root with `SUPPORTED_GPU_TARGETS` = A (one target per build, so `INST_TARGETS` = A) and no -D
@@ -23,13 +26,15 @@ as `build_defines` rows). For this CK that means: `DTYPES` and `MIOPEN_REQ_LIBS_
 `DISABLE_DPP_KERNELS` is given. When the root CMakeLists.txt is absent (small trees),
 `DEFAULT_ENV` is used as is (DL/DPP undefined). `hip_VERSION_FLAT` is taken as a current ROCm
 (600300000): it only gates a compression flag.
-add_instance_library runs once per arch and source file name. A source file that its directory's
-CMakeLists.txt does not name in any add_instance_library call is not built (`not_listed` rule,
-ckkb.extract.cmake_sources); the others are evaluated by file name, as CK's rules do.
+add_instance_library runs once per arch and call, with the call's whole source list as `ARGN`
+(`ckkb.extract.cmake_calls`). A source file that its directory's CMakeLists.txt does not name in
+any add_instance_library call is not built (`not_listed` rule, ckkb.extract.cmake_sources); a
+`.in` template (configured into a source of another name) is evaluated by its own name.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +42,10 @@ from typing import Any
 
 from ckkb.archs import ARCHS
 from ckkb.diagnostics import Diagnostic
+from ckkb.extract.cmake_calls import Rules, call_verdicts, rule_of, run_call
+from ckkb.extract.cmake_includes import SUFFIX, Modules, module_files
 from ckkb.extract.cmake_roots import run_root
-from ckkb.extract.cmake_sources import Recorder, read_dir
+from ckkb.extract.cmake_sources import LIBRARY_FUNCTION, Recorder, read_dir
 from ckkb.extract.cpp import is_binary
 from ckkb.extract.files import tree_files
 from ckkb.extract.instance_roots import instance_roots
@@ -91,10 +98,15 @@ def _find_dir_loop(stmts: list[Stmt]) -> Foreach | None:
 
 
 def _library_function(stmts: list[Stmt]) -> Function | None:
-    for s in walk(stmts):
-        if isinstance(s, Function) and s.name.lower() == "add_instance_library":
-            return s
-    return None
+    found = _library_functions(stmts)
+    return found[0] if found else None
+
+
+def _library_functions(stmts: list[Stmt]) -> list[Function]:
+    """Every definition of add_instance_library in `stmts`, taken branch or not."""
+    return [
+        s for s in walk(stmts) if isinstance(s, Function) and s.name.lower() == LIBRARY_FUNCTION
+    ]
 
 
 def _message(body: list[Stmt]) -> str:
@@ -129,11 +141,11 @@ def _rule_action(s: Command, where: str, body: list[Stmt], guard_vars: set[str])
 
 
 def _rule_rows(
-    file: str, lib: Function | None, loop: Foreach | None, guard_vars: set[str]
+    file: str, libs: list[Function], loop: Foreach | None, guard_vars: set[str]
 ) -> dict[int, BuildRuleRow]:
     """One BuildRuleRow per if() branch that removes sources/targets or skips a directory."""
     rows: dict[int, BuildRuleRow] = {}
-    regions = [(lib.body if lib else [], "function"), (loop.body if loop else [], "loop")]
+    regions = [(lib.body, "function") for lib in libs] + [(loop.body if loop else [], "loop")]
     for body, where in regions:
         for node in walk(body):
             if not isinstance(node, Branch):
@@ -185,6 +197,8 @@ class CMakeStage:
                     f = d / "CMakeLists.txt"
                     if f.is_file():
                         out.append(f)
+        cmake_dirs = ["", *dict.fromkeys(d for via in found.chain for d in via), *found.roots]
+        out.extend(root / f for f in module_files(root, cmake_dirs, found.roots))
         return out
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
@@ -195,6 +209,11 @@ class CMakeStage:
                 ]
             )
         text = data.decode("utf-8", errors="replace")
+        if rel.endswith(SUFFIX):  # a file include() may run: what it says counts where it runs
+            try:
+                return FileResult(facts={"stmts": parse_cmake(text)[0]})
+            except CMakeSyntaxError as e:  # said in combine, where an include() reaches it
+                return FileResult(facts={"syntax_error": (e.line, str(e))})
         try:
             stmts, diags = parse_cmake(text)
         except CMakeSyntaxError as e:
@@ -210,7 +229,9 @@ class CMakeStage:
 
     def combine(self, root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
         archs = tree_archs(ctx)
-        envs, rows = root_environments(results.get(ROOT_CMAKE), archs)
+        load = Modules(root, results)
+        functions: dict[str, dict[str, Function]] = {}
+        envs, rows = root_environments(results.get(ROOT_CMAKE), archs, load, functions)
         found = instance_roots(root)
         plans: list[Plan] = []
         diags: list[Diagnostic] = []
@@ -226,36 +247,58 @@ class CMakeStage:
                 msg = "no build rules read: file missing or unparsable"
                 diags.append(Diagnostic(file, 0, msg, "warning", self.name))
         if not plans:
-            return StageResult(rows=rows, diagnostics=diags)
+            return StageResult(rows=rows, diagnostics=diags + _include_damage(load))
         texts = {k: v.facts.get("text", "") for k, v in results.items() if k != ROOT_CMAKE}
         dir_stmts = {k: v.facts.get("stmts") for k, v in results.items() if k != ROOT_CMAKE}
         top = results.get(ROOT_CMAKE)
         top_stmts = top.facts.get("stmts") if top is not None else None
-        more, diags2 = evaluate_tree(root, plans, texts, dir_stmts, archs, envs, top_stmts)
-        return StageResult(rows=rows + more, diagnostics=diags + diags2)
+        more, diags2 = evaluate_tree(
+            root, plans, texts, dir_stmts, archs, envs, top_stmts, functions, load
+        )
+        return StageResult(rows=rows + more, diagnostics=diags + diags2 + _include_damage(load))
+
+
+def _include_damage(load: Modules) -> list[Diagnostic]:
+    """An error per file an include() reached that did not parse: its rules are unknown."""
+    return [
+        Diagnostic(
+            rel,
+            line,
+            f"CMake syntax: {msg} (an include()d file: what it says is unknown)",
+            "error",
+            CMakeStage.name,
+        )
+        for rel, (line, msg) in sorted(load.failed.items())
+    ]
 
 
 def root_environments(
-    res: FileResult | None, archs: tuple[str, ...] = ARCHS
+    res: FileResult | None,
+    archs: tuple[str, ...] = ARCHS,
+    load: Modules | None = None,
+    functions: dict[str, dict[str, Function]] | None = None,
 ) -> tuple[dict[str, dict[str, str]], list[Any]]:
     """Run the top-level CMakeLists.txt once per arch: the variables gpu/ inherits, and its -D
-    macros."""
+    macros; the functions its taken branches define go to `functions[arch]`. With `load`, the
+    files it include()s run too, and the tree's directory variables are the tree's path."""
     envs: dict[str, dict[str, str]] = {}
     rows: list[Any] = []
+    dirs = {"PROJECT_SOURCE_DIR": load.root, "CMAKE_SOURCE_DIR": load.root} if load else {}
     for arch in archs:
-        env = dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
+        env = dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch, **dirs)
         if res is not None and "stmts" in res.facts:
-            it = Interpreter(env, ROOT_CMAKE)
+            it = Interpreter(env, ROOT_CMAKE, load=load)
             try:
                 it.run(res.facts["stmts"])
             except (Break, RecursionError):
                 pass
+            if functions is not None:
+                functions[arch] = it.functions
             env = it.env
             env["SUPPORTED_GPU_TARGETS"] = arch  # one target per evaluated build
             for name, (value, line) in sorted(it.defines.items()):
-                rows.append(
-                    BuildDefineRow(arch=arch, name=name, value=value, file=ROOT_CMAKE, line=line)
-                )
+                file = it.define_files.get(name, ROOT_CMAKE)  # an included file's, or the top's
+                rows.append(BuildDefineRow(arch=arch, name=name, value=value, file=file, line=line))
         envs[arch] = env
     return envs, rows
 
@@ -298,9 +341,9 @@ class Plan:
 def _pick_library(
     plan: Plan, plans: list[Plan], top: list[Stmt] | None
 ) -> tuple[Function, str] | None:
-    """(add_instance_library, the file defining it) for `plan`'s root: its own, else the nearest
-    one on the way from the top (a CMake function is global once defined), else another
-    root's."""
+    """(add_instance_library, the file defining it) for `plan`'s root, as written (not
+    evaluated): its own, else the nearest one on the way from the top, else another root's.
+    Its build rules are numbered first; which definition a call runs is evaluated per arch."""
     own = _library_function(plan.stmts)
     if own is not None:
         return own, plan.file
@@ -321,41 +364,40 @@ def evaluate_tree(
     archs: tuple[str, ...] = ARCHS,
     envs: dict[str, dict[str, str]] | None = None,
     top: list[Stmt] | None = None,
+    functions: dict[str, dict[str, Function]] | None = None,
+    load: Modules | None = None,
 ) -> tuple[list[Any], list[Diagnostic]]:
     """BuildRuleRows + FileBuildRows for every instance source × arch, over the instance roots
     `plans` (`instance_roots`, in its order). `dir_texts`/`dir_stmts` hold each directory's
-    CMakeLists.txt (text, statements) by path; `top` is the top CMakeLists.txt's statements."""
+    CMakeLists.txt (text, statements) by path; `top` is the top CMakeLists.txt's statements;
+    `functions` the functions it defines per arch; `load` reads the files include() names."""
     diags: list[Diagnostic] = []
     libs = [_pick_library(p, plans, top) for p in plans]
-    if all(lib is None for lib in libs):
-        msg = "no add_instance_library function found"
-        diags.append(Diagnostic(plans[0].file, 0, msg, "warning", "ck.cmake"))
     out: list[Any] = []
     shapes: list[tuple[Foreach | None, set[str], dict[int, BuildRuleRow]]] = []
-    rules_of_lib: dict[int, dict[int, BuildRuleRow]] = {}
+    files_of = {id(lib[0]): lib[1] for lib in libs if lib is not None}
 
-    def number(rules: dict[int, BuildRuleRow]) -> None:
-        n_rules = sum(isinstance(r, BuildRuleRow) for r in out)
-        for r in rules.values():
-            r.id += n_rules
-        out.extend(rules.values())
+    def rules_of(fn: Function) -> dict[int, BuildRuleRow]:
+        """A definition's rules, made the first time one is needed (numbered by `book`)."""
+        if id(fn) not in files_of and load is not None:  # met through include(): its file
+            files_of.update(load.defined_in(LIBRARY_FUNCTION))
+        return _rule_rows(files_of.get(id(fn), ""), [fn], None, set())
 
-    for plan, lib in zip(plans, libs, strict=True):
+    book = Rules(out, {}, rules_of)
+    for plan in plans:
         loop = _find_dir_loop(plan.stmts)
         guard_vars = _guard_vars(loop)
-        own = lib[0] if lib is not None and lib[1] == plan.file else None
+        own = _library_functions(plan.stmts)
         rules = _rule_rows(plan.file, own, loop, guard_vars)
-        number(rules)
-        if own is not None:
-            rules_of_lib[id(own)] = rules
+        book.number(rules)
+        book.of_lib.update((id(fn), rules) for fn in own)
+        files_of.update((id(fn), plan.file) for fn in own)
         shapes.append((loop, guard_vars, rules))
     for lib in libs:  # a function defined on the way to a root: its rules once, after those
-        if lib is not None and id(lib[0]) not in rules_of_lib:
-            rules_of_lib[id(lib[0])] = _rule_rows(lib[1], lib[0], None, set())
-            number(rules_of_lib[id(lib[0])])
-    for plan, lib, (loop, guard_vars, rules) in zip(plans, libs, shapes, strict=True):
-        n_rules = sum(isinstance(r, BuildRuleRow) for r in out)
-        fn = lib[0] if lib is not None else None
+        if lib is not None:
+            book.of(lib[0])
+    by_arch: dict[str, Function] = {}  # arch -> the function the roots so far defined
+    for plan, (loop, guard_vars, rules) in zip(plans, shapes, strict=True):
         out.extend(
             _evaluate_root(
                 root,
@@ -363,27 +405,35 @@ def evaluate_tree(
                 loop,
                 guard_vars,
                 rules,
-                fn,
-                rules_of_lib.get(id(fn), {}),
+                book,
                 dir_texts,
                 dir_stmts,
                 archs,
                 envs or {},
-                n_rules,
+                functions or {},
+                by_arch,
+                load,
             )
         )
+    if not by_arch:
+        msg = "no add_instance_library function found"
+        diags.append(Diagnostic(plans[0].file, 0, msg, "warning", "ck.cmake"))
     return out, diags
 
 
 def chain_env(
-    env: dict[str, str], via: list[tuple[str, list[Stmt]]]
+    env: dict[str, str],
+    via: list[tuple[str, list[Stmt]]],
+    functions: dict[str, Function] | None = None,
+    load: Modules | None = None,
 ) -> tuple[dict[str, str], LibraryArchs]:
     """What a root inherits from the files on the way to it: `env` (the top's) after they ran,
     and the per-library arch lists their taken branches give (an aggregate library may be made
-    there, after the add_subdirectory that defines its objects)."""
+    there, after the add_subdirectory that defines its objects). The functions their taken
+    branches define are added to `functions`."""
     targets = LibraryArchs()
     for file, st in via:
-        it = Recorder(env, file)
+        it = Recorder(env, file, functions, load)
         try:
             it.run(st)
         except (Break, RecursionError):
@@ -401,17 +451,20 @@ def _evaluate_root(
     loop: Foreach | None,
     guard_vars: set[str],
     rules: dict[int, BuildRuleRow],
-    lib: Function | None,
-    lib_rules: dict[int, BuildRuleRow],
+    book: Rules,
     dir_texts: dict[str, str],
     dir_stmts: dict[str, list[Stmt] | None],
     archs: tuple[str, ...],
     envs: dict[str, dict[str, str]],
-    n_rules: int,
+    top_functions: dict[str, dict[str, Function]],
+    by_arch: dict[str, Function],
+    load: Modules | None,
 ) -> list[Any]:
-    """The rows of one instance library root; new rule ids follow the `n_rules` rules so far.
-    The root's CMakeLists.txt is run whole per arch (`cmake_roots.run_root`): which directories
-    it adds, and the per-library arch lists its taken branches give."""
+    """The rows of one instance library root; new rules are numbered by `book`. The root's
+    CMakeLists.txt is run whole per arch (`cmake_roots.run_root`): which directories it adds,
+    the per-library arch lists its taken branches give, and the functions defined when it adds
+    each directory. Each add_instance_library call runs the definition in effect where it is
+    made (else the one an earlier root defined for the arch), once per call."""
     out: list[Any] = []
     inst_dir, stmts = plan.inst_dir, plan.stmts
     base = Path(root) / inst_dir
@@ -426,9 +479,6 @@ def _evaluate_root(
     def loop_rule(br: Branch | None) -> BuildRuleRow | None:
         return rules.get(br.line) if br is not None else None
 
-    def lib_rule(br: Branch | None) -> BuildRuleRow | None:
-        return lib_rules.get(br.line) if br is not None else None
-
     def dir_cmake(d: str) -> str:
         return f"{inst_dir}/{d}/CMakeLists.txt"
 
@@ -439,7 +489,7 @@ def _evaluate_root(
     ) -> BuildRuleRow:
         if (file, line) not in made:
             made[(file, line)] = BuildRuleRow(
-                id=n_rules + len(made) + 1,
+                id=book.next_id(),
                 file=file,
                 line=line,
                 condition=condition,
@@ -453,23 +503,31 @@ def _evaluate_root(
     adds_dirs = _contains(stmts, _adds_subdirectory)
     for arch in archs:
         env = envs.get(arch) or dict(DEFAULT_ENV, SUPPORTED_GPU_TARGETS=arch, GPU_TARGETS=arch)
-        env, via_targets = chain_env(env, plan.via)
-        # (file name, id of the scope) -> verdict: CK's rules look at the file name only
-        verdicts: dict[tuple[str, int], tuple[bool, BuildRuleRow | None]] = {}
-        ran = run_root(stmts, env, root, inst_dir, dir_texts, loop, guard_vars, adds_dirs)
+        functions = dict(top_functions.get(arch, {}))
+        env, via_targets = chain_env(env, plan.via, functions, load)
+        ran = run_root(
+            stmts, env, root, inst_dir, dir_texts, loop, guard_vars, adds_dirs, functions, load
+        )
+        if LIBRARY_FUNCTION in ran.functions:
+            by_arch.setdefault(arch, ran.functions[LIBRARY_FUNCTION])
+        # (file name, id of the scope, function) -> verdict of a source no call names (a .in)
+        verdicts: dict[tuple[str, int, int], tuple[bool, BuildRuleRow | None]] = {}
         for d, files in sorted(by_dir.items()):
             if ran.added is not None and d not in ran.added:
                 rule = loop_rule(ran.guards.get(d))
                 out.extend(_skipped_row(path, arch, rule) for _, path, _ in files)
                 continue
             scope = ran.scopes.get(d, env)  # the variables the directory sees
+            fscope = ran.function_scopes.get(d, ran.functions)  # and the functions
             st = dir_stmts.get(dir_cmake(d))
-            got = read_dir(st, scope, dir_cmake(d)) if st else None
+            got = read_dir(st, scope, dir_cmake(d), fscope, load) if st else None
             targets = LibraryArchs()
             if got is not None:
                 targets.merge(got.targets)
             targets.merge(ran.targets)
             targets.merge(via_targets)
+            lib = fscope.get(LIBRARY_FUNCTION) or by_arch.get(arch)
+            by_call = call_verdicts(got, arch, book, by_arch.get(arch), GPU_CMAKE)
             for f, path, name in files:
                 rel = f.split("/", 1)[1]
                 # a CMake template (.in) is configured into a source of another name: kept
@@ -485,12 +543,17 @@ def _evaluate_root(
                     rule = new_rule(al.file, al.line, al.text, "library_targets", [*al.archs], msg)
                     out.append(_skipped_row(path, arch, rule))
                     continue
-                key = (name, id(scope))
-                if key not in verdicts:
-                    verdicts[key] = (
-                        _run_library(lib, scope, f, arch, lib_rule) if lib else (True, None)
-                    )
-                built, why = verdicts[key]
+                verdict = by_call.get(posixpath.normpath(rel))
+                if verdict is None:
+                    key = (name, id(scope), id(lib))
+                    if key not in verdicts:
+                        verdicts[key] = (
+                            _run_library(lib, scope, f, arch, rule_of(book, lib))
+                            if lib
+                            else (True, None)
+                        )
+                    verdict = verdicts[key]
+                built, why = verdict
                 out.append(
                     FileBuildRow(
                         file=path,
@@ -514,23 +577,11 @@ def instance_sources(base: Path) -> list[str]:
 def _run_library(
     lib: Function, env: dict[str, str], source: str, arch: str, rule_for: RuleFor
 ) -> tuple[bool, BuildRuleRow | None]:
-    """add_instance_library(device_instance <source>) for one arch: (built, the rule that
-    removed the source or the arch)."""
+    """add_instance_library(device_instance <source>) for one arch, for a source no call names
+    (a `.in` template, or a directory without calls): (built, the rule that removed the source
+    or the arch)."""
     source = source.split("/", 1)[1] if "/" in source else source
-    it = Interpreter(env, GPU_CMAKE)
-    it.functions[lib.name.lower()] = lib
-    it.env[lib.params[0] if lib.params else "INSTANCE_NAME"] = "device_instance"
-    it.env["ARGN"] = source
-    try:
-        it.run(lib.body)
-    except Break:
-        pass
-    final = it.env
-    if source not in [x for x in final.get("ARGN", "").split(";") if x]:
-        return False, rule_for(it.removed.get(("ARGN", source)))
-    if arch not in [x for x in final.get("INST_TARGETS", arch).split(";") if x]:
-        return False, rule_for(it.removed.get(("INST_TARGETS", arch)))
-    return True, None
+    return run_call(lib, env, ["device_instance", source], arch, rule_for, GPU_CMAKE)[source]
 
 
 STAGE = CMakeStage()

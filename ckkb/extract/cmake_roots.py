@@ -8,7 +8,9 @@ instance libraries (`list(APPEND CK_DEVICE_GEMM_INSTANCES $<TARGET_OBJECTS:...>)
 under the arch's environment, so a per-library arch list inside `if(GPU_TARGETS MATCHES "gfx9")`
 counts only where the condition holds, and one given to an aggregate reaches the object libraries
 it was really given. Each `add_subdirectory` keeps a copy of the variables as they are then: the
-scope that directory's CMakeLists.txt runs in.
+scope that directory's CMakeLists.txt runs in, and of the functions defined so far (CMake runs
+the directory's file there and then, so a function defined later in the root is not yet known
+to it; one defined in a branch not taken never is).
 
 One simplification, stated here: the glob lists the root's subdirectories only (the evaluator
 cannot ask the file system whether a path is a directory, and a file directly in the root is
@@ -25,8 +27,8 @@ from pathlib import Path
 
 from ckkb.extract.cmake_sources import Recorder
 from ckkb.extract.library_archs import LibraryArchs
-from ckkb.lang.cmake.interpreter import Break
-from ckkb.lang.cmake.syntax import Branch, Command, Foreach, Stmt
+from ckkb.lang.cmake.interpreter import Break, Loader
+from ckkb.lang.cmake.syntax import Branch, Command, Foreach, Function, Stmt
 
 # variables the run sets for itself, not part of a directory's scope
 _OWN = frozenset(("CMAKE_CURRENT_SOURCE_DIR", "CMAKE_CURRENT_LIST_DIR"))
@@ -46,6 +48,9 @@ class RootRun:
     # directory -> the variables when add_subdirectory added it (what its CMakeLists.txt and
     # the add_instance_library calls there see, as CMake scopes them)
     scopes: dict[str, dict[str, str]] = field(default_factory=dict)
+    # directory -> the functions defined when add_subdirectory added it
+    function_scopes: dict[str, dict[str, Function]] = field(default_factory=dict)
+    functions: dict[str, Function] = field(default_factory=dict)  # defined by the end of the run
 
 
 class _RootInterpreter(Recorder):
@@ -60,8 +65,10 @@ class _RootInterpreter(Recorder):
         texts: dict[str, str],
         loop: Foreach | None,
         guard_vars: set[str],
+        functions: dict[str, Function] | None = None,
+        load: Loader | None = None,
     ) -> None:
-        super().__init__(env, file)
+        super().__init__(env, file, functions, load)
         self.env["CMAKE_CURRENT_SOURCE_DIR"] = self.env["CMAKE_CURRENT_LIST_DIR"] = base
         self.base = base
         self.texts = texts  # '<dir>/CMakeLists.txt' relative to the root -> its text
@@ -71,12 +78,14 @@ class _RootInterpreter(Recorder):
         self.guard_vars = sorted(guard_vars)
         self.guards: dict[str, Branch | None] = {}
         self.scopes: dict[str, dict[str, str]] = {}
+        self.function_scopes: dict[str, dict[str, Function]] = {}
 
     def command(self, c: Command) -> None:
         super().command(c)
         if c.name == "add_subdirectory" and self.subdirs:
             d = _top_dir(self.subdirs[-1], self.base)
             self.scopes.setdefault(d, {k: v for k, v in self.env.items() if k not in _OWN})
+            self.function_scopes.setdefault(d, dict(self.functions))
 
     def _rel(self, path: str) -> str:
         return path[len(self.base) + 1 :] if path.startswith(self.base + "/") else path
@@ -129,19 +138,22 @@ def run_root(
     loop: Foreach | None,
     guard_vars: set[str],
     adds_dirs: bool,
+    functions: dict[str, Function] | None = None,
+    load: Loader | None = None,
 ) -> RootRun:
     """Run the CMakeLists.txt of the instance root `inst_dir` (statements `stmts`) under `env`.
     `dir_texts` holds the directories' CMakeLists.txt by path from the tree's root; `loop` is
     the directory loop and `guard_vars` its guard variables; `adds_dirs` whether the file has
-    an add_subdirectory anywhere."""
+    an add_subdirectory anywhere; `functions` those CMake has defined before the root (copied);
+    `load` reads the files include() names."""
     base = os.path.abspath(Path(root) / inst_dir)
     prefix = inst_dir + "/"
     texts = {k[len(prefix) :]: v for k, v in dir_texts.items() if k.startswith(prefix)}
     file = f"{inst_dir}/CMakeLists.txt"
-    it = _RootInterpreter(env, file, base, texts, loop, guard_vars)
+    it = _RootInterpreter(env, file, base, texts, loop, guard_vars, dict(functions or {}), load)
     try:
         it.run(stmts)
     except (Break, RecursionError):
         pass
     added = {_top_dir(s, base) for s in it.subdirs} if adds_dirs else None
-    return RootRun(added, it.guards, it.targets, it.scopes)
+    return RootRun(added, it.guards, it.targets, it.scopes, it.function_scopes, it.functions)

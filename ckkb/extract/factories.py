@@ -1,8 +1,10 @@
 """Stage `ck.factories`: which add functions serve
 which device-op interface, data types and layouts.
 
-Reads the factory headers under `library/include/ck/library/tensor_operation_instance/gpu/`
-(`*.hpp` and the `*.inc` declaration files they include, subdirectories too). Two kinds of rows:
+Reads the factory headers where `#include "ck/library/tensor_operation_instance/gpu/..."` leads
+by the tree's own include directories (`ckkb.extract.include_dirs`; CK's
+`library/include/ck/library/tensor_operation_instance/gpu/`): `*.hpp` and the `*.inc` declaration
+files they include, subdirectories too. Two kinds of rows:
 
 - `call`: an `add_*_instances(op_ptrs)` call inside a
   `DeviceOperationInstanceFactory<Interface<ALayout, ..., ADataType, ...>>` specialisation. Its
@@ -35,10 +37,9 @@ from ckkb.extract.conditions import (
     strip_ws,
 )
 from ckkb.extract.cpp import error_lines, function_declarator, is_binary, line, parse, text, walk
-from ckkb.extract.files import list_files
+from ckkb.extract.include_dirs import factory_files
 from ckkb.kb.schema.ck_registrations import FactoryRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
-from ckkb.sources import CK_FACTORY_DIR
 
 _ADD_FN = re.compile(r"^add_\w*instances?\w*$")
 # the registration helper every add function calls: not a factory
@@ -334,7 +335,7 @@ class FactoriesStage:
     combine_cost = 0.0  # seconds on the default tree: a scheduling hint
 
     def files(self, root: Path) -> list[Path]:
-        return list_files(root, CK_FACTORY_DIR, (".hpp", ".inc"))
+        return factory_files(root, (".hpp", ".inc"))
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
         return extract_file(rel, data)

@@ -17,12 +17,11 @@ from typing import Any
 from ckkb import fields as ckfields
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract import cpp
+from ckkb.extract.include_dirs import is_factory_header
 from ckkb.extract.instance_exprs import Expr, short
 from ckkb.kb.stages import FileResult
-from ckkb.sources import CK_FACTORY_DIR, CK_INSTANCE_DIR
 
 NAME = "ck.instances"
-ROOTS = (CK_INSTANCE_DIR, CK_FACTORY_DIR)
 
 _CMAKE_VAR = re.compile(rb"@([A-Za-z_][A-Za-z0-9_]*)@")  # CMake configure_file tokens (not C++)
 # Byte pre-filter only (the parse is tree-sitter's): a source that may alias another instance
@@ -30,7 +29,7 @@ _CMAKE_VAR = re.compile(rb"@([A-Za-z_][A-Za-z0-9_]*)@")  # CMake configure_file 
 _MAYBE_LIST_ALIAS = re.compile(rb"using\s+\w+\s*=\s*[\w:]+_instances?\s*<")
 
 
-def dir_of(rel: str, roots: tuple[str, ...] = ROOTS) -> str:
+def dir_of(rel: str, roots: tuple[str, ...]) -> str:
     """The directory right under gpu/ or another of `roots` ('' for a file directly in one)."""
     for base in roots:
         if rel.startswith(base + "/"):
@@ -503,7 +502,7 @@ def extract(root: Path, rel: str, data: bytes) -> FileResult:
         and (not rel.endswith(".hpp") or (b"using" not in data and b"constexpr" not in data))
     ):
         return res  # nothing this stage reads: no parse
-    if rel.startswith(CK_FACTORY_DIR + "/") and not has_tuple and dir_of(rel) == "":
+    if not has_tuple and is_factory_header(rel):
         return res  # factory headers (A2's stage) declare add functions, not aliases lists need
     src, cmake_vars = _mask_cmake(data) if rel.endswith(".in") else (data, [])
     src, guards = cpp.mask_conditionals(src) if b"#if" in src else (src, {})

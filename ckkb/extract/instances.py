@@ -8,9 +8,12 @@ op the entry names (`device_ops`, by the header the file includes when two heade
 same name), maps positional arguments to the op's template parameter names and derives the
 normalised columns.
 
-Files read: `library/src/tensor_operation_instance/gpu/**` (`.cpp`, `.hpp`, `.in`) and the
-headers under `library/include/ck/library/tensor_operation_instance/gpu/**`, which hold the
-instance lists (and aliases) that many convolution and reduction sources include.
+Files read: the instance library roots' files (`instance_roots`; CK's
+`library/src/tensor_operation_instance/gpu/**`: `.cpp`, `.hpp`, `.in`) and the headers under the
+factory directories (`include_dirs.factory_dirs`; CK's
+`library/include/ck/library/tensor_operation_instance/gpu/**`), which hold the instance lists (and
+aliases) that many convolution and reduction sources include. `#include "X"` is resolved against
+the including file's directory, then the include directories the tree's CMake gives.
 """
 
 from __future__ import annotations
@@ -21,25 +24,23 @@ from typing import Any
 from ckkb import fields as ckfields
 from ckkb.diagnostics import Diagnostic
 from ckkb.extract.files import list_files
+from ckkb.extract.include_dirs import factory_dirs, factory_files, include_dirs
 from ckkb.extract.instance_exprs import Plan, Resolver, map_fields, plan_of, substitute
 from ckkb.extract.instance_reader import NAME, dir_of, extract
 from ckkb.extract.instance_roots import instance_roots
 from ckkb.kb.schema.ck_instances import DeviceOpRow, InstanceListRow, InstanceRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
-from ckkb.sources import CK_FACTORY_DIR
 
 VERSION = "3"  # bump whenever extract() output changes: cached per-file results are keyed by it
 SUFFIXES = (".cpp", ".hpp", ".in")
-
-# Where `#include "X"` may point, relative to the CK root (CK's include directories).
-INCLUDE_DIRS = ("include", "library/include", "library/src/tensor_operation_instance/gpu")
 
 
 class _Index:
     """Files of this stage by path, for `#include` resolution."""
 
-    def __init__(self, rels: list[str]):
+    def __init__(self, rels: list[str], dirs: tuple[str, ...]):
         self.rels = set(rels)
+        self.dirs = dirs  # where `#include "X"` may point, relative to the CK root
         self.by_base: dict[str, list[str]] = {}
         for r in rels:
             self.by_base.setdefault(_basename(r), []).append(r)
@@ -47,7 +48,7 @@ class _Index:
     def resolve(self, inc: str, from_rel: str) -> str | None:
         here = from_rel.rsplit("/", 1)[0] if "/" in from_rel else ""
         cands = [_norm(f"{here}/{inc}" if here and not inc.startswith("/") else inc)] + [
-            f"{d}/{inc}" for d in INCLUDE_DIRS
+            f"{d}/{inc}" if d else inc for d in self.dirs
         ]
         for c in cands:
             if c in self.rels:
@@ -88,13 +89,13 @@ def _norm(p: str) -> str:
 
 def combine(root: Path, results: dict[str, FileResult], ctx: BuildContext) -> StageResult:
     out = StageResult()
-    roots = (*instance_roots(root).roots, CK_FACTORY_DIR)
+    roots = (*instance_roots(root).roots, *factory_dirs(root))
     ops: dict[str, list[DeviceOpRow]] = {}
     for op in ctx.table_rows("device_ops"):
         ops.setdefault(op.name, []).append(op)
     shapes = {id(op): plan_of(op.params) for cands in ops.values() for op in cands}
     facts = {rel: fr.facts for rel, fr in results.items() if fr.facts}
-    index = _Index(sorted(facts))
+    index = _Index(sorted(facts), include_dirs(root).dirs)
     list_names = {lst["name"] for f in facts.values() for lst in f.get("lists", [])}
     classes = {  # class name -> (file, line, first base) of the classes these files define
         name: (rel, c[0], c[1])
@@ -382,9 +383,9 @@ class _Stage:
 
     def files(self, root: Path) -> list[Path]:
         out: list[Path] = []
-        for base in (*instance_roots(root).roots, CK_FACTORY_DIR):
-            out.extend(list_files(root, base, SUFFIXES if base != CK_FACTORY_DIR else (".hpp",)))
-        return out
+        for base in instance_roots(root).roots:
+            out.extend(list_files(root, base, SUFFIXES))
+        return out + factory_files(root, (".hpp",))
 
     extract = staticmethod(extract)
     combine = staticmethod(combine)

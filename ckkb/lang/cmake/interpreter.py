@@ -2,13 +2,21 @@
 statement (`set`, `option`, `unset`, `if/elseif/else`, `foreach`, `break`, `function` and its
 calls, `get_filename_component(... NAME|NAME_WE|DIRECTORY|PATH)`,
 `list(REMOVE_ITEM|APPEND|FILTER|REMOVE_DUPLICATES)`, `file(READ|GLOB)`, `add_subdirectory`,
-`add_definitions`/`add_compile_definitions`); other commands are no-ops. It records which
-if-branch removed what, for the build rules that explain a verdict."""
+`add_definitions`/`add_compile_definitions`, `include`); other commands are no-ops. It records
+which if-branch removed what, for the build rules that explain a verdict.
+
+`include()` runs the included file in the same scope, as CMake does: a name that is not a full
+path is first tried as a module `<name>.cmake` in each `CMAKE_MODULE_PATH` directory, then as a
+path relative to the current source directory; `OPTIONAL` and `RESULT_VARIABLE` are honoured.
+The caller's `Loader` reads the tree's files (a file it does not have is not found: CMake's own
+modules, such as `CTest`, are no part of the tree)."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable
+from typing import Protocol
 
 from ckkb.lang.cmake.conditions import Arg, expand
 from ckkb.lang.cmake.syntax import Branch, Command, Foreach, Function, If, Stmt
@@ -23,6 +31,15 @@ def filename_component(path: str, mode: str) -> str | None:
     if mode == "NAME_WE":
         return path.rsplit("/", 1)[-1].split(".", 1)[0]
     return None
+
+
+class Loader(Protocol):
+    """Reads the tree's CMake files for include(): statements by absolute path, None when the
+    tree has no such (parsable) file."""
+
+    root: str  # the tree's absolute path: CMAKE_SOURCE_DIR
+
+    def __call__(self, path: str) -> list[Stmt] | None: ...
 
 
 class Break(Exception):
@@ -41,6 +58,7 @@ _INTERPRETED = frozenset(
         "file",
         "add_subdirectory",
         "break",
+        "include",
     }
 )
 
@@ -54,6 +72,7 @@ class Interpreter:
         file: str,
         read_file: Callable[[str], str] | None = None,
         glob: Callable[[list[str]], list[str]] | None = None,
+        load: Loader | None = None,
     ) -> None:
         self.env = dict(env)
         self.file = file
@@ -67,7 +86,11 @@ class Interpreter:
         self.origin: dict[str, Branch | None] = {}  # var -> innermost branch of its last set()
         self.subdirs: list[str] = []
         self.defines: dict[str, tuple[str, int]] = {}  # -DNAME[=VALUE] -> (value, line)
+        self.define_files: dict[str, str] = {}  # -DNAME -> the file of that line (list_file)
         self.functions: dict[str, Function] = {}
+        self.load = load  # include(): the tree's files; None: include() is a no-op
+        self.list_file = file  # the file being read: `file`, or the file it include()s
+        self._including: list[str] = []  # files being included, innermost last (no cycles)
 
     def run(self, stmts: list[Stmt]) -> None:
         # `type(s) is`: the parser makes no subclasses, and this runs ~800,000 times a build
@@ -163,6 +186,7 @@ class Interpreter:
                 if d:
                     k, eq, v = d.partition("=")
                     self.defines[k] = (v if eq else "1", c.line)
+                    self.define_files[k] = self.list_file
         elif name == "unset":
             if w:
                 self.env.pop(w[0], None)
@@ -180,8 +204,52 @@ class Interpreter:
         elif name == "add_subdirectory":
             if w:
                 self.subdirs.append(w[0])
+        elif name == "include":
+            self.include(w)
         else:
             self.call(self.functions[name], w)
+
+    def include(self, w: list[str]) -> None:
+        """include(<file|module> [OPTIONAL] [RESULT_VARIABLE var] [NO_POLICY_SCOPE])."""
+        if not w or self.load is None:
+            return
+        name, path, stmts = w[0], "", None
+        if not name.startswith("/"):  # not a full path: maybe a module
+            for d in self.env.get("CMAKE_MODULE_PATH", "").split(";"):
+                if d:
+                    cand = posixpath.normpath(posixpath.join(d, name + ".cmake"))
+                    if (stmts := self._load(cand)) is not None:
+                        path = cand
+                        break
+        if stmts is None:
+            here = posixpath.join(self.load.root, posixpath.dirname(self.file))
+            cand = posixpath.normpath(posixpath.join(here, name))
+            if (stmts := self._load(cand)) is not None:
+                path = cand
+        if "RESULT_VARIABLE" in w[1:-1]:
+            self.env[w[w.index("RESULT_VARIABLE") + 1]] = path or "NOTFOUND"
+        if stmts is None:
+            return
+        saved = {k: self.env.get(k) for k in ("CMAKE_CURRENT_LIST_DIR", "CMAKE_CURRENT_LIST_FILE")}
+        self.env["CMAKE_CURRENT_LIST_DIR"] = posixpath.dirname(path)
+        self.env["CMAKE_CURRENT_LIST_FILE"] = path
+        self._including.append(path)
+        outer, self.list_file = self.list_file, posixpath.relpath(path, self.load.root)
+        try:
+            self.run(stmts)
+        finally:
+            self._including.pop()
+            self.list_file = outer
+            for k, v in saved.items():
+                if v is None:
+                    self.env.pop(k, None)
+                else:
+                    self.env[k] = v
+
+    def _load(self, path: str) -> list[Stmt] | None:
+        if self.load is None or path in self._including:  # an include cycle: CMake recurses
+            return None
+        return self.load(path)
 
     def file_glob(self, var: str, rest: list[str]) -> None:
         """file(GLOB var [LIST_DIRECTORIES b] [RELATIVE p] [CONFIGURE_DEPENDS] exprs...)."""
@@ -219,11 +287,24 @@ class Interpreter:
         self.origin[var] = self.here()
 
     def call(self, f: Function, words: list[str]) -> None:
+        """A function runs in a scope of its own; a macro in its caller's, its parameters and
+        ARGN standing for their values while it runs (CMake substitutes them in its text)."""
+        args = {p: words[i] if i < len(words) else "" for i, p in enumerate(f.params)}
+        args["ARGN"] = ";".join(words[len(f.params) :])
+        if f.macro:
+            hidden = {k: self.env.get(k) for k in args}
+            self.env.update(args)
+            try:
+                self.run(f.body)
+            finally:
+                for k, v in hidden.items():
+                    if v is None:
+                        self.env.pop(k, None)
+                    else:
+                        self.env[k] = v
+            return
         saved = self.env
-        self.env = dict(saved)
-        for i, p in enumerate(f.params):
-            self.env[p] = words[i] if i < len(words) else ""
-        self.env["ARGN"] = ";".join(words[len(f.params) :])
+        self.env = dict(saved, **args)
         try:
             self.run(f.body)
         finally:

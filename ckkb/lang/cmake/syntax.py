@@ -47,6 +47,7 @@ class Function:
     name: str
     params: list[str]
     body: list[Stmt]
+    macro: bool = False  # macro(): runs in its caller's scope
 
 
 Stmt = Command | If | Foreach | Function
@@ -210,7 +211,8 @@ class _Parser:
                     body.append(Command("while", c.args, c.line, c.raw))
                 else:
                     names = [a.value for a in c.args]
-                    body.append(Function(c.line, names[0] if names else "", names[1:], inner))
+                    name, params = (names[0], names[1:]) if names else ("", [])
+                    body.append(Function(c.line, name, params, inner, c.name == "macro"))
             elif c.name in _CLOSERS:
                 raise CMakeSyntaxError(f"{c.name}() without a matching opener", c.line)
             else:
