@@ -1,6 +1,7 @@
-"""Fixture trees that are ck_mini plus an overlay: tests/fixtures/<name> holds only the files that
-differ from tests/fixtures/ck_mini (each overlay's README lists them), copied over a copy of
-ck_mini. One helper for all of them, so no overlay repeats ck_mini's files."""
+"""Fixture trees that are a base plus an overlay: tests/fixtures/<name> holds only the files that
+differ from its base, tests/fixtures/ck_mini (or an aiter tree: aiter_2026_pick), each overlay's
+README lists them, copied over a copy of the base. One helper for all of them, so no overlay
+repeats its base's files."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ BASE = "ck_mini"
 UNIVERSAL = "library/src/tensor_operation_instance/gpu/gemm_universal"
 
 
-def overlay_tree(tmp: Path, overlay: str, name: str | None = None) -> Path:
-    """ck_mini with tests/fixtures/`overlay` copied over it, at tmp/`name` (default: overlay)."""
+def overlay_tree(tmp: Path, overlay: str, name: str | None = None, base: str = BASE) -> Path:
+    """`base` (ck_mini) with tests/fixtures/`overlay` copied over it, at tmp/`name` (default:
+    overlay)."""
     root = Path(tmp) / (name or overlay)
-    shutil.copytree(FIXTURES / BASE, root)
+    shutil.copytree(FIXTURES / base, root)
     shutil.copytree(FIXTURES / overlay, root, dirs_exist_ok=True)
     return root
 

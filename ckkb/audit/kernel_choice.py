@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ckkb.audit.list_eval import evaluated
+from ckkb.audit.list_eval import by_name_prefix, evaluated
 from ckkb.extract.aiter_configs import ConfigTable
 from ckkb.extract.aiter_pyexec import arch_matches
 
@@ -51,12 +51,19 @@ class RowLists:
         x = str(v.get(col)) if col is not None and v.get(col) is not None else p.get("default")
         return x if x in self.values[i] else OTHER
 
+    def case(self, columns: list[str], v: dict[str, Any]) -> dict[str, Any] | None:
+        """The getKernelName case the row's selector values pick (None: a case not run)."""
+        return self.cases.get(self._key(columns, v))
+
+    def _key(self, columns: list[str], v: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(self._selector(i, p, columns, v) for i, p in enumerate(self.params))
+
     def lookup(
         self, columns: list[str], v: dict[str, Any]
     ) -> tuple[str, dict[int, Any] | None, str, int | None]:
         """("list", {id: kernel}, "file:list", list id), ("none", None, why, None): the tuner
         names no CK list for the row, or ("unresolved", None, why, None)."""
-        key = tuple(self._selector(i, p, columns, v) for i, p in enumerate(self.params))
+        key = self._key(columns, v)
         case = self.cases.get(key)
         when = ", ".join(f"{p['name']}={k!r}" for p, k in zip(self.params, key, strict=True))
         if case is None:
@@ -214,6 +221,12 @@ def _other_backend(ctx: Any, t: ConfigTable, rc: Any, v: dict[str, Any], why: st
                 unread.append(got)
         if unread:  # the row's list may be one ckkb cannot build: not checked, and why
             return RowKernel("no_kernel_list", where=f"{lib}{why + '; ' if why else ''}{unread[0]}")
+        chooser = row_lists(ctx, rc)
+        case = chooser.case(t.columns, v) if chooser is not None else None
+        if ev is not None and gfx and case is not None and "error" in case:
+            chosen = by_name_prefix(ev, ctx, rc, built, gfx, str(name))
+            if chosen is not None:  # checked against it (rules_kernels: _chosen_findings)
+                return RowKernel("checked", chosen[0], chosen[1], chosen[2], "choice")
     base = why or f"libtype {lt!r}"
     return RowKernel("not_ck", where=f"{base}; no list the tuner imports gives kernelId its name")
 

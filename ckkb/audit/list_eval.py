@@ -6,6 +6,7 @@ executed), reading only the audit stage's declared inputs (ckkb.audit.inputs).""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,8 @@ class EvaluatedLists:
         self.readable = readable if readable is not None else Readable(root)
         self.modules: dict[str, Modules] = {}
         self.cache: dict[tuple[str, str, str], dict[Any, str] | str] = {}
+        self.lines: dict[tuple[str, str], int] = {}
+        self.entries: dict[tuple[str, str, str], dict[Any, EvaluatedKernel]] = {}
 
     def names(self, file: str, name: str, gfx: str) -> dict[Any, str] | str:
         key = (file, name, gfx)
@@ -84,6 +87,30 @@ class EvaluatedLists:
                 return False
         return True
 
+    def line(self, file: str, name: str) -> int:
+        """The line of the module-level statement that first binds `name` in `file` (0: none)."""
+        if (file, name) not in self.lines:
+            self.lines[(file, name)] = self._line(file, name)
+        return self.lines[(file, name)]
+
+    def _line(self, file: str, name: str) -> int:
+        import ast
+
+        path = self.root / file
+        if not self.readable(path):
+            return 0
+        for node in ast.parse(path.read_text(encoding="utf-8", errors="replace")).body:
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return node.lineno
+        return 0
+
     def _built(self, file: str, name: str, gfx: str) -> dict[Any, str]:
         if gfx not in self.modules:
             self.modules[gfx] = Modules(self.roots, gfx, self.readable)
@@ -101,6 +128,48 @@ class EvaluatedLists:
                 raise Unsupported(cst.Name(name), f"entry {k!r} has no name statically")
             out[k] = got
         return out
+
+
+@dataclass(frozen=True)
+class EvaluatedKernel:
+    """An entry of a list the audit builds (no aiter_kernels row): its name, and where the list
+    is bound (file, line)."""
+
+    kernel_id: Any
+    name: str
+    file: str
+    line: int
+
+
+def by_name_prefix(
+    ev: EvaluatedLists, ctx: Any, rc: Any, built: set[tuple[str, str]], gfx: str, name: str
+) -> tuple[dict[Any, EvaluatedKernel], str, int | None] | None:
+    """The list the tuner imports that a row of a libtype its getKernelName names lists for
+    (a case ckkb could not follow: aiter 2026's `for pipe in FLYDSL_PIPELINES`) indexes on gfx:
+    among the lists the audit builds, one holding the row's kernelName, else the one whose names
+    the row's is written like (the longest common prefix with its first entry), as the run time
+    routes a FlyDSL kernel by its name's prefix. None when no such list is built on gfx."""
+    import os.path
+
+    best: tuple[tuple[bool, int], str, str, dict[Any, str]] | None = None
+    for f, n in getattr(rc, "kernel_list_candidates", None) or []:
+        if (f, n) in built:
+            continue
+        got = ev.names(f, n, gfx)
+        if not isinstance(got, dict) or not got:
+            continue
+        like = next(iter(got.values()))
+        score = (name in got.values(), len(os.path.commonprefix([name, like])))
+        if best is None or score > best[0]:
+            best = (score, f, n, got)
+    if best is None:
+        return None
+    _, f, n, got = best
+    if (f, n, gfx) not in ev.entries:
+        line = ev.line(f, n)
+        ev.entries[(f, n, gfx)] = {k: EvaluatedKernel(k, v, f, line) for k, v in got.items()}
+    lid = next((kl.id for kl in ctx.lists if kl.file == f and kl.name == n), None)
+    return ev.entries[(f, n, gfx)], f"{f}:{n}", lid
 
 
 def _module_level(tree: Any) -> list[Any]:

@@ -23,6 +23,7 @@ from ckkb.extract.aiter_derived import ARCH_FUNCTIONS, _assigned
 from ckkb.extract.aiter_pyeval import Unsupported, literal
 from ckkb.extract.aiter_pyexec import ClassInfo, Function, Instance, Interp, Native, poison
 from ckkb.extract.aiter_pymodels import MODELLED, copy_instance, factory_default
+from ckkb.extract.aiter_pystd import IMPORTS, STD_MODULES, NoDevice, transparent
 from ckkb.extract.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ class _Torch:
     def static_attr(self, name: str, node: Any) -> Any:
         if re.fullmatch(r"u?int\d+|float\d+\w*|bfloat16|bool|complex\d+", name):
             return Dtype(f"torch.{name}")
+        if name == "cuda":
+            return NoDevice()
         raise Unsupported(node, f"torch.{name} is not modelled")
 
 
@@ -119,6 +122,7 @@ def run_module(
     names; a statement that cannot run leaves the names it binds unknown."""
     module = cst.parse_module(text)
     env = {} if env is None else env
+    env[IMPORTS] = _ImportHook(gfx, importer)
     budget = [400_000]
     for stmt in module.body:
         if isinstance(stmt, cst.SimpleStatementLine) and all(
@@ -131,7 +135,7 @@ def run_module(
             env[stmt.name.value] = _class(stmt, env)
             continue
         if isinstance(stmt, cst.FunctionDef):
-            if stmt.decorators:
+            if not transparent(stmt.decorators):
                 poison(env, {stmt.name.value})
             else:
                 env[stmt.name.value] = Function(stmt, env)
@@ -203,6 +207,8 @@ def _import(s: Any, env: dict[str, Any], gfx: str, importer: Importer | None) ->
             env[bound] = _Torch()
         elif isinstance(s, cst.Import) and full == "copy":
             env[bound] = _CopyModule()
+        elif isinstance(s, cst.Import) and full in STD_MODULES:  # os, math
+            env[bound] = STD_MODULES[full]()
         elif isinstance(s, cst.ImportFrom) and (mod, full) in MODELLED:  # dataclasses.replace
             env[bound] = Native(MODELLED[(mod, full)])
         elif importer is not None and isinstance(s, cst.ImportFrom):
@@ -212,6 +218,25 @@ def _import(s: Any, env: dict[str, Any], gfx: str, importer: Importer | None) ->
                 poison(env, {bound})
         else:
             poison(env, {bound})
+
+
+class _ImportHook:
+    """`from M import N` run as a statement (in a `try`, in a function): the modelled library
+    functions, the arch function, else the tree's module as the module-level imports find it,
+    resolved now (a name not known statically is Unsupported)."""
+
+    def __init__(self, gfx: str, importer: Importer | None) -> None:
+        self.gfx = gfx
+        self.importer = importer
+
+    def __call__(self, s: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        _import(s, out, self.gfx, self.importer)
+        for k, v in out.items():
+            if v is _unknown():
+                raise Unsupported(s, f"import of {k} is not followed statically")
+            out[k] = v.thunk() if isinstance(v, _Lazy) else v
+        return out
 
 
 def _dotted(node: Any) -> str:

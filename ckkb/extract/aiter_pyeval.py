@@ -68,9 +68,16 @@ def binary_op(node: cst.CSTNode, op: str, a: Any, b: Any) -> Any:
             return a // b
         if op == "Modulo" and not isinstance(a, str):
             return a % b
-    except TypeError as e:
+        if op == "Divide":
+            return a / b
+        if op == "Power" and isinstance(b, int) and abs(b) <= 256:
+            return a**b
+    except (TypeError, ZeroDivisionError) as e:
         raise Unsupported(node, f"cannot evaluate {op}: {e}") from None
     raise Unsupported(node, f"unsupported operator {op}")
+
+
+_SINGLE = (None, True, False)  # what `is` compares here: identity of ckkb's models means nothing
 
 
 class Evaluator:
@@ -178,6 +185,8 @@ class Evaluator:
                 "In": lambda x, y: x in y,
                 "NotIn": lambda x, y: x not in y,
             }
+            if op in ("Is", "IsNot") and (left in _SINGLE or right in _SINGLE):  # `x is None`
+                ops[op] = (lambda x, y: x is y) if op == "Is" else (lambda x, y: x is not y)
             if op not in ops:
                 raise Unsupported(node, f"unsupported comparison {op}")
             if not ops[op](left, right):

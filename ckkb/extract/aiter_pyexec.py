@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ckkb.extract.aiter_pyeval import Evaluator, Unsupported, _Lambda
+from ckkb.extract.aiter_pystd import IMPORTS, exec_try, transparent
+from ckkb.extract.aiter_pystd import Native as Native  # defined there, used from here
 from ckkb.extract.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -70,13 +72,6 @@ class Instance:
 
     def __hash__(self) -> int:
         return hash((self.cls.name, tuple(sorted(self.values.items(), key=repr))))
-
-
-@dataclass
-class Native:
-    """A function ckkb models instead of reading (aiter's `get_gfx`: the arch explored)."""
-
-    f: Callable[..., Any]
 
 
 @dataclass
@@ -406,8 +401,10 @@ class Interp(Evaluator):
                 except _Loop as lp:
                     if lp.kind == "break":
                         break
-        elif isinstance(s, cst.FunctionDef) and not s.decorators:
+        elif isinstance(s, cst.FunctionDef) and transparent(s.decorators):
             self.env[s.name.value] = Function(s, self.env)
+        elif isinstance(s, cst.Try):
+            exec_try(self, s)
         else:
             raise Unsupported(s, f"unsupported statement {type(s).__name__}")
 
@@ -433,6 +430,8 @@ class Interp(Evaluator):
             pass
         elif isinstance(small, (cst.Break, cst.Continue)):
             raise _Loop("break" if isinstance(small, cst.Break) else "continue")
+        elif isinstance(small, cst.ImportFrom) and IMPORTS in self.env:  # a module's own
+            self.env.update(self.env[IMPORTS](small))
         elif isinstance(small, cst.ImportFrom):  # `from dataclasses import replace` in a def
             from ckkb.extract.aiter_pymodels import import_from
 

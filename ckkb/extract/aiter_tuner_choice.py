@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckkb.extract.aiter_pyeval import Unsupported
 from ckkb.extract.aiter_pyexec import Interp, _Return
+from ckkb.extract.aiter_tuner_reader import KERNEL_LIST_NAME
 from ckkb.extract.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -113,8 +114,33 @@ def read_choice(
             if "config_env_name" in "".join(src[f.lineno - 1 : f.end_lineno])
             and (m := _Method(src, f)).node is not None
         ]
-        return _choice(switches, method, imports)
+        choice, problems = _choice(switches, method, imports)
+        inner = _inner_imports(tree, set(kernel_imports))
+        if choice is not None and inner:
+            choice["inner_imports"] = inner
+        return choice, problems
     return None, []
+
+
+def _inner_imports(tree: ast.Module, outer: set[tuple[str, str]]) -> list[list[str]]:
+    """[module, name] of the kernel lists a function or method imports when it runs (aiter
+    2026's bpreshuffle tuner imports the gfx1250 WMMA list in the method that races it), in
+    source order, those imported at module level left out."""
+    out: list[list[str]] = []
+    fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    found = {
+        (n.lineno, n.col_offset): n
+        for f in fns
+        for n in ast.walk(f)
+        if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
+    }
+    for _, node in sorted(found.items()):
+        if node.module:
+            for a in node.names:
+                key = (node.module, a.name)
+                if KERNEL_LIST_NAME.search(a.name) and key not in outer and list(key) not in out:
+                    out.append(list(key))
+    return out
 
 
 class _Method:

@@ -366,10 +366,11 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
         choice = kernel_choice(facts.root, tuner)
         if choice:
             note = None  # chosen per row (rules_kernels names rows whose list is not resolved)
+        inner = [tuple(x) for x in (tuner and tuner.kernel_choice or {}).get("inner_imports", [])]
         cands = (
             [
                 [f, n]
-                for m, n in tuner.kernel_imports
+                for m, n in [*tuner.kernel_imports, *inner]
                 if (f := module_file(facts.root, tuner.rel, m, tuner.sys_paths)) is not None
             ]
             if tuner is not None

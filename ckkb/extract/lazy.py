@@ -21,7 +21,11 @@ class LazyModule:
     def __getattr__(self, attr: str) -> Any:
         if self._module is None:
             self._module = importlib.import_module(self._name)
-        return getattr(self._module, attr)
+        value = getattr(self._module, attr)
+        # kept on the stand-in: the next look-up is a plain attribute (the static evaluator
+        # asks for libcst's node classes about a million times on aiter 2026)
+        setattr(self, attr, value)
+        return value
 
 
 def lazy_module(name: str) -> Any:
