@@ -7,8 +7,9 @@ cannot compile). The csv module reads the rows. No libcst, no ckkb code.
 
 The tuner (csrc/ck_gemm_a8w8_bpreshuffle/gemm_a8w8_bpreshuffle_tune.py) races, for a row's gfx,
 the lists of `PIPELINES` in order (getKernelName: the first holding the id), except on gfx1250,
-where it races the WMMA module's `kernels_list`. Classes: "ok", "stale" (the id's entry has
-another name), "unknown" (no such id)."""
+where it races the WMMA module's `kernels_list`. Classes: "ok", "mismatch" (the id's entry has
+another name, and another id has the row's), "stale" (no entry has the row's name), "unknown"
+(no such id)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,11 @@ def _lists(root: Path, gfx: str) -> list[dict[int, str]]:
             os.environ["GPU_ARCHS"] = saved_env
 
 
+def lists_by_arch(root: Path) -> dict[str, list[dict[int, str]]]:
+    """The lists the tuner races on each arch the configs name (gfx942, gfx950, gfx1250)."""
+    return {g: _lists(root, g) for g in ("gfx942", "gfx950", "gfx1250")}
+
+
 def flydsl_census(root: Path) -> Counter:
     """Counter of (gfx, class) over the libtype-flydsl rows of the a8w8 bpreshuffle configs."""
     cfg = root / "aiter" / "configs"
@@ -83,8 +89,18 @@ def flydsl_census(root: Path) -> Counter:
         gfx, kid = r["gfx"], int(r["kernelId"])
         if gfx not in lists:
             lists[gfx] = _lists(root, gfx)
+        name = r["kernelName"]
         d = next((d for d in lists[gfx] if kid in d), None)
-        cls = "unknown" if d is None else "ok" if d[kid] == r["kernelName"] else "stale"
+        elsewhere = any(name in x.values() for x in lists[gfx])
+        cls = (
+            "unknown"
+            if d is None
+            else "ok"
+            if d[kid] == name
+            else "mismatch"
+            if elsewhere
+            else "stale"
+        )
         out[(gfx, cls)] += 1
     return out
 

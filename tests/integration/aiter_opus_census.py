@@ -78,9 +78,8 @@ def _tuners_naming(root: Path, text: str) -> list[Path]:
 
 def unchecked_census(root: Path) -> dict[str, int]:
     """What the audit cannot check on aiter 2026-08, counted by csv and grep: fhmoe and the
-    batched mxscale op have no tuner that imports their config (so no list to read); the
-    a8w8 bpreshuffle tuner imports FlyDSL lists (inside a try) that its libtype-flydsl rows
-    index, and those lists are built by code at import time (`_build_kernels_list`)."""
+    batched mxscale op have no tuner that imports their config (so no list to read). (The a8w8
+    bpreshuffle tuner's FlyDSL rows are checked: aiter_flydsl_census.py.)"""
     cfg = root / "aiter" / "configs"
     out: dict[str, int] = {}
     assert not _tuners_naming(root, "AITER_CONFIG_FHMOE")
@@ -94,12 +93,4 @@ def unchecked_census(root: Path) -> dict[str, int]:
     out["batched_gemm_a8w8_blockscale_mxscale"] = len(
         _rows(sorted(cfg.glob("model_configs/*batched_gemm_a8w8_blockscale_mxscale*.csv")))
     )
-    tuner = root / "csrc/ck_gemm_a8w8_bpreshuffle/gemm_a8w8_bpreshuffle_tune.py"
-    assert "flydsl_gemm_a8w8_bpreshuffle_common import" in tuner.read_text()
-    files = [cfg / "a8w8_bpreshuffle_tuned_gemm.csv"] + sorted(
-        p
-        for p in cfg.glob("model_configs/*a8w8_bpreshuffle_tuned_gemm*.csv")
-        if "untuned" not in p.name
-    )
-    out["gemm_a8w8_bpreshuffle"] = sum(r.get("libtype") == "flydsl" for r in _rows(files))
     return out

@@ -6,13 +6,19 @@ written apart from ckkb's extractor); the census is run in the test, never copie
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from ckkb.cli import main
-from tests.integration import aiter_census, aiter_kernel_census, aiter_opus_census
+from tests.integration import (
+    aiter_census,
+    aiter_flydsl_census,
+    aiter_kernel_census,
+    aiter_opus_census,
+)
 
 
 def _json(args: list[str]) -> dict:
@@ -44,16 +50,12 @@ def test_audit_db_audits_the_aiter_tree_it_was_built_from(shared_trees, shared_d
     # every CK and cktile row is checked against the list its tuner's getKernelName picks (the
     # cktile lists built per arch by expand_blockpercu), every moe_ck2stages name of the MoE
     # configs against what the tuner's getters build for its row, every opus row against the
-    # opus list its tuner imports. Left unchecked, each op an error naming the reason (census
-    # by csv and grep, tests/integration/aiter_opus_census.py): two ops no tuner imports the
-    # config of, and the FlyDSL rows of the a8w8 bpreshuffle tuner, whose FlyDSL list is built
-    # by code ckkb does not run
+    # opus list its tuner imports, every FlyDSL row of the a8w8 bpreshuffle tuner against the
+    # lists it races on the row's arch. Left unchecked, each op an error naming the reason
+    # (census by csv and grep, tests/integration/aiter_opus_census.py): two ops no tuner
+    # imports the config of
     unchecked = aiter_opus_census.unchecked_census(root)
-    assert unchecked == {
-        "fhmoe": 24,
-        "batched_gemm_a8w8_blockscale_mxscale": 77,
-        "gemm_a8w8_bpreshuffle": 873,
-    }
+    assert unchecked == {"fhmoe": 24, "batched_gemm_a8w8_blockscale_mxscale": 77}
     got = {
         f["op"]: f["evidence"]["rows"]
         for f in d["findings"]
@@ -76,10 +78,43 @@ def test_audit_db_audits_the_aiter_tree_it_was_built_from(shared_trees, shared_d
     # rows (solidx) and 56 blockscale rows (kernelId 11000), all as built
     opus = aiter_opus_census.opus_census(root)
     assert opus == {"bf16": Counter({"ok": 386}), "blockscale": Counter({"ok": 56})}
-    assert sum(f["kernel_checked"] for f in d["files"]) == 44_257 + 1_902 + 386 + 56
-    assert rules["kernel-id-name-mismatch"] == total["mismatch"] == 169
-    assert rules["kernel-name-stale"] == total["stale"] + moe["stale"] == 0
-    assert rules["kernel-id-unknown"] == total["unknown"] == 0
+    # the FlyDSL rows, by the census that runs the FlyDSL modules with Python itself
+    # (aiter_flydsl_census.py): 873 rows; by class, summed over gfx950 and gfx1250
+    fly = Counter()
+    for (_gfx, cls), n in aiter_flydsl_census.flydsl_census(root).items():
+        fly[cls] += n
+    assert fly == Counter({"ok": 449, "mismatch": 226, "stale": 164, "unknown": 34})
+    checked = 44_257 + 1_902 + 386 + 56 + 873
+    assert sum(f["kernel_checked"] for f in d["files"]) == checked
+    assert rules["kernel-id-name-mismatch"] == total["mismatch"] + fly["mismatch"] == 169 + 226
+    assert rules["kernel-name-stale"] == total["stale"] + moe["stale"] + fly["stale"] == 164
+    assert rules["kernel-id-unknown"] == total["unknown"] + fly["unknown"] == 34
+    # aiter_kernel_usage adds up to every checked reference: 47,474 (46,159 before the opus
+    # and FlyDSL references, checked against lists the audit builds, were added)
+    conn = sqlite3.connect(shared_dbs["aiter2026"])
+    (usage,) = conn.execute("select sum(tuned_rows) from aiter_kernel_usage").fetchone()
+    conn.close()
+    assert usage == checked == 47_474
+
+
+def test_flydsl_lists_as_python_builds_them(shared_trees):
+    """ckkb's static run of the FlyDSL tune-space modules against Python running them
+    (aiter_flydsl_census.py): the same {id: name} for each list on each arch the configs name."""
+    from ckkb.audit.list_eval import EvaluatedLists
+
+    root = Path(shared_trees["aiter2026"])
+    ev = EvaluatedLists(root, None)
+    tune = "aiter/ops/flydsl/gemm_tune/"
+    for gfx, lists in aiter_flydsl_census.lists_by_arch(root).items():
+        if gfx == "gfx1250":
+            ours = [
+                ev.names(tune + "flydsl_gemm_a8w8_bpreshuffle_wmma_common.py", "kernels_list", gfx)
+            ]
+        else:
+            f = tune + "flydsl_gemm_a8w8_bpreshuffle_common.py"
+            ours = [ev.names(f, n, gfx) for n in ("kernels_list", "kernels_list_8wave")]
+        assert ours == lists, gfx
+    assert [len(x) for x in aiter_flydsl_census.lists_by_arch(root)["gfx950"]] == [2312, 36]
 
 
 def test_merge_on_aiter_2026_previews_what_the_runtime_merges(shared_trees):

@@ -87,3 +87,59 @@ def test_flydsl_rows_checked_against_the_list_the_tuner_races(tree):
     wmma = next(f for f in r.findings if f.rule == "kernel-id-name-mismatch" and f.line == 15)
     assert wmma.evidence["name_id"] == 2 and wmma.evidence["kernel_file"] == WMMA
     assert not any(f.rule == "kernel-list-unresolved" for f in r.findings)
+
+
+def _usage(tmp_path, tree) -> tuple[dict, int]:
+    from ckkb import pipeline, sources
+    from ckkb.kb.build import build
+    from ckkb.kb.db import open_db
+
+    db_path = tmp_path / "kb.db"
+    build(db_path, {"aiter": sources.aiter_tree(str(tree))}, stages=pipeline.stages(), jobs=1)
+    db = open_db(db_path, readonly=True)
+    got = {
+        (r["op"], r["file"], r["list_name"], r["kernel_id"], r["name"]): r["tuned_rows"]
+        for r in db.query("select * from aiter_kernel_usage where tuned_rows > 0")
+    }
+    n = next(db.query("select count(*) n from aiter_row_kernels where status = 'checked'"))["n"]
+    db.close()
+    return got, n
+
+
+@pytest.mark.parametrize("fixture", ["aiter_2026_opus", "aiter_2026_flydsl"])
+def test_kernel_usage_view_adds_up_to_every_checked_reference(tmp_path, tree, fixture):
+    """aiter_kernel_usage counted only entries of stored lists: the opus and FlyDSL references,
+    checked against lists the audit builds, were in aiter_row_kernels and in no view row."""
+    from tests.overlays import FIXTURES
+
+    root = tree if fixture == "aiter_2026_flydsl" else FIXTURES / fixture
+    got, checked = _usage(tmp_path, root)
+    assert sum(got.values()) == checked
+    if fixture == "aiter_2026_opus":
+        # bf16_tuned_gemm.csv: solidx 4, 5004, 5 (stale: the row's name) and 99 (unknown); the
+        # blockscale tuner's libtype-opus row, kernelId 11000 (pick_bpreshuffle_tuned_gemm.csv
+        # line 5; line 6's name no list gives 11000: not_ck)
+        opus = {
+            k[3]: (k[4], n) for k, n in got.items() if k[1] == "csrc/opus_gemm/opus_gemm_common.py"
+        }
+        assert opus == {
+            4: ("opus_gemm_256x128x256_fp32_t", 1),
+            5004: ("opus_gemm_256x128x256_fp32_t_4g_safe", 1),
+            5: ("opus_gemm_256x64x64_fp32_t", 1),
+            99: ("opus_gemm_256x32x32_fp32_t", 1),
+            11000: ("opus_gemm_gfx942_a8w8_512x128x128_fp32_t", 1),
+        }
+        return
+    fly = {(k[2], k[3], k[4]): n for k, n in got.items() if k[1] in (FLY, WMMA)}
+    # the 8 FlyDSL rows of pick_tuned_gemm.csv (lines 9-16), each under the list it was checked
+    # against and the name it writes
+    assert fly == {
+        ("kernels_list", 4, "fly_32x64_1"): 1,
+        ("kernels_list_8wave", 1_000_000, "fly8w_128x256"): 1,
+        ("kernels_list", 3, "fly_32x64_1"): 1,
+        ("kernels_list", 2, "fly_256x2048_2"): 1,
+        ("kernels_list", 9, "fly_16x64_5"): 1,
+        ("kernels_list", 2, "flywmma_t32x256"): 1,
+        ("kernels_list", 0, "flywmma_t32x256"): 1,
+        ("kernels_list", 1, "flywmma_t32x16384"): 1,
+    }
