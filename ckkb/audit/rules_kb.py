@@ -20,6 +20,7 @@ from typing import Any
 from ckkb import vocabulary
 from ckkb.audit.context import AuditContext
 from ckkb.audit.kernel_choice import resolve
+from ckkb.audit.list_eval import EvaluatedKernel
 from ckkb.audit.model import Finding, finding
 from ckkb.extract.aiter_configs import ConfigTable, arch_of
 
@@ -331,8 +332,8 @@ def kb_findings(ctx: AuditContext, t: ConfigTable) -> list[Finding]:
             kid = v.get("kernelId")
             k = r.kernels.get(kid) if kid is not None else None
             arch = arch_of(v)
-            if k is None or arch is None:
-                continue
+            if k is None or arch is None or isinstance(k, EvaluatedKernel):
+                continue  # (a list the audit builds: FlyDSL, opus; no CK tile to gate)
             matches, evid = ctx.ck.gated(k, op, arch)
             if evid is not None:
                 inst = evid["instance"]

@@ -143,3 +143,28 @@ def test_kernel_usage_view_adds_up_to_every_checked_reference(tmp_path, tree, fi
         ("kernels_list", 0, "flywmma_t32x256"): 1,
         ("kernels_list", 1, "flywmma_t32x16384"): 1,
     }
+
+
+def test_audit_with_a_knowledge_base_passes_flydsl_rows_by_the_ck_gate_rule(
+    tmp_path, tree, monkeypatch
+):
+    """With a knowledge base the tile-gated rule reads each checked row's kernel as a CK one;
+    a FlyDSL entry has no CK tile (it raised AttributeError on `ckkb audit --db` on aiter
+    2026-08). gemm_pick has no dtype family, so the rule would stop before the tiles: it is
+    given gemm_a8w8's, as aiter 2026's gemm_a8w8_bpreshuffle has."""
+    from ckkb import pipeline, sources
+    from ckkb.audit import rules_kb
+    from ckkb.kb.build import build
+    from tests.overlays import FIXTURES
+
+    db = tmp_path / "kb.db"
+    trees = {
+        "ck": sources.ck_tree(str(FIXTURES / "ck_mini")),
+        "aiter": sources.aiter_tree(str(tree)),
+    }
+    build(db, trees, stages=pipeline.stages(), jobs=1)
+    a8w8 = rules_kb.dtype_hints("gemm_a8w8")
+    monkeypatch.setattr(rules_kb, "dtype_hints", lambda op: a8w8)
+    r = audit(str(tree), db_path=str(db))
+    st = next(x for x in r.files if x["file"].endswith("pick_tuned_gemm.csv"))
+    assert (st["kernel_checked"], st["not_ck"], st["no_kernel_list"]) == (14, 1, 0)
