@@ -17,30 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ckkb.extract.aiter_tuners import TUNER_DIRS, package_dir, stage_paths
-from ckkb.extract.files import list_files
-
-
-def audit_inputs(root: Path) -> list[Path]:
-    """The audit stage's files, relative to root (the wheel's package files as `../aiter/...`)."""
-    root = Path(root)
-    out: list[Path] = []
-    pkg = package_dir(root)
-    if pkg is not None:
-        out += list_files(pkg.parent, pkg.name, (".py",))
-    for sub in TUNER_DIRS:
-        out += list_files(root, sub, (".py",))
-    inc = root / "csrc" / "include"
-    if inc.is_dir():
-        out += sorted(p for p in inc.iterdir() if p.suffix == ".h" and p.is_file())
-    seen: set[str] = set()
-    unique = []
-    for p in out:
-        key = os.path.realpath(p)
-        if key not in seen:
-            seen.add(key)
-            unique.append(p)
-    return stage_paths(root, unique)
+from ckkb.extract.aiter_tuners import audit_inputs as audit_inputs  # listed there, once
 
 
 class Readable:

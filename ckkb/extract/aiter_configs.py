@@ -17,6 +17,7 @@ from typing import Any
 
 from ckkb.archs import parts_for
 from ckkb.diagnostics import Diagnostic
+from ckkb.extract.aiter_tuners import config_paths as config_paths  # listed there
 from ckkb.extract.aiter_tuners import display_rel, package_dir, stage_paths, untuned_name
 from ckkb.kb.schema.aiter import AiterConfigFileRow, AiterConfigRowRow, AiterRuntimeConfigRow
 from ckkb.kb.stages import BuildContext, FileResult, StageResult
@@ -258,16 +259,6 @@ def op_of_file(rel: str, runtime: list[AiterRuntimeConfigRow]) -> str | None:
         elif rc.tuned_name in stem:
             return rc.op
     return None
-
-
-def config_paths(pkg: Path | None) -> list[Path]:
-    if pkg is None:
-        return []
-    out = []
-    for d in (pkg / "configs", pkg / "configs" / "model_configs"):
-        if d.is_dir():
-            out += sorted(p for p in d.iterdir() if p.suffix == ".csv" and p.is_file())
-    return out
 
 
 class ConfigsStage:

@@ -430,7 +430,7 @@ def is_kernel_file(path: Path) -> bool:
 class KernelsStage:
     name = STAGE_NAME
     worker_group = "libcst"  # read in one worker: libcst is imported once per build
-    version = "5"
+    version = "6"
     tree = "aiter"
     reads = ()
     writes = ("aiter_kernel_lists", "aiter_kernels")

@@ -25,7 +25,7 @@ from ckkb.extract.aiter_tuner_reader import (
 )
 from ckkb.extract.files import list_files
 from ckkb.kb.schema.aiter import AiterRuntimeConfigRow, AiterTunerOptionRow
-from ckkb.kb.stages import BuildContext, FileResult, StageResult
+from ckkb.kb.stages import BuildContext, FileResult, StageResult, per_build
 
 
 def package_dir(root: Path) -> Path | None:
@@ -70,7 +70,7 @@ def tuner_name(rel: str) -> str:
 class TunersStage:
     name = STAGE_NAME
     worker_group = "libcst"  # read in one worker: libcst is imported once per build
-    version = "7"
+    version = "8"
     tree = "aiter"
     reads = ()
     writes = ("aiter_runtime_configs", "aiter_tuner_options")
@@ -89,9 +89,11 @@ class TunersStage:
                 for p in list_files(Path(root), sub, ("tune.py", "_tuner.py"))
                 if is_tuner_file(p)
             ]
-        return stage_paths(Path(root), out)
+        return stage_paths(Path(root), out) + other_config_files(Path(root))
 
     def extract(self, root: Path, rel: str, data: bytes) -> FileResult:
+        if not rel.endswith(".py"):
+            return FileResult()  # other_config_files: hashed for their presence, not read
         drel = display_rel(rel)
         if drel.endswith("jit/core.py"):
             facts, diags = read_core(drel, data)
@@ -287,11 +289,12 @@ def module_file(
     """Where `from MODULE import ...` in a tuner finds its module, repo-style: the tuner's own
     directory (it runs as a script), the directories it puts on sys.path, csrc/
     (`sys.path.insert(0, Path(__file__).parent.parent)`, AITER_CSRC_DIR) and the tree root
-    (`from csrc.x import`); None when no such file exists."""
+    (`from csrc.x import`); None when no such file is one of the build's modules
+    (`is_python_input`: a file elsewhere is not looked for)."""
     sub = module.replace(".", "/") + ".py"
     extra = [Path(d) for d in sys_paths or []]
     for base in (Path(tuner_rel).parent, *extra, Path("csrc"), Path(".")):
-        if (root / base / sub).is_file():
+        if is_python_input(root, (base / sub).as_posix()):
             return (base / sub).as_posix()
     return None
 
@@ -351,7 +354,7 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
     for rc in facts.core.configs:
         default_exists = False
         if pkg is not None and rc.default_path and rc.default_path.startswith("aiter/"):
-            default_exists = (pkg / rc.default_path[len("aiter/") :]).is_file()
+            default_exists = is_config_input(facts.root, pkg / rc.default_path[len("aiter/") :])
         untuned_path = None
         key: list[str] = []
         if rc.tuned_name and pkg is not None:
@@ -405,3 +408,92 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
 
 
 STAGE = TunersStage()
+
+
+# -- files the combines may look at beyond their parsed inputs: every file whose presence
+# changes an answer is an input the build hashes and fingerprints, so an incremental build never
+# keeps a stale answer. `python_inputs`: every module a tuner's import or a statically run
+# module may land on (the package's and the tuner directories' `.py`: the audit stage's files);
+# a tuner's `from M import LIST` is resolved among them (`is_python_input`), never by asking
+# the file system, so a module elsewhere (the tree root) is never found, whether or not it
+# exists. `other_config_files`: files whose presence the tuners stage checks that the configs
+# stage does not list (CSVs of the package outside configs/, where a default path may point;
+# what configs/model_configs/ holds that is not a CSV, which core.py's glob takes): the tuners
+# stage's own files (hashed, nothing extracted).
+
+
+def audit_inputs(root: Path) -> list[Path]:
+    """The package's and the tuner directories' `.py` files, and csrc/include's `.h` (the C++
+    enums the MoE check reads), relative to root (the wheel's package files as `../aiter/...`)."""
+    root = Path(root)
+    out: list[Path] = []
+    pkg = package_dir(root)
+    if pkg is not None:
+        out += list_files(pkg.parent, pkg.name, (".py",))
+    for sub in TUNER_DIRS:
+        out += list_files(root, sub, (".py",))
+    inc = root / "csrc" / "include"
+    if inc.is_dir():
+        out += sorted(p for p in inc.iterdir() if p.suffix == ".h" and p.is_file())
+    seen: set[str] = set()
+    unique = []
+    for p in out:
+        key = os.path.realpath(p)
+        if key not in seen:
+            seen.add(key)
+            unique.append(p)
+    return stage_paths(root, unique)
+
+
+@per_build  # the tuners stage asks it per import; the audit stage lists its files by it
+def python_inputs(root: Path) -> frozenset[str]:
+    """audit_inputs as normalised root-relative paths."""
+    return frozenset(os.path.normpath(p) for p in audit_inputs(root))
+
+
+def is_python_input(root: Path, rel: str) -> bool:
+    return os.path.normpath(rel) in python_inputs(Path(root))
+
+
+def other_config_files(root: Path) -> list[Path]:
+    """See the module docstring: relative to root, sorted."""
+    pkg = package_dir(Path(root))
+    if pkg is None:
+        return []
+    configs = os.path.join(pkg, "configs")
+    models = os.path.join(configs, "model_configs")
+    out = [
+        p
+        for p in list_files(pkg.parent, pkg.name, (".csv",))
+        if os.path.dirname(p) not in (configs, models)
+    ]
+    if os.path.isdir(models):
+        out += sorted(
+            Path(models, n)
+            for n in os.listdir(models)
+            if not n.endswith(".csv") and os.path.isfile(os.path.join(models, n))
+        )
+    return stage_paths(Path(root), out)
+
+
+def is_config_input(root: Path, path: Path) -> bool:
+    """Whether a file of the package is one the build lists (a CSV of configs/ or of
+    model_configs/, the configs stage's, or one of other_config_files)."""
+    return os.path.normpath(os.path.abspath(path)) in _config_inputs(Path(root))
+
+
+def config_paths(pkg: Path | None) -> list[Path]:
+    """The configs stage's files: the CSVs of the package's configs/ and model_configs/."""
+    if pkg is None:
+        return []
+    out = []
+    for d in (pkg / "configs", pkg / "configs" / "model_configs"):
+        if d.is_dir():
+            out += sorted(p for p in d.iterdir() if p.suffix == ".csv" and p.is_file())
+    return out
+
+
+@per_build
+def _config_inputs(root: Path) -> frozenset[str]:
+    files = [*config_paths(package_dir(root)), *(root / p for p in other_config_files(root))]
+    return frozenset(os.path.normpath(os.path.abspath(p)) for p in files)
