@@ -110,9 +110,11 @@ def _usage(tmp_path, tree) -> tuple[dict, int]:
 def test_kernel_usage_view_adds_up_to_every_checked_reference(tmp_path, tree, fixture):
     """aiter_kernel_usage counted only entries of stored lists: the opus and FlyDSL references,
     checked against lists the audit builds, were in aiter_row_kernels and in no view row."""
-    from tests.overlays import FIXTURES
-
-    root = tree if fixture == "aiter_2026_flydsl" else FIXTURES / fixture
+    root = (
+        tree
+        if fixture == "aiter_2026_flydsl"
+        else overlay_tree(tmp_path / "t", fixture, base="aiter_2026_pick")
+    )
     got, checked = _usage(tmp_path, root)
     assert sum(got.values()) == checked
     if fixture == "aiter_2026_opus":

@@ -2,8 +2,8 @@
 GEMM tuner's opus list, imported inside a `try` (solidx rows), and the opus rows a blockscale
 tuner races from an imported list its getKernelName returns None for (kernelId rows).
 
-tests/fixtures/aiter_2026_opus (hand-written in the shape of aiter 2026-08's gemm_a16w16_tune.py
-and opus_gemm_common.py, over a copy of aiter_2026_pick). Worked out by hand from the files:
+tests/fixtures/aiter_2026_opus, an overlay of aiter_2026_pick (hand-written in the shape of
+aiter 2026-08's gemm_a16w16_tune.py and opus_gemm_common.py). Worked out by hand from the files:
 kernels_list = a16w16 {4: 256x128x256, 5: 256x64x128}, their 4 GiB-safe copies at 5004, 5005
 (dataclasses.replace, name + `_4g_safe`), and gfx942_a8w8 {11000: 512x128x128}; output_dtypes
 defaults to ["fp32_t"] (field(default_factory=...)).
@@ -13,10 +13,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ckkb.audit.engine import audit
 from ckkb.extract.aiter_tuner_reader import read_tuner, read_tuner_module
+from tests.overlays import FIXTURES, overlay_tree
 
-OPUS = Path(__file__).parent.parent / "fixtures" / "aiter_2026_opus"
+OVERLAY = FIXTURES / "aiter_2026_opus"
+
+
+@pytest.fixture(scope="module")
+def opus(tmp_path_factory) -> Path:
+    """aiter_2026_pick with the overlay aiter_2026_opus (its README lists the files)."""
+    return overlay_tree(tmp_path_factory.mktemp("opus"), "aiter_2026_opus", base="aiter_2026_pick")
 
 
 def _counts(r, name: str) -> tuple[int, int, int]:
@@ -24,8 +33,8 @@ def _counts(r, name: str) -> tuple[int, int, int]:
     return st["kernel_checked"], st["not_ck"], st["no_kernel_list"]
 
 
-def test_bf16_opus_rows_checked_against_the_list_imported_in_a_try():
-    r = audit(str(OPUS))
+def test_bf16_opus_rows_checked_against_the_list_imported_in_a_try(opus):
+    r = audit(str(opus))
     # rows 1, 2 (5004: a replace()d copy), 3 and 6 are opus names: checked; the asm (_Z) and
     # triton (`auto`) rows are other backends', counted not_ck with their libtype
     assert _counts(r, "bf16_tuned_gemm.csv") == (4, 2, 0)
@@ -36,8 +45,8 @@ def test_bf16_opus_rows_checked_against_the_list_imported_in_a_try():
     assert stale.evidence["list_name"] == "opus_gemm_256x64x128_fp32_t"
 
 
-def test_opus_rows_a_blockscale_tuner_races_are_checked_not_other_backends():
-    r = audit(str(OPUS))
+def test_opus_rows_a_blockscale_tuner_races_are_checked_not_other_backends(opus):
+    r = audit(str(opus))
     # line 5: libtype opus, kernelId 11000 in gfx942_a8w8_kernels_list (the tuner imports it;
     # getKernelName returns None for opus): checked. Line 6 names no kernel that list gives
     # 11000: not checked, with that reason
@@ -47,7 +56,7 @@ def test_opus_rows_a_blockscale_tuner_races_are_checked_not_other_backends():
 
 def test_both_tuner_readers_read_imports_inside_a_try():
     rel = "csrc/gemm_a16w16/gemm_a16w16_tune.py"
-    data = (OPUS / rel).read_bytes()
+    data = (OVERLAY / rel).read_bytes()
     fast, _ = read_tuner(rel, data)
     whole, _ = read_tuner_module(rel, data)
     for tf in (fast, whole):
@@ -55,11 +64,11 @@ def test_both_tuner_readers_read_imports_inside_a_try():
         assert tf.sys_paths == ["csrc/opus_gemm"]  # os.path.join(dirname(__file__), "..")
 
 
-def test_an_op_with_no_tuner_is_an_error_naming_it_not_a_silent_skip(tmp_path):
+def test_an_op_with_no_tuner_is_an_error_naming_it_not_a_silent_skip(tmp_path, opus):
     import shutil
 
     tree = tmp_path / "t"
-    shutil.copytree(OPUS, tree)
+    shutil.copytree(opus, tree)
     (tree / "csrc/gemm_a16w16/gemm_a16w16_tune.py").unlink()
     r = audit(str(tree))
     f = next(f for f in r.findings if f.rule == "kernel-list-unresolved")
@@ -69,7 +78,7 @@ def test_an_op_with_no_tuner_is_an_error_naming_it_not_a_silent_skip(tmp_path):
     assert _counts(r, "bf16_tuned_gemm.csv") == (0, 1, 5)
 
 
-MOE = OPUS.parent / "aiter_2026_moe"
+MOE = FIXTURES / "aiter_2026_moe"
 
 
 def _summary_ops(root: Path) -> dict:
@@ -84,7 +93,7 @@ def _summary_ops(root: Path) -> dict:
     return {o["op"]: o for o in json.loads(out.output)["ops"]}
 
 
-def test_summary_note_says_what_each_op_resolved(tmp_path, monkeypatch):
+def test_summary_note_says_what_each_op_resolved(tmp_path, monkeypatch, opus):
     monkeypatch.setenv("CKKB_DB", str(tmp_path / "none.db"))  # the tree itself, not a KB
     fmoe = _summary_ops(MOE)["fmoe"]
     # the MoE names are checked per row against what the getters build (the figures of
@@ -94,18 +103,18 @@ def test_summary_note_says_what_each_op_resolved(tmp_path, monkeypatch):
     assert fmoe["kernel_list_note"].startswith(
         "6 checked (6 by what the list getters the tuner calls build for the row); 2 NOT checked: "
     )
-    bf16 = _summary_ops(OPUS)["gemm_bf16"]
+    bf16 = _summary_ops(opus)["gemm_bf16"]
     assert bf16["kernel_rows"] == {"checked": 4, "not_ck": 2, "no_kernel_list": 0}
     assert bf16["kernel_list_note"].startswith("4 checked (4 by the op's kernel list); 2 not CK")
 
 
-def test_an_arch_free_list_module_is_built_once_with_the_same_names():
+def test_an_arch_free_list_module_is_built_once_with_the_same_names(opus):
     """opus_gemm_common.py names no arch function and imports only os and dataclasses: its
     lists are built once for every arch, the same as built for each arch."""
     from ckkb.audit.list_eval import EvaluatedLists
 
     f = "csrc/opus_gemm/opus_gemm_common.py"
-    ev = EvaluatedLists(OPUS, OPUS / "aiter")
+    ev = EvaluatedLists(opus, opus / "aiter")
     assert ev._arch_free(f)
     once = ev.names(f, "kernels_list", "gfx942")
     assert once == ev.names(f, "kernels_list", "gfx950") == ev._built(f, "kernels_list", "gfx950")
