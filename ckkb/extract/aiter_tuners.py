@@ -363,7 +363,15 @@ def runtime_rows(facts: TreeFacts) -> list[Any]:
             key = csv_header(up)
             if key:
                 key += merge_key_extras(rule.evidence, key)
-        models = [repo_rel(pkg, p) for p in model_config_files(pkg, rc.tuned_name)] if pkg else []
+        models = (
+            [
+                repo_rel(pkg, p)
+                for p in model_config_files(pkg, rc.tuned_name)
+                if is_config_input(facts.root, p)  # (a file no stage lists is not looked at)
+            ]
+            if pkg
+            else []
+        )
         tuner = facts.tuner_for(rc)
         klist_file, klist, note = kernel_list_of(facts.root, rc, tuner)
         choice = kernel_choice(facts.root, tuner)
@@ -418,8 +426,9 @@ STAGE = TunersStage()
 # the file system, so a module elsewhere (the tree root) is never found, whether or not it
 # exists. `other_config_files`: files whose presence the tuners stage checks that the configs
 # stage does not list (CSVs of the package outside configs/, where a default path may point;
-# what configs/model_configs/ holds that is not a CSV, which core.py's glob takes): the tuners
-# stage's own files (hashed, nothing extracted).
+# what configs/model_configs/ holds that is not a CSV but is named like a tuned config, which
+# core.py's glob takes): the tuners stage's own files (hashed, nothing extracted). A model
+# config no stage lists is left out, never looked at.
 
 
 def audit_inputs(root: Path) -> list[Path]:
@@ -467,11 +476,11 @@ def other_config_files(root: Path) -> list[Path]:
         for p in list_files(pkg.parent, pkg.name, (".csv",))
         if os.path.dirname(p) not in (configs, models)
     ]
-    if os.path.isdir(models):
+    if os.path.isdir(models):  # core.py's glob is *{tuned name}*: names holding "tuned"
         out += sorted(
             Path(models, n)
             for n in os.listdir(models)
-            if not n.endswith(".csv") and os.path.isfile(os.path.join(models, n))
+            if "tuned" in n and not n.endswith(".csv") and os.path.isfile(os.path.join(models, n))
         )
     return stage_paths(Path(root), out)
 
