@@ -1,14 +1,16 @@
 """Kernel lists the kernels stage does not build from literals, run statically per arch as the
-tuner imports them: aiter 2026's opus `kernels_list` is `{**a16w16_kernels_list, ...}` over
-dicts that functions fill (`_make_4g_safe` copies entries with `dataclasses.replace`), and its
-`gfx942_a8w8_kernels_list` is built by a call. ckkb.extract.aiter_modrun runs the module (never
-executed), reading only the audit stage's declared inputs (ckkb.audit.inputs)."""
+tuner imports them (once, when the module never asks for the arch): aiter 2026's opus
+`kernels_list` is `{**a16w16_kernels_list, ...}` over dicts that functions fill
+(`_make_4g_safe` copies entries with `dataclasses.replace`), and its `gfx942_a8w8_kernels_list`
+is built by a call; its FlyDSL lists by code run at import (ckkb.extract.aiter_pystd).
+ckkb.extract.aiter_modrun runs the module (never executed), reading only the audit stage's
+declared inputs (ckkb.audit.inputs)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ckkb.audit.inputs import Readable, readable_for
 from ckkb.extract.aiter_derived import ARCH_FUNCTIONS
@@ -23,11 +25,19 @@ else:
     cst = lazy_module("libcst")
 
 
-# imports a module may make and still build the same lists on every arch
-STDLIB = frozenset(
-    ("os", "sys", "math", "re", "dataclasses", "typing", "functools", "collections", "copy")
-    + ("itertools", "enum", "__future__")
-)
+class _NoArch:
+    """What `get_gfx()` returns in a run that learns whether a module asks for the arch: any
+    use of it (a compare, a method, a format) raises Unsupported."""
+
+    def _asked(self, *args: Any, **kwargs: Any) -> Any:
+        raise Unsupported(cst.Name("get_gfx"), "the module asks for the arch")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = _asked
+    __bool__ = __str__ = __format__ = __len__ = __iter__ = __contains__ = _asked
+    __getitem__ = __add__ = __radd__ = __mod__ = _asked
+
+    def __getattr__(self, name: str) -> Any:
+        return self._asked()
 
 
 class EvaluatedLists:
@@ -39,6 +49,7 @@ class EvaluatedLists:
         self.roots = [root] + ([pkg.parent] if pkg is not None and pkg.parent != root else [])
         self.readable = readable if readable is not None else Readable(root)
         self.modules: dict[str, Modules] = {}
+        self.probe: Modules | None = None  # modules run with an arch that raises when used
         self.cache: dict[tuple[str, str, str], dict[Any, str] | str] = {}
         self.lines: dict[tuple[str, str], int] = {}
         self.entries: dict[tuple[str, str, str], dict[Any, EvaluatedKernel]] = {}
@@ -53,39 +64,28 @@ class EvaluatedLists:
         return self.cache[key]
 
     def _names(self, file: str, name: str, gfx: str) -> dict[Any, str]:
-        if self._arch_free(file):  # the same dict on every arch: built once
-            key = (file, name, "*")
-            if key not in self.cache:
-                self.cache[key] = self._built(file, name, gfx)
-            got = self.cache[key]
-            if isinstance(got, str):
-                raise Unsupported(cst.Name(name), got.split(": ", 1)[-1])
-            return got
-        return self._built(file, name, gfx)
+        once = self.once(file, name)
+        return once if once is not None else self._built(file, name, gfx)
 
-    def _arch_free(self, file: str) -> bool:
-        """The module names no arch function and imports (at module level: a function's import
-        runs statically only for the modelled `dataclasses.replace`/`copy`) only standard
-        library modules: what it builds cannot depend on the arch."""
-        import ast
-
-        path = self.root / file
-        if not self.readable(path):
-            return False
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if any(f in text for f in ARCH_FUNCTIONS):
-            return False
-        for node in _module_level(ast.parse(text)):
-            mods = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [("." * node.level) + (node.module or "")]
-                if isinstance(node, ast.ImportFrom)
-                else []
-            )
-            if any(m.split(".")[0] not in STDLIB for m in mods):
-                return False
-        return True
+    def once(self, file: str, name: str) -> dict[Any, str] | None:
+        """The dict as the module builds it without ever asking for the arch (the same on every
+        arch: built once), else None. A module whose text names no arch function is run with
+        an arch that raises when used; one that names one, or asks, is built per arch."""
+        key = (file, name, "*")
+        if key not in self.cache:
+            got: dict[Any, str] | str = "names an arch function"
+            path = self.root / file
+            text = path.read_text(encoding="utf-8", errors="replace") if self.readable(path) else ""
+            if text and not any(f in text for f in ARCH_FUNCTIONS):
+                if self.probe is None:
+                    self.probe = Modules(self.roots, cast(str, _NoArch()), self.readable)
+                try:
+                    got = self._from(self.probe, file, name)
+                except (Unsupported, RecursionError, OSError, SyntaxError) as e:
+                    got = str(getattr(e, "what", e))
+            self.cache[key] = got
+        found = self.cache[key]
+        return found if isinstance(found, dict) else None
 
     def line(self, file: str, name: str) -> int:
         """The line of the module-level statement that first binds `name` in `file` (0: none)."""
@@ -114,7 +114,10 @@ class EvaluatedLists:
     def _built(self, file: str, name: str, gfx: str) -> dict[Any, str]:
         if gfx not in self.modules:
             self.modules[gfx] = Modules(self.roots, gfx, self.readable)
-        env = self.modules[gfx].env(self.root / file)
+        return self._from(self.modules[gfx], file, name)
+
+    def _from(self, modules: Modules, file: str, name: str) -> dict[Any, str]:
+        env = modules.env(self.root / file)
         d = env.get(name)
         if d is None or not is_known(d):
             raise Unsupported(cst.Name(name), "not built statically")
@@ -170,20 +173,6 @@ def by_name_prefix(
         ev.entries[(f, n, gfx)] = {k: EvaluatedKernel(k, v, f, line) for k, v in got.items()}
     lid = next((kl.id for kl in ctx.lists if kl.file == f and kl.name == n), None)
     return ev.entries[(f, n, gfx)], f"{f}:{n}", lid
-
-
-def _module_level(tree: Any) -> list[Any]:
-    """Every node outside function bodies."""
-    import ast
-
-    out: list[Any] = []
-    todo = list(ast.iter_child_nodes(tree))
-    while todo:
-        n = todo.pop()
-        out.append(n)
-        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(n))
-    return out
 
 
 def evaluated(ctx: Any) -> EvaluatedLists | None:

@@ -294,8 +294,13 @@ def test_kernel_usage_view_counts_rows_of_every_list_an_op_picks(tmp_path):
         ("gemm_pick", tile, g942, 1): 1,
         ("gemm_pick_bpreshuffle", "kernels_list", "[]", 0): 2,
         ("gemm_pick_bpreshuffle", tile, g95, 0): 1,
+        # gfx942's cktile id 3, checked against the gfx942 value (kernel-id-unknown): the
+        # view's row for a checked reference no stored entry holds (no list_arch_when)
+        ("gemm_pick", tile, None, 3): 1,
     }
     # every entry of every list each op may index is listed, used or not: 2 + 6 + 2 per op
-    # (gemm_pick_bp's kernels_list has 2 entries, as candidate_kernels_dict)
-    assert sum(1 for k in got if k[0] == "gemm_pick") == 10
+    # (gemm_pick_bp's kernels_list has 2 entries, as candidate_kernels_dict), and gemm_pick's
+    # checked id 3 that no entry holds
+    assert sum(1 for k in got if k[0] == "gemm_pick" and k[2] is not None) == 10
+    assert sum(1 for k in got if k[0] == "gemm_pick") == 11
     assert sum(1 for k in got if k[0] == "gemm_pick_bpreshuffle") == 10
