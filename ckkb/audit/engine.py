@@ -19,6 +19,7 @@ from ckkb.audit.context import (
     read_env_file,
 )
 from ckkb.audit.model import Finding, finding, severity_rank
+from ckkb.kb.stages import one_build
 
 KB_RULES = ("baseline-slower", "baseline-missing", "tile-gated")
 
@@ -92,7 +93,8 @@ def audit(
     if aiter_path is None and tree_from_db and db_path and Path(db_path).is_file():
         aiter_path, tree_source = built_aiter_tree(db_path, db_tree)
     tree = sources.aiter_tree(aiter_path)
-    ctx, read_from = load(tree, db_path)
+    with one_build():  # a tree's listings once (as in a build), not once per file asked about
+        ctx, read_from = load(tree, db_path)
     ctx.arch = arch
     if env_file:
         ctx.env = read_env_file(env_file)
@@ -104,7 +106,8 @@ def audit(
         add_default_tables(ctx)
     add_env_tables(ctx)  # the files an --env file points the runtime at are audited too
     skipped = _attach_kb(ctx, db_path, db_tree)
-    findings, stats = run_rules(ctx)
+    with one_build():
+        findings, stats = run_rules(ctx)
     for s in skipped:
         findings.append(
             finding(

@@ -222,21 +222,24 @@ def _import(s: Any, env: dict[str, Any], gfx: str, importer: Importer | None) ->
 
 class _ImportHook:
     """`from M import N` run as a statement (in a `try`, in a function): the modelled library
-    functions, the arch function, else the tree's module as the module-level imports find it,
-    resolved now (a name not known statically is Unsupported)."""
+    functions, the arch function, else the tree's module as the module-level imports find it:
+    at module level resolved when first read, as those are; in a function now (a name not
+    known statically is Unsupported)."""
 
     def __init__(self, gfx: str, importer: Importer | None) -> None:
         self.gfx = gfx
         self.importer = importer
 
-    def __call__(self, s: Any) -> dict[str, Any]:
+    def __call__(self, s: Any, env: dict[str, Any]) -> None:
         out: dict[str, Any] = {}
         _import(s, out, self.gfx, self.importer)
         for k, v in out.items():
             if v is _unknown():
                 raise Unsupported(s, f"import of {k} is not followed statically")
-            out[k] = v.thunk() if isinstance(v, _Lazy) else v
-        return out
+            if isinstance(env, _LazyEnv):  # module level (a `try`): resolved when read
+                dict.__setitem__(env, k, v)
+            else:
+                env[k] = v.thunk() if isinstance(v, _Lazy) else v
 
 
 def _dotted(node: Any) -> str:

@@ -431,7 +431,7 @@ class Interp(Evaluator):
         elif isinstance(small, (cst.Break, cst.Continue)):
             raise _Loop("break" if isinstance(small, cst.Break) else "continue")
         elif isinstance(small, cst.ImportFrom) and IMPORTS in self.env:  # a module's own
-            self.env.update(self.env[IMPORTS](small))
+            self.env[IMPORTS](small, self.env)
         elif isinstance(small, cst.ImportFrom):  # `from dataclasses import replace` in a def
             from ckkb.extract.aiter_pymodels import import_from
 
