@@ -557,6 +557,9 @@ def test_moe_rows_checked_against_what_the_getters_build_for_them():
     assert (st["kernel_checked"], st["not_ck"], st["no_kernel_list"]) == (6, 2, 2)
 
 
+GETTERS = "csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.py"
+
+
 def test_moe_rows_feed_the_kernel_usage_view(tmp_path):
     """Each MoE name checked is counted on the literal entry the getter copied it from."""
     from ckkb import pipeline, sources
@@ -579,4 +582,7 @@ def test_moe_rows_feed_the_kernel_usage_view(tmp_path):
         ("a8w8_gemm1_kernels_list_gfx950", 1): 1,
         ("a8w8_gemm2_kernels_list", 0): 1,
         ("a8w8_gemm2_kernels_list", 3): 1,
+        # row 4's kernelName1, which neither getter builds (kernel-name-stale): a checked
+        # reference no entry holds, listed under the getters it was checked against
+        (f"{GETTERS}:get_gemm1_kernels_list, {GETTERS}:get_gemm2_kernels_list", None): 1,
     }

@@ -1,4 +1,4 @@
--- Each aiter kernel-list entry, per op whose tuned rows may index its list, with the number of tuned config rows that select it (as the audit resolves each row: ckkb.audit.kernel_choice.resolve); then each kernel reference the audit checked against a list it builds itself or that no entry of a stored list holds (opus, FlyDSL: file and list_name from aiter_row_kernels.reason, name as the row writes it, line NULL). tuned_rows adds up to every checked reference.
+-- Each aiter kernel-list entry, per op whose tuned rows may index its list, with the number of tuned config rows that select it (as the audit resolves each row: ckkb.audit.kernel_choice.resolve); then each kernel reference the audit checked against a list it builds itself or that no entry of a stored list holds (opus, FlyDSL: file and list_name from aiter_row_kernels.reason, name as the row writes it, line NULL; a MoE name no getter builds: list_name names the getters, file NULL). tuned_rows adds up to every checked reference.
 CREATE VIEW aiter_kernel_usage AS
 SELECT
   k.op AS kernel_dir, k.file, k.line, k.list_name, k.kernel_id, k.name,
@@ -14,8 +14,10 @@ WHERE k.shadowed = 0
 UNION ALL
 SELECT
   NULL AS kernel_dir,
-  substr(r.reason, 1, instr(r.reason, ':') - 1) AS file, NULL AS line,
-  substr(r.reason, instr(r.reason, ':') + 1) AS list_name, r.kernel_id, r.kernel_name AS name,
+  CASE WHEN instr(r.reason, ', ') = 0 THEN substr(r.reason, 1, instr(r.reason, ':') - 1) END
+    AS file, NULL AS line,
+  CASE WHEN instr(r.reason, ', ') = 0 THEN substr(r.reason, instr(r.reason, ':') + 1)
+    ELSE r.reason END AS list_name, r.kernel_id, r.kernel_name AS name,
   NULL AS tile_m, NULL AS tile_n, NULL AS tile_k, NULL AS pipeline, NULL AS scheduler,
   r.op, r.list_id, NULL AS list_arch_when, NULL AS list_case, count(*) AS tuned_rows
 FROM aiter_row_kernels r
