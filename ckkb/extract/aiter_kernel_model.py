@@ -27,6 +27,8 @@ class KernelClass:
     name_fn: Any = None  # name_expr compiled (aiter_pyeval.compile_expr), made on first use
     props: dict[str, Any] = field(default_factory=dict)  # property -> cst.FunctionDef (not pickled)
     name_cache: dict[str, Any] = field(default_factory=dict)  # entry_name's (not pickled)
+    # the module names its properties read (ckkb.extract.aiter_name_env; not pickled)
+    env: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -74,12 +76,13 @@ class KernelFile:
 def entry_name(kc: KernelClass, values: dict[str, Any], classes: dict[str, KernelClass]) -> Any:
     """What kc's `name` property returns for one entry's field values (Unsupported if not
     evaluated statically): a single return expression compiled once, or the property's
-    statements run. Cached per field values: derived lists repeat their literals' entries."""
+    statements run (with the module names it reads, if any). Cached per field values: derived
+    lists repeat their literals' entries."""
     key = repr(sorted(values.items()))
     name = kc.name_cache.get(key, _MISSING)
     if name is _MISSING:
         try:
-            if kc.name_expr is not None:
+            if kc.name_expr is not None and not kc.env:
                 if kc.name_fn is None:
                     kc.name_fn = compile_expr(kc.name_expr, kc.name)
                 name = kc.name_fn({}, values)
@@ -97,7 +100,7 @@ _MISSING = object()
 
 
 def class_info(kc: KernelClass) -> ClassInfo:
-    info = ClassInfo(kc.name, kc.fields, kc.defaults, kc.props)
+    info = ClassInfo(kc.name, kc.fields, kc.defaults, kc.props, env=kc.env or None)
     if "name" in kc.props:
         info.name_of = lambda values: entry_name(kc, values, {})
     return info

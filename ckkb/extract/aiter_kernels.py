@@ -10,6 +10,7 @@ dict literal, and identical kernels under different ids, are recorded.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from ckkb.extract.aiter_kernel_model import (
     entry_name,
 )
 from ckkb.extract.aiter_kernel_scan import SplitCall, class_lines, dict_statement
+from ckkb.extract.aiter_name_env import class_envs
 from ckkb.extract.aiter_pyeval import Unsupported, literal
 from ckkb.extract.aiter_pymodels import factory_default
 from ckkb.extract.files import list_files
@@ -145,6 +147,7 @@ def _read_statements(rel: str, data: bytes) -> KernelFile:
             kc = _read_class(stmt, line, lambda node, msg: report_at(line(node), msg))
             classes[kc.name] = kc
     kf.classes = list(classes)
+    _bind_envs(scan.tree, text, classes)
 
     reported: set[tuple[int, str]] = set()
     parsed: dict[str, Any] = {}  # expression text -> its node (kernel lists repeat the same texts)
@@ -167,6 +170,7 @@ def _read_statements(rel: str, data: bytes) -> KernelFile:
         kc.name_expr = kc.name_fn = None  # keep KernelFile picklable
         kc.props = {}
         kc.name_cache = {}
+        kc.env = {}
     return kf
 
 
@@ -209,6 +213,10 @@ def _read_module(rel: str, data: bytes) -> KernelFile:
             kc = _read_class(stmt, line, lambda node, msg: report_at(line(node), msg))
             classes[kc.name] = kc
     kf.classes = list(classes)
+    try:
+        _bind_envs(ast.parse(text), text, classes)
+    except (SyntaxError, ValueError):
+        pass  # libcst read it and Python does not: its properties see no module names
 
     reported: set[tuple[int, str]] = set()
     for stmt in module.body:
@@ -243,7 +251,15 @@ def _read_module(rel: str, data: bytes) -> KernelFile:
         kc.name_expr = kc.name_fn = None  # keep KernelFile picklable
         kc.props = {}
         kc.name_cache = {}
+        kc.env = {}
     return kf
+
+
+def _bind_envs(tree: Any, text: str, classes: dict[str, KernelClass]) -> None:
+    """The module names each class's properties read (aiter 2026's `ACT_OP_NAME[self.ActOP]`)."""
+    if classes:
+        for c, env in class_envs(tree, text, list(classes)).items():
+            classes[c].env = env
 
 
 def _is_kernel_call(value: Any, classes: dict[str, KernelClass]) -> bool:

@@ -44,6 +44,8 @@ class ClassInfo:
     # what `.name` gives for field values (the reader's entry_name, cached): one evaluation of
     # the name property for literal and derived entries alike
     name_of: Callable[[dict[str, Any]], Any] | None = None
+    # the module names its properties read (ckkb.extract.aiter_name_env); None: none
+    env: dict[str, Any] | None = None
 
 
 class Instance:
@@ -578,8 +580,9 @@ def instance_attr(obj: Instance, name: str, node: Any, budget: list[int] | None 
 
 
 def run_property(prop: Any, obj: Instance, budget: list[int] | None = None) -> Any:
-    """A property's body with `self` bound to obj."""
-    sub = Interp({"self": obj}, budget)
+    """A property's body with `self` bound to obj (over its class's module names, if any)."""
+    env = obj.cls.env
+    sub = Interp(_Scope(env, {"self": obj}) if env else {"self": obj}, budget)
     try:
         sub.exec_block(prop.body.body)
     except _Return as r:

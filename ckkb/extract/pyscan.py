@@ -150,7 +150,7 @@ class SourceScan:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes and the like: not ours to report
             try:
-                ast.parse(text)  # CPython's C parser: a few ms for a kernel list
+                self.tree = ast.parse(text)  # CPython's C parser: a few ms for a kernel list
             except (SyntaxError, ValueError):
                 raise Fallback("not valid Python: the whole-module reader reports it") from None
         self.text = text
