@@ -12,8 +12,9 @@ A parameter is optional (may be left empty) when the SQL itself gives the empty 
 `name?`. Every other parameter is required, and the plugin answers a readable 400 page when one
 is missing.
 
-Every canned query also takes `tree` (optional: empty = the first tree of each kind): Datasette
-runs the file's SQL rewritten by ckkb.kb.trees.scoped_sql (`served_sql`), so the files stay plain.
+Every canned query that reads a tree's rows also takes `tree` (optional: empty = the first tree
+of each kind): Datasette runs the file's SQL rewritten by ckkb.kb.trees.scoped_sql (`served_sql`),
+so the files stay plain. One that names its trees itself (version_diff) does not (`with_tree`).
 """
 
 from __future__ import annotations
@@ -134,10 +135,16 @@ def canned_queries() -> dict[str, CannedQuery]:
 
 
 def with_tree(q: CannedQuery) -> CannedQuery:
-    """`q` with the optional `tree` parameter every canned query takes."""
-    if TREE in q.params:
+    """`q` with the optional `tree` parameter, where the tree changes its answer: its served SQL
+    reads a tree's rows. A query that names its trees itself (version_diff's `from` and `to`,
+    read from main.*) or reads rows of no tree (fleet_spread's harness results) does not take
+    it: a dropdown there would change nothing."""
+    if TREE in q.params or not _TREE_PARAM.search(_scoped(q.sql)):
         return q
     return replace(q, params=(*q.params, TREE), optional=q.optional | {TREE})
+
+
+_TREE_PARAM = re.compile(rf"(?<![:\w]):{TREE}\b")
 
 
 def served_sql(q: CannedQuery) -> str:

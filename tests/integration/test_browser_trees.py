@@ -126,6 +126,8 @@ def test_version_diff_form(trees_server, page):  # noqa: F811
     for p in ("from", "to"):
         options = page.locator(f'select[name="{p}"] option')
         assert [t.strip() for t in options.all_inner_texts()] == [OLD, NEW], p
+    # `from` and `to` name the trees: no `tree` input, which would change nothing
+    assert page.locator('[name="tree"]').count() == 0
     page.select_option('select[name="from"]', OLD)
     page.select_option('select[name="to"]', NEW)
     page.select_option('select[name="layout"]', "mk_nk")
@@ -139,6 +141,18 @@ def test_version_diff_form(trees_server, page):  # noqa: F811
     layouts = {t.strip() for t in table.locator("tbody td.col-layout").all_inner_texts()}
     assert layouts == {"mk_nk"}
     page.screenshot(path=str(ARTIFACTS / "version_diff_trees.png"), full_page=True)
+    # a link that keeps a tree (the index page's, read in tree NEW) answers the same, no input
+    page.goto(page.url + f"&tree={NEW}")
+    assert (
+        f"From {OLD} to {NEW}: 0 added, 1 removed, 2 changed"
+        in page.locator("p.ckkb-summary").inner_text()
+    )
+    assert page.locator('[name="tree"]').count() == 0
+    page.goto(f"{trees_server}/-/ckkb?tree={NEW}")
+    href = page.locator('dt a[href*="/version_diff"]').get_attribute("href")
+    assert href is not None and "tree=" not in href, href
+    assert "tree=" in (page.locator('dt a[href*="/why_missing"]').get_attribute("href") or "")
+    page.goto(f"{trees_server}/two/version_diff?from={OLD}&to={NEW}&layout=mk_nk")
     # no mk_kn entry changed
     page.select_option('select[name="layout"]', "mk_kn")
     page.click('input[type="submit"]')

@@ -246,10 +246,27 @@ def test_metadata_canned_queries_are_the_sql_files():
     for name, q in queries.items():
         # the text the CLI runs, not a copy, reading the tree `:tree` names
         assert q["sql"] == scoped_sql(sql(name), "tree")
-        assert q["params"][-1] == "tree"
+        # `tree` where the tree changes the answer: the served SQL reads it
+        assert (q["params"][-1] == "tree") == (":tree" in q["sql"]), name
         assert q["title"] and q["title"] != name, f"{name}.sql has no -- title: header"
         assert q.get("description_html"), f"{name}.sql has no -- description: header"
         assert q["hide_sql"] is True
+
+
+def test_tree_only_where_it_changes_the_answer():
+    """version_diff names its two trees (`from`, `to`) and reads main.*; fleet_spread reads
+    harness results, which belong to no tree: neither offers a `tree` that would change
+    nothing. Every other canned query reads a tree's rows and takes it."""
+    qs = metadata.canned_queries()
+    without = {n for n, q in qs.items() if "tree" not in q.params}
+    assert without == {"version_diff", "fleet_spread"}
+    assert "tree" in qs["why_missing"].optional
+    main_only = metadata.parse_canned(
+        "m", "-- params: a\nselect * from main.instances where 1 = :a"
+    )
+    assert metadata.with_tree(main_only).params == ("a",)
+    scoped = metadata.parse_canned("s", "-- params: a\nselect * from instances where 1 = :a")
+    assert metadata.with_tree(scoped).params == ("a", "tree")
 
 
 # ---------------------------------------------------------------- parameter checks
