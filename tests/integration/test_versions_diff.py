@@ -206,6 +206,29 @@ def test_aiter_trees(two_ck, shared_trees):
         if k["kind"] == "moved" and k["list"] == name
     )
     assert moved == moved_by_grep
+    # Kernel names: the wheel composes "silu" if self.ActOP else "gelu" over ActOP False, aiter
+    # 2026-08 ACT_OP_NAME[self.ActOP] over ActOP 0 (a dict built from ACT_OP_MAP); both read
+    # gelu. Second method: each moved entry's name composed by hand from its grepped arguments
+    # (BLOCK_SIZE, MPerBlock, NPerBlock, KPerBlock, MWaves, NWaves, GemmPipelineVersion; the
+    # other fields' defaults: TypeCast, Nswizzle0, Quant1, MulRoutedWeight0, gelu, three empty
+    # dtypes), checked by hand once: the wheel's id 1 (256, 16, 128, 256, 1, 4, 1) is
+    # moe_ck2stages_gemm1_256x16x128x256_1x4_TypeCast_v1_Nswizzle0_Quant1_MulRoutedWeight0_gelu___
+    by_id = {v: k for k, v in new.items()}
+    for k in res["kernels"]["renumbered"]:
+        if k["kind"] != "moved" or k["list"] != name:
+            continue
+        b, m, n, kk, mw, nw, v = by_id[k["to_ids"][0]]
+        assert k["kernel"] == (
+            f"moe_ck2stages_gemm1_{b}x{m}x{n}x{kk}_{mw}x{nw}_TypeCast_v{v}_Nswizzle0_Quant1_"
+            "MulRoutedWeight0_gelu___"
+        )
+    # the same kernel named by each version's own code: the wheel's id 1 is 2026-08's id 0
+    reassigned = {
+        k["id"]: (k["from_kernel"], k["to_kernel"])
+        for k in res["kernels"]["renumbered"]
+        if k["kind"] == "reassigned" and k["list"] == name
+    }
+    assert reassigned[1][0] == reassigned[0][1] is not None
     retimed = res["config_rows"]["retimed"]
     assert retimed and all(r["from"]["us"] != r["to"]["us"] for r in retimed)
     r = CliRunner().invoke(main, ["diff", "0.1.7.post2.dev18", "aiter", "--db", str(two_ck)])
