@@ -360,3 +360,18 @@ def test_failed_build_leaves_previous_database_intact(kb, tmp_path, monkeypatch)
     assert q.gates(open_db(db), "device_name")["gates"]
     with pytest.raises(CkkbError):
         q.why(open_db(db), "1x2", arch="gfx950")
+
+
+def test_why_missing_joins_registrations_row_by_row(kb):
+    """The registrations with an availability row on `arch` are looked up per instance, never
+    materialised whole with an automatic index (10 ms on every run over the wheel's tree, for
+    answers of a few rows); read from the plan SQLite chooses, served (scoped) and plain, for a
+    tile and for any tile."""
+    from ckkb.kb.trees import scoped_sql
+
+    conn = open_db(kb, readonly=True).conn
+    for text in (sql("why_missing"), scoped_sql(sql("why_missing"))):
+        for tile in ("256x224x64", ""):
+            params = {"tile": tile, "arch": "gfx950", "tree": ""}
+            plan = [r[3] for r in conn.execute("explain query plan " + text, params)]
+            assert not [p for p in plan if "AUTOMATIC" in p or "MATERIALIZE (join" in p], plan

@@ -33,11 +33,15 @@ SELECT i.id AS instance_id, i.template, i.dir, i.file, i.line, i.list_name, l.co
             WHEN (g.instance_id IS NOT NULL AND coalesce(a.layer, '') != 'build') THEN g.condition
             ELSE a.condition END AS evidence
 -- Base tables, not the ck_instance_availability view: SQLite cannot flatten a join view on the
--- right of a LEFT JOIN and would materialise all of it (250 ms instead of a few ms).
+-- right of a LEFT JOIN and would materialise all of it (250 ms instead of a few ms). For the same
+-- reason the registrations that have an availability row on `arch` are joined one by one (the
+-- EXISTS keeps the others out, as an inner join of the two would), not as a parenthesised join,
+-- which SQLite materialises whole with an automatic index on every run (10 ms of a 0.5 ms query).
 FROM wanted w
 JOIN instances i ON i.id = w.id
 LEFT JOIN instance_lists l ON l.id = i.list_id
-LEFT JOIN (registrations r JOIN availability a ON a.registration_id = r.id AND a.arch = :arch)
-       ON r.list_id = i.list_id
+LEFT JOIN registrations r ON r.list_id = i.list_id
+      AND EXISTS (SELECT 1 FROM availability x WHERE x.registration_id = r.id AND x.arch = :arch)
+LEFT JOIN availability a ON a.registration_id = r.id AND a.arch = :arch
 LEFT JOIN instance_gates g ON g.instance_id = i.id AND g.arch = :arch
 ORDER BY i.dir, i.file, i.line, r.file, r.line;
