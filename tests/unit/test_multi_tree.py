@@ -342,3 +342,43 @@ def test_a_copy_of_a_tree_reads_its_rows_everywhere(two_trees, tmp_path):
     finally:
         conn.close()
     assert run("pool", "--db", db, "--tree", "copy", "--json") == before
+
+
+def test_a_later_tree_adds_its_rows_to_the_full_text_indexes(two_trees, tmp_path, monkeypatch):
+    """One build of two trees: the second tree's rows go into the full-text indexes the first
+    tree's rows built, none is rebuilt whole at the end; each index holds every row of its
+    table (FTS5's integrity check, counts) and finds each tree's rows (a match per tree)."""
+    import sqlite_utils.db
+
+    rebuilt: list[str] = []
+    real = sqlite_utils.db.Table.rebuild_fts
+
+    def spy(self):  # noqa: ANN001, ANN202
+        rebuilt.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(sqlite_utils.db.Table, "rebuild_fts", spy)
+    a, b = two_trees
+    db = tmp_path / "kb.db"
+    both = [sources.named_tree(sources.ck_tree(a)), sources.named_tree(sources.ck_tree(b))]
+    build(db, both, stages=pipeline.stages(), jobs=1)
+    assert rebuilt == []
+    conn = sqlite3.connect(db)
+    try:
+        for table in ("instances", "instance_lists", "instance_keys", "name_schemas"):
+            fts = f"{table}_fts"
+            conn.execute(f"insert into [{fts}]([{fts}]) values ('integrity-check')")
+            n = conn.execute(f"select count(*) from [{table}]").fetchone()[0]
+            assert conn.execute(f"select count(*) from [{fts}]").fetchone()[0] == n
+        found = conn.execute(
+            "select t.source_id, count(*) from instances_fts f join instances t "
+            "on t.rowid = f.rowid where instances_fts match 'bf16' group by t.source_id"
+        ).fetchall()
+        by_hand = conn.execute(
+            "select source_id, count(*) from instances where "
+            "(file like '%bf16%' or list_name like '%bf16%' or template like '%bf16%') "
+            "group by source_id"
+        ).fetchall()
+    finally:
+        conn.close()
+    assert found == by_hand and len(found) == 2

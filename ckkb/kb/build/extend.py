@@ -86,3 +86,36 @@ def add_fts_rows(db: Any, source_ids: Iterable[int]) -> None:
             f"select rowid, {cols} from [{t.name}] where source_id in ({marks})",
             ids,
         )
+
+
+def fts_marks(db: Any, tables: Iterable[str]) -> dict[str, tuple[int, int]]:
+    """Each table's last rowid and row count: the rows inserted after it are the new ones."""
+    out = {}
+    for t in tables:
+        row = db.execute(f"select max(rowid), count(*) from [{t}]").fetchone()
+        out[t] = (row[0] or 0, row[1])
+    return out
+
+
+def add_fts_since(db: Any, marks: dict[str, tuple[int, int]], added: dict[str, int]) -> set[str]:
+    """Full-text index the rows inserted after each table's mark (`added[table]` of them), in
+    the index built already from its earlier rows: a later tree of one build adds its own rows,
+    as an extending build adds its trees' (`add_fts_rows`), instead of every row being indexed
+    again at the end. Returns the tables whose insert replaced earlier rows instead (their index
+    holds rows no longer there: it is rebuilt at the end)."""
+    stale = set()
+    for name, (mark, count) in sorted(marks.items()):
+        t = TABLES[name]
+        fts = db.table(name).detect_fts()
+        if not t.fts or not fts:
+            continue
+        if db.execute(f"select count(*) from [{name}]").fetchone()[0] != count + added[name]:
+            stale.add(name)
+            continue
+        cols = ", ".join(f"[{c}]" for c in t.fts)
+        db.execute(
+            f"insert into [{fts}] (rowid, {cols}) "
+            f"select rowid, {cols} from [{name}] where rowid > ?",
+            [mark],
+        )
+    return stale

@@ -30,7 +30,7 @@ from ckkb.kb import atomic, lock
 from ckkb.kb import db as kbdb
 from ckkb.kb.build import gc_policy, workers
 from ckkb.kb.build.cache import Cache, CacheRow
-from ckkb.kb.build.extend import add_fts_rows, copy_base, extends
+from ckkb.kb.build.extend import add_fts_rows, add_fts_since, copy_base, extends, fts_marks
 from ckkb.kb.build.plan import StagePlan, inventory, same_bytes
 from ckkb.kb.build.reuse import copy_tree_rows, old_built, old_trees, stored_tree
 from ckkb.kb.build.shared_rows import shared_rows
@@ -200,8 +200,9 @@ class _Build:
         self.ctx = {t.name: BuildContext(trees={t.kind: t.tree}) for t in trees}
         self.versions = {s.name: s.version for s in stages}
         self.keep_facts = {n for s in stages for n in getattr(s, "reads_facts", ())}
-        self.fts_fresh: set[str] = set()  # tables whose full-text index followed their stage
-        self.fts_stale: set[str] = set()  # ... and that a later stage wrote again
+        # tables whose full-text index followed their stage (a later stage or tree adds its rows)
+        self.fts_fresh: set[str] = set()
+        self.fts_stale: set[str] = set()  # ... and that a later stage replaced rows of
         self.reused: dict[str, int] = {}  # tree name -> its rows' source id in the old database
         # tree name -> the earlier tree of this build whose rows it reads (`shared_rows`)
         self.rows_of: dict[str, str] = {}
@@ -536,15 +537,18 @@ class _Build:
         tm = self.timing(stage.name)
         t_insert = time.perf_counter()
         tm["combine_cpu"] += time.process_time() - cpu_combine
+        marks = fts_marks(db, self.fts_fresh & set(stage.writes)) if not self.extending else {}
         counts = insert_rows(db, res.rows, self.source_ids[unit.tree.name])
         check_writes(stage, counts)
         # index what this stage wrote now, while the workers still extract (a later stage that
         # writes the same table inserts into an indexed table: slower, same rows), not at the end;
-        # full-text indexes too, for a table no earlier stage wrote (written again: redone at end)
+        # full-text indexes too: built for a table no earlier stage or tree wrote, else given the
+        # rows this one added
         kbdb.create_indexes(db, counts)
         if not self.extending:  # extending: the added trees' rows are full-text indexed at the end
             fts_now = {t for t in counts if TABLES[t].fts}
-            self.fts_stale.update(fts_now & self.fts_fresh)
+            again = {t: marks[t] for t in fts_now & self.fts_fresh}
+            self.fts_stale |= add_fts_since(db, again, counts)
             kbdb.create_fts(db, fts_now - self.fts_fresh)
             self.fts_fresh.update(fts_now)
         tm["combine"] += t_insert - t_combine
