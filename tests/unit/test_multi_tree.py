@@ -382,3 +382,40 @@ def test_a_later_tree_adds_its_rows_to_the_full_text_indexes(two_trees, tmp_path
     finally:
         conn.close()
     assert found == by_hand and len(found) == 2
+
+
+def test_trees_files_go_out_group_by_group(two_trees, tmp_path):
+    """A later tree's files of a stage group are inventoried (and sent to the workers) right
+    after the earlier tree's of that group, not after every file of the earlier tree: its CMake
+    is in, and combined, while the instance lists are read. Each tree's files of a group stay
+    together, the earlier tree's first (their chunks are cut apart)."""
+    from ckkb.kb.build import run, workers
+    from ckkb.kb.stages import build_order, one_build, register_stages
+
+    a, b = two_trees
+    (b / "extra.txt").write_text("a file no stage reads")
+    both = [sources.named_tree(sources.ck_tree(a)), sources.named_tree(sources.ck_tree(b))]
+    stages = build_order([s for s in pipeline.stages() if s.tree == "ck"])
+    register_stages(stages)
+    with one_build():
+        plan = run._Build(tmp_path / "kb.db", both, stages, 1, False, None)
+        try:
+            plan.plan()
+        finally:
+            plan.cache.close()
+    trees = {str(a): "a", str(b): "b"}
+    order = [(stage, trees[root]) for stage, root, _ in plan.misses]
+    first = {k: order.index(k) for k in dict.fromkeys(order)}
+    # b's files are twins of a's except the two it changes (CMakeLists.txt, the .hpp)
+    assert ("ck.cmake", "b") in first and ("ck.instances", "b") in first
+    assert first[("ck.cmake", "b")] < first[("ck.instances", "a")]
+    assert first[("ck.instances", "a")] < first[("ck.instances", "b")]
+    assert (
+        max(i for i, k in enumerate(order) if k == ("ck.instances", "a"))
+        < first[("ck.instances", "b")]
+    )
+    # chunks: one tree's consecutive batches are cut as one list, another tree's apart
+    t1 = [(str(a), "x.hpp", ("ck.instances",)), (str(a), "y.hpp", ("ck.instances",))]
+    t2 = [(str(b), "x.hpp", ("ck.instances",))]
+    assert workers.tree_chunks([(0, t1[:1]), (0, t1[1:])]) == workers.chunks(t1)
+    assert workers.tree_chunks([(0, t1), (1, t2)]) == [*workers.chunks(t1), *workers.chunks(t2)]

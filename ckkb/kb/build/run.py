@@ -232,19 +232,28 @@ class _Build:
         return self.summary
 
     def plan(self) -> None:
-        """Inventory each stage group, tree rank by tree rank; cache misses go to the workers right
-        away. A tree whose every file is cached, with the same contents as a tree the old database
-        holds, is not combined again: its rows are copied (`reuse`)."""
-        unsent: list[workers.FileTask] = []  # tasks inventoried while too few to start workers
+        """Inventory each stage group, tree by tree (the first tree of each kind first); cache
+        misses go to the workers right away. The trees' files go out group by group, not tree by
+        tree: a later tree's early stages (its CMake) are in, and combined, while the workers
+        read the instance lists, instead of its whole chain of combines waiting for every file
+        of the earlier trees and running alone at the end. A tree whose every file is cached,
+        with the same contents as a tree the old database holds, is not combined again: its rows
+        are copied (`reuse`)."""
+        # tasks inventoried while too few to start workers: (rank, tasks) per (group, tree)
+        unsent: list[tuple[int, list[workers.FileTask]]] = []
         old = old_trees(self.db_path) if self.has_old and not self.force else {}
-        for rank in sorted({u.rank for u in self.units}):
-            units = [u for u in self.units if u.rank == rank]
-            by_stage: dict[str, list[_Unit]] = {}
-            for u in units:
-                by_stage.setdefault(u.stage.name, []).append(u)
-            for group in workers.submission_groups([us[0].stage for us in by_stage.values()]):
+        ranks = sorted({u.rank for u in self.units})
+        stages = list({u.stage.name: u.stage for u in self.units}.values())  # build order
+        for group in workers.submission_groups(stages):
+            names = [st.name for st in group]
+            # an earlier tree's files first: a later tree's twin of one is paired with it
+            # (`pair`), and each tree's files of the group go out together (`chunks` sorts them)
+            for r in ranks:
                 found: list[workers.Miss] = []
-                for unit in (u for st in group for u in by_stage[st.name]):
+                for unit in sorted(
+                    (u for u in self.units if u.rank == r and u.stage.name in names),
+                    key=lambda u: names.index(u.stage.name),
+                ):
                     plan = inventory(unit.stage, Path(unit.tree.root), self.cache)
                     self.plans[unit.key] = plan
                     self.diags[unit.tree.name] += plan.diagnostics
@@ -255,21 +264,21 @@ class _Build:
                 self.misses += found
                 if self.jobs <= 1 or not found:
                     continue
-                unsent += workers.file_tasks(found)
+                unsent.append((r, workers.file_tasks(found)))
                 if self.pool is None and len(self.misses) >= SERIAL_BELOW:
                     self.pool = ProcessPoolExecutor(
                         max_workers=self.jobs, initializer=workers.worker_init
                     )
                 if self.pool is not None:
-                    for chunk in workers.chunks(unsent):
+                    for chunk in workers.tree_chunks(unsent):
                         self.futures.add(self.pool.submit(workers.extract_chunk, chunk))
                     unsent = []
-            for t in {u.tree.name: u.tree for u in units}.values():
-                if any(self.remaining[u.key] for u in units if u.tree.name == t.name):
-                    continue
-                same = old.get((t.kind, tree_fingerprint(t.kind, self.tree_parts[t.name])))
-                if same is not None:
-                    self.reused[t.name] = same
+        for t in self.trees:
+            if any(self.remaining[u.key] for u in self.units if u.tree.name == t.name):
+                continue
+            same = old.get((t.kind, tree_fingerprint(t.kind, self.tree_parts[t.name])))
+            if same is not None:
+                self.reused[t.name] = same
         self.rows_of = shared_rows(
             self.trees, self.plans, self.tree_parts, self.twins, self.versions
         )

@@ -144,6 +144,20 @@ def chunks(tasks: list[FileTask]) -> list[list[FileTask]]:
     return out
 
 
+def tree_chunks(batches: list[tuple[int, list[FileTask]]]) -> list[list[FileTask]]:
+    """`chunks` of (tree rank, tasks) batches in order: consecutive batches of one tree are
+    chunked as one list (as a single-tree build's groups are), another tree's apart, so each
+    tree's files of a stage group go out together, the earlier tree's first."""
+    joined: list[list[FileTask]] = []
+    last = None
+    for rank, tasks in batches:
+        if rank != last or not joined:
+            joined.append([])
+        joined[-1] += tasks
+        last = rank
+    return [c for tasks in joined for c in chunks(tasks)]
+
+
 def submission_groups(stages: list[Stage]) -> list[list[Stage]]:
     """Stages in the order their files are inventoried and handed to the workers: build order,
     except that a stage that extracts with another (`extract_with`) comes right after it (its tasks
