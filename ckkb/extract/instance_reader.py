@@ -165,16 +165,23 @@ class _Reader:
             e = self.exprs[key] = self.expr(node, src)
         return e
 
-    def arg_facts(self, node: Any, src: bytes) -> tuple[Expr, str]:
-        """(expression, text as written minus layout) of a template argument, memoised."""
-        key = (node.type, src[node.start_byte : node.end_byte])
-        f = self.facts.get(key)
-        if f is None:
-            f = self.facts[key] = (
-                self.arg_expr(node, src),
-                " ".join(key[1].decode("utf-8", "replace").split()),
-            )
-        return f
+    def args_facts(self, nodes: list[Any], src: bytes) -> list[tuple[Expr, str]]:
+        """(expression, text as written minus layout) of each template argument but comments,
+        memoised. One loop for all of an entry's arguments: it runs ~475,000 times a build."""
+        out = []
+        memo = self.facts
+        for node in nodes:
+            key = (node.type, src[node.start_byte : node.end_byte])
+            if key[0] == "comment":
+                continue
+            f = memo.get(key)
+            if f is None:
+                f = memo[key] = (
+                    self.arg_expr(node, src),
+                    " ".join(key[1].decode("utf-8", "replace").split()),
+                )
+            out.append(f)
+        return out
 
     def entry_facts(self, node: Any, src: bytes, line: int) -> dict[str, Any]:
         """One list entry: {"line", "template", "args" (texts), "exprs"} (exprs None, and "expr"
@@ -186,7 +193,7 @@ class _Reader:
         )
         parts = template_parts(inner)
         if parts is not None:  # the common entry `Op<a, b, ...>`
-            facts = [self.arg_facts(a, src) for a in parts[1] if a.type != "comment"]
+            facts = self.args_facts(parts[1], src)
             return {
                 "line": line,
                 "template": cpp.text(parts[0], src),
