@@ -5,6 +5,7 @@ repeats its base's files."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -35,3 +36,10 @@ def fixture_file(overlay: str, rel: str) -> Path:
     """Where `rel` of the overlaid tree comes from: the overlay's file, else ck_mini's."""
     own = FIXTURES / overlay / rel
     return own if own.is_file() else FIXTURES / BASE / rel
+
+
+def fixture_line(overlay: str, rel: str, pattern: str) -> int:
+    """A second method for a pinned line: the 1-based line of the first match of `pattern` (a
+    regex) in `rel` of the overlaid tree, read from the fixture file itself."""
+    lines = fixture_file(overlay, rel).read_text().splitlines()
+    return next(i + 1 for i, ln in enumerate(lines) if re.search(pattern, ln))

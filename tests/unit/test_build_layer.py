@@ -13,7 +13,6 @@ grep in the fixture's files (`_line`), apart from the extractor.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from ckkb.extract.instance_roots import instance_roots
 from ckkb.kb import build as kbbuild
 from ckkb.kb.db import open_db
 from ckkb.sources import ck_tree
-from tests.overlays import fixture_file, overlay_tree
+from tests.overlays import fixture_line, overlay_tree
 
 LIB = "library/src/vendor_ops"
 GPU = "library/src/tensor_operation_instance/gpu"
@@ -41,9 +40,8 @@ BUILT = {
 
 
 def _line(rel: str, pattern: str) -> int:
-    """Second method: the 1-based line of the first match of `pattern` in the fixture file."""
-    lines = fixture_file("ck_vendor", rel).read_text().splitlines()
-    return next(i + 1 for i, ln in enumerate(lines) if re.search(pattern, ln))
+    """Second method: the line of the first match of `pattern` in the fixture file."""
+    return fixture_line("ck_vendor", rel, pattern)
 
 
 @pytest.fixture(scope="module")

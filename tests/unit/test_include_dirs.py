@@ -9,7 +9,6 @@ apart from the extractor.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,15 @@ from ckkb.extract.instances import _Index
 from ckkb.kb import build as kbbuild
 from ckkb.kb.db import open_db
 from ckkb.sources import ck_tree
-from tests.overlays import FIXTURES, fixture_file, overlay_tree
+from tests.overlays import FIXTURES, fixture_line, overlay_tree
 
 MOVED = "fork/headers/ck/library/tensor_operation_instance/gpu"
 CK_PLACE = "library/include/ck/library/tensor_operation_instance/gpu"
 
 
 def _grep(rel: str, pattern: str) -> int:
-    """Second method: the 1-based line of the first match of `pattern` in the fixture file."""
-    lines = fixture_file("ck_moved_include", rel).read_text().splitlines()
-    return next(i + 1 for i, ln in enumerate(lines) if re.search(pattern, ln))
+    """Second method: the line of the first match of `pattern` in the fixture file."""
+    return fixture_line("ck_moved_include", rel, pattern)
 
 
 @pytest.fixture(scope="module")
