@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckkb.extract.aiter_derived import ARCH_FUNCTIONS, _assigned
-from ckkb.extract.aiter_pyeval import Unsupported, literal
+from ckkb.extract.aiter_pyeval import Unsupported, dotted, literal
 from ckkb.extract.aiter_pyexec import ClassInfo, Function, Instance, Interp, Native, poison
 from ckkb.extract.aiter_pymodels import MODELLED, copy_instance, factory_default
 from ckkb.extract.aiter_pystd import IMPORTS, STD_MODULES, NoDevice, transparent
@@ -189,13 +189,13 @@ def _sets_torch_attr(stmt: Any, env: dict[str, Any]) -> bool:
 
 
 def _import(s: Any, env: dict[str, Any], gfx: str, importer: Importer | None) -> None:
-    mod = _dotted(s.module) if isinstance(s, cst.ImportFrom) and s.module else ""
+    mod = dotted(s.module) if isinstance(s, cst.ImportFrom) and s.module else ""
     if isinstance(s, cst.ImportFrom):
         mod = "." * len(s.relative) + mod
     if isinstance(s.names, cst.ImportStar):
         return
     for a in s.names:
-        full = _dotted(a.name)
+        full = dotted(a.name)
         bound = (
             a.asname.name.value
             if a.asname is not None and isinstance(a.asname.name, cst.Name)
@@ -242,19 +242,11 @@ class _ImportHook:
                 env[k] = v.thunk() if isinstance(v, _Lazy) else v
 
 
-def _dotted(node: Any) -> str:
-    if isinstance(node, cst.Name):
-        return str(node.value)
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return ""
-
-
 def _class(stmt: Any, env: dict[str, Any]) -> Any:
     """A dataclass of the module (fields, literal defaults, properties run with the module's
     names); any other class is unknown."""
     decorators = [
-        _dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+        dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
         for d in stmt.decorators
     ]
     if not any("dataclass" in d for d in decorators):
@@ -277,7 +269,7 @@ def _class(stmt: Any, env: dict[str, Any]) -> Any:
                         except Unsupported:
                             pass  # no default known: a call must give it
         elif isinstance(item, cst.FunctionDef) and any(
-            _dotted(d.decorator) == "property" for d in item.decorators
+            dotted(d.decorator) == "property" for d in item.decorators
         ):
             props[item.name.value] = item
     info = ClassInfo(stmt.name.value, fields, defaults, props)

@@ -37,6 +37,16 @@ class _Lambda:
 _MISSING = object()
 
 
+def dotted(node: Any) -> str:
+    """`a.b.c` of a Name or Attribute chain ('' for anything else): how a decorator, callee or
+    import target is named in the source."""
+    if isinstance(node, cst.Name):
+        return str(node.value)
+    if isinstance(node, cst.Attribute):
+        return f"{dotted(node.value)}.{node.attr.value}"
+    return ""
+
+
 def literal(node: cst.BaseExpression) -> Any:
     """A literal value (numbers, strings, True/False/None, lists/tuples/dicts of literals, -x)."""
     return Evaluator({}, None).eval(node)

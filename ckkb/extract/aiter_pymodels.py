@@ -10,7 +10,7 @@ import copy as _copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ckkb.extract.aiter_pyeval import Unsupported
+from ckkb.extract.aiter_pyeval import Unsupported, dotted
 from ckkb.extract.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -55,11 +55,11 @@ def import_from(small: Any) -> dict[str, Callable[..., Any]]:
     """`from MOD import NAME` inside a function: name bound -> the modelled function; a name
     not modelled is Unsupported."""
     out: dict[str, Callable[..., Any]] = {}
-    mod = _dotted(small.module) if small.module is not None and not small.relative else ""
+    mod = dotted(small.module) if small.module is not None and not small.relative else ""
     if isinstance(small.names, cst.ImportStar):
         raise Unsupported(small, f"from {mod} import * inside a function")
     for a in small.names:
-        name = _dotted(a.name)
+        name = dotted(a.name)
         f = MODELLED.get((mod, name))
         if f is None:
             raise Unsupported(small, f"from {mod or '.'} import {name} is not modelled")
@@ -73,7 +73,7 @@ def factory_default(node: Any) -> tuple[bool, Any]:
     (True, the value each instance starts with); (False, None) for anything else."""
     from ckkb.extract.aiter_pyeval import literal
 
-    if not (isinstance(node, cst.Call) and _dotted(node.func) in ("field", "dataclasses.field")):
+    if not (isinstance(node, cst.Call) and dotted(node.func) in ("field", "dataclasses.field")):
         return False, None
     for a in node.args:
         if a.keyword is not None and a.keyword.value == "default_factory":
@@ -86,11 +86,3 @@ def factory_default(node: Any) -> tuple[bool, Any]:
             if isinstance(v, cst.Name) and v.value in ("list", "dict", "set"):
                 return True, {"list": [], "dict": {}, "set": set()}[v.value]
     return False, None
-
-
-def _dotted(node: Any) -> str:
-    if isinstance(node, cst.Name):
-        return str(node.value)
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return ""

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ckkb.extract.aiter_pyeval import Unsupported
+from ckkb.extract.aiter_pyeval import Unsupported, dotted
 from ckkb.extract.lazy import lazy_module
 
 cst = lazy_module("libcst")
@@ -143,14 +143,6 @@ def transparent(decorators: Any) -> bool:
     """Every decorator is a functools cache (`@cache`, `@lru_cache(maxsize=1)`)."""
     for d in decorators:
         node = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
-        if _dotted(node) not in _CACHES:
+        if dotted(node) not in _CACHES:
             return False
     return True
-
-
-def _dotted(node: Any) -> str:
-    if isinstance(node, cst.Name):
-        return str(node.value)
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return ""
