@@ -127,6 +127,15 @@ def read_csv(rel: str, data: bytes) -> ConfigTable:
     t.columns = cols
     n = len(cols)
     rows = t.rows
+    parsed: dict[str, Any] = {}  # a column's cells repeat down the file: each text parsed once
+
+    def cell(text: str) -> Any:
+        try:
+            return parsed[text]
+        except KeyError:
+            value = parsed[text] = parse_value(text)
+            return value
+
     try:
         for rec in reader:
             ln = reader.line_num
@@ -135,7 +144,7 @@ def read_csv(rel: str, data: bytes) -> ConfigTable:
                     continue
                 t.problems.append((ln, f"{len(rec)} fields, the header has {n}; row skipped"))
                 continue
-            rows.append((ln, {c: parse_value(v) for c, v in zip(cols, rec, strict=False)}))
+            rows.append((ln, dict(zip(cols, map(cell, rec), strict=True))))
     except csv.Error as e:
         t.problems.append((reader.line_num, f"malformed CSV: {e}; rest of file skipped"))
     return t
