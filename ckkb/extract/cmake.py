@@ -468,12 +468,12 @@ def _evaluate_root(
     out: list[Any] = []
     inst_dir, stmts = plan.inst_dir, plan.stmts
     base = Path(root) / inst_dir
-    # dir -> (source, path from the CK root, file name)
-    by_dir: dict[str, list[tuple[str, str, str]]] = {}
+    # dir -> (source, path from the CK root, file name, path from the dir, normalised)
+    by_dir: dict[str, list[tuple[str, str, str, str]]] = {}
     for s in instance_sources(base):
         if "/" in s:
             by_dir.setdefault(s.split("/", 1)[0], []).append(
-                (s, f"{inst_dir}/{s}", s.rsplit("/", 1)[-1])
+                (s, f"{inst_dir}/{s}", s.rsplit("/", 1)[-1], posixpath.normpath(s.split("/", 1)[1]))
             )
 
     def loop_rule(br: Branch | None) -> BuildRuleRow | None:
@@ -515,7 +515,7 @@ def _evaluate_root(
         for d, files in sorted(by_dir.items()):
             if ran.added is not None and d not in ran.added:
                 rule = loop_rule(ran.guards.get(d))
-                out.extend(_skipped_row(path, arch, rule) for _, path, _ in files)
+                out.extend(_skipped_row(path, arch, rule) for _, path, _, _ in files)
                 continue
             scope = ran.scopes.get(d, env)  # the variables the directory sees
             fscope = ran.function_scopes.get(d, ran.functions)  # and the functions
@@ -528,7 +528,7 @@ def _evaluate_root(
             targets.merge(via_targets)
             lib = fscope.get(LIBRARY_FUNCTION) or by_arch.get(arch)
             by_call = call_verdicts(got, arch, book, by_arch.get(arch), GPU_CMAKE)
-            for f, path, name in files:
+            for f, path, name, norm in files:
                 rel = f.split("/", 1)[1]
                 # a CMake template (.in) is configured into a source of another name: kept
                 if got is not None and not f.endswith(".in") and rel not in got.library_of:
@@ -543,7 +543,7 @@ def _evaluate_root(
                     rule = new_rule(al.file, al.line, al.text, "library_targets", [*al.archs], msg)
                     out.append(_skipped_row(path, arch, rule))
                     continue
-                verdict = by_call.get(posixpath.normpath(rel))
+                verdict = by_call.get(norm)
                 if verdict is None:
                     key = (name, id(scope), id(lib))
                     if key not in verdicts:

@@ -43,7 +43,7 @@ class _CallRun(Interpreter):
 
     def command(self, c: Command) -> None:
         if c.name == "set_source_files_properties":
-            w = self.words(c.args)
+            w = self.command_words(c)
             k = w.index("PROPERTIES") if "PROPERTIES" in w else len(w)
             snap = (self.env.get(TARGETS), dict(self.target_removals))
             for s in w[:k]:
@@ -51,7 +51,7 @@ class _CallRun(Interpreter):
             return
         if c.name == "set" and c.args and c.args[0].value == TARGETS:
             self.target_removals = {}
-        super().command(c)
+        Interpreter.command(self, c)
 
     def list_cmd(self, w: list[str]) -> None:
         if len(w) >= 2 and w[1] == TARGETS:

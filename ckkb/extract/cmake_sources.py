@@ -51,10 +51,10 @@ class Recorder(Interpreter):
     def command(self, c: Command) -> None:
         if c.name == LIBRARY_FUNCTION:
             fn = self.functions.get(LIBRARY_FUNCTION)
-            self.calls.append(Call(c.line, self.words(c.args), fn, dict(self.env)))
+            self.calls.append(Call(c.line, self.command_words(c), fn, dict(self.env)))
             return
         if c.name in TARGET_COMMANDS:
-            self.targets.read(c, self.words(c.args), self.list_file)
+            self.targets.read(c, self.command_words(c), self.list_file)
         super().command(c)
 
 

@@ -54,7 +54,7 @@ class _Reader(Interpreter):
 
     def command(self, c: Command) -> None:
         if c.name in _COMMANDS:
-            words = self.words(c.args)
+            words = self.command_words(c)
             if c.name == "target_include_directories":
                 words = words[1:]
             here = posixpath.join(self.env["PROJECT_SOURCE_DIR"], posixpath.dirname(self.file))

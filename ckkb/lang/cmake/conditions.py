@@ -22,6 +22,9 @@ class Arg:
         return f'"{self.value}"' if self.quoted else self.value
 
 
+_METACHARACTERS = frozenset(".^$*+?{}[]\\|()")
+
+
 @dataclass(frozen=True)
 class Truth:
     arg: Arg
@@ -46,17 +49,31 @@ class Binary:
     right: Arg
 
     def holds(self, env: dict[str, str]) -> bool:
-        lhs = _value(self.left, env)
+        left = self.left.value  # _value, written out: the most frequent test of a build
+        if "${" in left:
+            lhs = expand(left, env)
+        else:
+            lhs = env[left] if not self.left.quoted and left in env else left
         if self.op == "MATCHES":
             pattern = self.right.value
-            rx = self.pattern if "${" not in pattern else _regex(expand(pattern, env))
-            return rx is not None and rx.search(lhs) is not None
+            if "${" in pattern:
+                rx = _regex(expand(pattern, env))
+                return rx is not None and rx.search(lhs) is not None
+            if self.literal:  # found where re would find it, at a fifth of the cost
+                return pattern in lhs
+            return self.pattern is not None and self.pattern.search(lhs) is not None
         return _binary(self.op, lhs, self.right, env)
 
     @cached_property
     def pattern(self) -> re.Pattern[str] | None:
         """The regex of a MATCHES whose pattern names no variable, compiled once per node."""
         return _regex(self.right.value)
+
+    @cached_property
+    def literal(self) -> bool:
+        """Whether that pattern is plain text (`"_xdl"`, `"ONLY XDL_KERNELS"`): none of re's
+        metacharacters, so it matches where the text holds it."""
+        return _METACHARACTERS.isdisjoint(self.right.value)
 
 
 @dataclass(frozen=True)
@@ -73,7 +90,15 @@ class And:
     right: Cond
 
     def holds(self, env: dict[str, str]) -> bool:
-        return self.left.holds(env) and self.right.holds(env)
+        for term in self.terms:
+            if not term.holds(env):
+                return False
+        return True
+
+    @cached_property
+    def terms(self) -> tuple[Cond, ...]:
+        """The operands of this chain of ANDs (`a AND b AND c`), in the order they are tried."""
+        return _tried_in_order(_chain(self, And))
 
 
 @dataclass(frozen=True)
@@ -82,10 +107,44 @@ class Or:
     right: Cond
 
     def holds(self, env: dict[str, str]) -> bool:
-        return self.left.holds(env) or self.right.holds(env)
+        for term in self.terms:
+            if term.holds(env):
+                return True
+        return False
+
+    @cached_property
+    def terms(self) -> tuple[Cond, ...]:
+        """The operands of this chain of ORs, in the order they are tried."""
+        return _tried_in_order(_chain(self, Or))
 
 
 Cond = Truth | Unary | Binary | Not | And | Or
+
+
+def _expands(c: Cond) -> bool:
+    """Whether evaluating `c` may expand a `${...}` reference (a variable's value, which may be a
+    whole file's text: `"${cmake_instance}" MATCHES "_fp8"` in CK's directory loop)."""
+    if isinstance(c, (And, Or)):
+        return _expands(c.left) or _expands(c.right)
+    if isinstance(c, Not):
+        return _expands(c.expr)
+    args = [c.arg] if isinstance(c, (Truth, Unary)) else [c.left, c.right]
+    return any("${" in a.value for a in args)
+
+
+def _chain(c: Cond, kind: type[And] | type[Or]) -> list[Cond]:
+    """The operands of a chain of one operator, left to right (the reader nests it leftwards)."""
+    if isinstance(c, kind):
+        return _chain(c.left, kind) + _chain(c.right, kind)
+    return [c]
+
+
+def _tried_in_order(terms: list[Cond]) -> tuple[Cond, ...]:
+    """The order AND/OR tries its operands in: those that expand no reference first, each group
+    as written. The answer is the same in any order (`holds` has no side effects); CK's directory
+    loop tests `("${cmake_instance}" MATCHES "_fp8" ...) AND DTYPES MATCHES "fp8"`, and the
+    name's test spares expanding the directory's CMakeLists.txt for each arch and directory."""
+    return tuple(sorted(terms, key=_expands))
 
 
 class ConditionError(ValueError):
@@ -195,11 +254,51 @@ def expand(text: str, env: dict[str, str]) -> str:
     undefined -> ''."""
     if "${" not in text:
         return text
+    if text.startswith("${") and text.find("}") == len(text) - 1:  # `${NAME}`, the most
+        value = env.get(text[2:-1], "")  # frequent: its value is the whole answer when it
+        if "${" not in value:  # brings no reference (the loop below would give the same)
+            return value
     prev = None
     while prev != text and "${" in text:
         prev = text
-        text = VAR_REF.sub(lambda m: env.get(m.group(1), ""), text)
+        text = _substitute(text, tuple(env.get(n, "") for n in _references(text)))
     return text
+
+
+# The two caches below hold results of pure functions of their arguments (bounded; they outlive
+# a call for that reason only): CK's directory loop reads each directory's CMakeLists.txt with
+# file(READ) and tests `"${cmake_instance}" MATCHES ...` ~20 times per directory and arch, and
+# its text, with its own `${...}`, is expanded again each time with the same values.
+
+
+@lru_cache(maxsize=1024)
+def _references(text: str) -> tuple[str, ...]:
+    """The variables `text` refers to, first reference first."""
+    return tuple(dict.fromkeys(VAR_REF.findall(text)))
+
+
+@lru_cache(maxsize=1024)
+def _substitute(text: str, values: tuple[str, ...]) -> str:
+    """`text` with each reference replaced once, `values` being those of `_references(text)`."""
+    value = dict(zip(_references(text), values, strict=True))
+    return VAR_REF.sub(lambda m: value[m.group(1)], text)
+
+
+def words(args: list[Arg], env: dict[str, str]) -> list[str]:
+    """Command arguments expanded: an unquoted one splits on ';' (empty items dropped)."""
+    out: list[str] = []
+    for a in args:
+        v = expand(a.value, env) if "${" in a.value else a.value
+        if a.quoted or (v and ";" not in v):
+            out.append(v)
+        elif v:
+            out.extend(x for x in v.split(";") if x != "")
+    return out
+
+
+def plain_words(args: list[Arg]) -> tuple[str, ...] | None:
+    """The words of arguments that name no variable (the same under any variables), else None."""
+    return None if any("${" in a.value for a in args) else tuple(words(args, {}))
 
 
 def _is_false_const(s: str) -> bool:

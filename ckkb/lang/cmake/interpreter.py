@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Protocol
 
-from ckkb.lang.cmake.conditions import Arg, expand
+from ckkb.lang.cmake.conditions import Arg, words
 from ckkb.lang.cmake.syntax import Branch, Command, Foreach, Function, If, Stmt
 
 
@@ -91,6 +91,8 @@ class Interpreter:
         self.load = load  # include(): the tree's files; None: include() is a no-op
         self.list_file = file  # the file being read: `file`, or the file it include()s
         self._including: list[str] = []  # files being included, innermost last (no cycles)
+        # var -> the value list() last gave it, when that holds no empty item (`list_cmd`)
+        self._clean: dict[str, str] = {}
 
     def run(self, stmts: list[Stmt]) -> None:
         # `type(s) is`: the parser makes no subclasses, and this runs ~800,000 times a build
@@ -118,14 +120,12 @@ class Interpreter:
 
     def words(self, args: list[Arg]) -> list[str]:
         """The arguments expanded: an unquoted one splits on ';' (empty items dropped)."""
-        out: list[str] = []
-        for a in args:
-            v = expand(a.value, self.env) if "${" in a.value else a.value
-            if a.quoted or (v and ";" not in v):
-                out.append(v)
-            elif v:
-                out.extend(x for x in v.split(";") if x != "")
-        return out
+        return words(args, self.env)
+
+    def command_words(self, c: Command | Foreach) -> list[str]:
+        """`c`'s arguments expanded; read once when no argument names a variable."""
+        plain = c.plain_words
+        return list(plain) if plain is not None else words(c.args, self.env)
 
     def foreach(self, s: Foreach) -> None:
         got = self.foreach_items(s)
@@ -141,7 +141,7 @@ class Interpreter:
 
     def foreach_items(self, s: Foreach) -> tuple[str, list[str]] | None:
         """(loop variable, the items it takes), or None for a foreach() without arguments."""
-        words = self.words(s.args)
+        words = self.command_words(s)
         if not words:
             return None
         var, rest = words[0], words[1:]
@@ -170,7 +170,7 @@ class Interpreter:
             return
         if name == "break":
             raise Break()
-        w = self.words(c.args)
+        w = self.command_words(c)
         if name == "set":
             self.set(w)
         elif name == "option":
@@ -314,13 +314,22 @@ class Interpreter:
         if len(w) < 2:
             return
         op, var = w[0], w[1]
-        cur = [x for x in self.env.get(var, "").split(";") if x]
+        now = self.env.get(var, "")
+        # CK's add_instance_library appends or removes one source at a time from a list of
+        # hundreds: a list known to hold no empty item (nothing to drop), one list() made
+        # (the very string) or one checked, is extended or split as it stands
+        clean = self._clean.get(var) is now or not (
+            ";;" in now or now.startswith(";") or now.endswith(";")
+        )
+        if op == "APPEND" and clean:
+            self._set_list(var, ";".join([now, *w[2:]] if now else w[2:]), all(w[2:]))
+            return
+        cur = now.split(";") if clean and now else [x for x in now.split(";") if x]
         if op == "REMOVE_ITEM":
-            drop = set(w[2:])
-            for x in cur:
-                if x in drop:
-                    self.removed.setdefault((var, x), self.here())
-            cur = [x for x in cur if x not in drop]
+            for x in set(w[2:]).intersection(cur):
+                self.removed.setdefault((var, x), self.here())
+                while x in cur:
+                    cur.remove(x)
         elif op == "APPEND":
             cur += w[2:]
         elif op == "FILTER" and len(w) >= 5 and w[3] == "REGEX":
@@ -338,4 +347,11 @@ class Interpreter:
             cur = list(dict.fromkeys(cur))
         else:
             return
-        self.env[var] = ";".join(cur)
+        self._set_list(var, ";".join(cur), all(cur))
+
+    def _set_list(self, var: str, value: str, clean: bool) -> None:
+        self.env[var] = value
+        if clean:
+            self._clean[var] = value
+        else:
+            self._clean.pop(var, None)

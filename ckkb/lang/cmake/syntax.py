@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ckkb.diagnostics import Diagnostic
-from ckkb.lang.cmake.conditions import Arg, Cond, ConditionError, parse_condition
+from ckkb.lang.cmake.conditions import Arg, Cond, ConditionError, parse_condition, plain_words
 
 
 @dataclass
@@ -18,6 +19,11 @@ class Command:
     args: list[Arg]
     line: int
     raw: str  # text between the parentheses
+
+    @cached_property
+    def plain_words(self) -> tuple[str, ...] | None:
+        """Its words when no argument names a variable (`Interpreter.command_words`)."""
+        return plain_words(self.args)
 
 
 @dataclass
@@ -39,6 +45,10 @@ class Foreach:
     line: int
     args: list[Arg]
     body: list[Stmt]
+
+    @cached_property
+    def plain_words(self) -> tuple[str, ...] | None:
+        return plain_words(self.args)
 
 
 @dataclass
