@@ -89,6 +89,11 @@ class Modules:
         self._read: dict[str, list[Stmt] | None] = {}
         self.failed: dict[str, tuple[int, str]] = {}  # included but unparsable: line, message
 
+    @property
+    def read(self) -> list[str]:
+        """The files include() read from the tree (not among `results`), found or not."""
+        return list(self._read)
+
     def _rel(self, path: str) -> str | None:
         prefix = self.root + "/"
         return path[len(prefix) :] if path.startswith(prefix) else None

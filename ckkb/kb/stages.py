@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,21 +170,44 @@ def check_writes(stage: Stage, tables: Iterable[str]) -> None:
 P = ParamSpec("P")
 T = TypeVar("T")
 
-# Results of `per_build` functions while one build runs (`one_build`), else None. Global because
-# stages' `files` and `combine` are called with a tree's root, not with a build object.
+
+class DerivedStore(Protocol):
+    """Where a build keeps what it derived from a tree's files, for the next build to reuse while
+    those files are unchanged (the build's cache, `kb.build.cache`)."""
+
+    def recall(self, key: str, root: str) -> bytes | None: ...
+
+    def remember(self, key: str, root: str, blob: bytes) -> None: ...
+
+
+# Results of `per_build` functions while one build runs (`one_build`), else None; and the build's
+# store with the process that opened it (a forked worker must not use the parent's connection).
+# Global because stages' `files` and `combine` are called with a tree's root, not with a build.
 _build_memo: dict[tuple[Any, ...], Any] | None = None
+_build_store: tuple[int, DerivedStore] | None = None
 
 
 @contextlib.contextmanager
-def one_build() -> Iterator[None]:
+def one_build(store: DerivedStore | None = None) -> Iterator[None]:
     """The block of one build: within it, a `per_build` function computes its result once per
-    arguments, and every stage that asks gets that one (the results go with the block)."""
-    global _build_memo
+    arguments, and every stage that asks gets that one (the results go with the block); `store`
+    is the build's cache (`build_store`)."""
+    global _build_memo, _build_store
     outer, _build_memo = _build_memo, {} if _build_memo is None else _build_memo
+    outer_store = _build_store
+    if store is not None:
+        _build_store = (os.getpid(), store)
     try:
         yield
     finally:
-        _build_memo = outer
+        _build_memo, _build_store = outer, outer_store
+
+
+def build_store() -> DerivedStore | None:
+    """The running build's store, in the process running the build; else None."""
+    if _build_store is None or _build_store[0] != os.getpid():
+        return None
+    return _build_store[1]
 
 
 def per_build(fn: Callable[P, T]) -> Callable[P, T]:

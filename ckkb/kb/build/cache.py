@@ -1,7 +1,8 @@
 """The build's content-hash cache: one sqlite file beside the database.
 
 (stage, version, root, rel) -> size, mtime, sha256 and the pickled FileResult, so a rebuild only
-re-extracts files whose bytes changed. It is the only cache ckkb keeps.
+re-extracts files whose bytes changed; and what a build derived from several files of a tree
+(`derived`: the include directories read from its CMake). It is the only cache ckkb keeps.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ _SCHEMA = (
     "create table if not exists files (stage text, version text, root text, rel text, size int, "
     "mtime int, sha text, blob blob, primary key (stage, root, rel))",
     "create table if not exists meta (key text primary key, value text)",
+    # what a build derived from several files of a tree (`DerivedStore`), checked by its user
+    "create table if not exists derived (key text, root text, blob blob, primary key (key, root))",
 )
 
 
@@ -83,6 +86,16 @@ class Cache:
         if gone:
             with self.conn:
                 self.conn.executemany("delete from files where stage=? and root=? and rel=?", gone)
+
+    def recall(self, key: str, root: str) -> bytes | None:
+        """What `remember` kept for (key, root); None when nothing."""
+        sql = "select blob from derived where key=? and root=?"
+        row = self.conn.execute(sql, (key, root)).fetchone()
+        return row[0] if row else None
+
+    def remember(self, key: str, root: str, blob: bytes) -> None:
+        with self.conn:
+            self.conn.execute("insert or replace into derived values (?,?,?)", (key, root, blob))
 
     def close(self) -> None:
         self.conn.close()

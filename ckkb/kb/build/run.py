@@ -104,7 +104,7 @@ def build(
     register_stages(ordered)
     run = _Build(path, named, ordered, jobs or settings.jobs(), force, progress)
     try:
-        with gc_policy.relaxed(), one_build():
+        with gc_policy.relaxed(), one_build(run.cache):
             return run.run()
     finally:
         run.cache.close()
