@@ -17,18 +17,17 @@ CMake gives no include directory (a small hand-written tree) falls back to CK's 
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ckkb import __version__
 from ckkb.extract.cmake_includes import Modules
 from ckkb.extract.files import tree_files
 from ckkb.extract.instance_roots import instance_roots
-from ckkb.kb.stages import DerivedStore, build_store, per_build
+from ckkb.extract.kept import kept
+from ckkb.kb.stages import per_build
 from ckkb.lang.cmake.interpreter import Break, Interpreter
 from ckkb.lang.cmake.syntax import CMakeSyntaxError, Command, parse_cmake
 from ckkb.sources import CK_FACTORY_INCLUDE
@@ -97,19 +96,11 @@ def _files(root: Path) -> list[str]:
 
 @per_build  # the factories and instances stages list their files by it: one read per build
 def include_dirs(root: Path) -> IncludeDirs:
-    """The tree's include directories (see the module docstring). In a build, what the CMake
-    gave is kept in the build's cache with the size and mtime of every file read, and reused
-    while none of them changed: a rebuild then runs no CMake (nor loads the condition reader)."""
+    """The tree's include directories (see the module docstring); in a build, kept in the
+    build's cache while the files read are unchanged (`kept`)."""
     root = Path(root)
     files = _files(root)
-    store = build_store()
-    found = _recall(store, root, files) if store is not None else None
-    if found is None:
-        stamps = _stamps(root, files)  # before reading: a file changed meanwhile is read again
-        found, modules = _read(root, files)
-        if store is not None:
-            blob = json.dumps([stamps + _stamps(root, modules), found]).encode()
-            store.remember(_KEY, os.fspath(root), blob)
+    found = kept("include_dirs/1", root, lambda: _read(root, files), given=files)
     prefix = os.path.abspath(root) + "/"
     dirs = [d[len(prefix) :] for d in found if d.startswith(prefix)]
     dirs += ["" for d in found if d + "/" == prefix]
@@ -119,39 +110,9 @@ def include_dirs(root: Path) -> IncludeDirs:
     return IncludeDirs(tuple(d for d in CONVENTIONAL if (root / d).is_dir()), False)
 
 
-_KEY = f"include_dirs/1/ckkb-{__version__}"  # the kept form's version, and ckkb's
-Stamp = tuple[str, int, int]  # rel, size, mtime_ns (-1, -1: no such file)
-
-
-def _stamps(root: Path, rels: list[str]) -> list[Stamp]:
-    out: list[Stamp] = []
-    for rel in rels:
-        try:
-            st = os.stat(os.path.join(root, rel))
-            out.append((rel, st.st_size, st.st_mtime_ns))
-        except OSError:
-            out.append((rel, -1, -1))
-    return out
-
-
-def _recall(store: DerivedStore, root: Path, files: list[str]) -> list[str] | None:
-    """The directories the CMake named when the cache kept them, if the same files are read and
-    none changed since; else None."""
-    blob = store.recall(_KEY, os.fspath(root))
-    if blob is None:
-        return None
-    kept, found = json.loads(blob)
-    stamps = [(rel, size, mtime) for rel, size, mtime in kept]
-    if [rel for rel, _, _ in stamps[: len(files)]] != files:
-        return None
-    if stamps != _stamps(root, [rel for rel, _, _ in stamps]):
-        return None
-    return list(found)
-
-
 def _read(root: Path, files: list[str]) -> tuple[list[str], list[str]]:
-    """(the absolute directories the include commands of `files` name, the files their
-    include()s read)."""
+    """(the absolute directories the include commands of `files` name, the files read: those
+    and the files their include()s read)."""
     top = os.path.abspath(root)
     load = Modules(root, {})
     env = {
@@ -185,7 +146,7 @@ def _read(root: Path, files: list[str]) -> tuple[list[str], list[str]]:
         if i == 0:
             env = dict(it.env)
         found.extend(it.found)
-    return found, list(load.read)
+    return found, [*files, *load.read]
 
 
 def factory_dirs(root: Path) -> tuple[str, ...]:

@@ -18,7 +18,9 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from ckkb.extract.kept import kept
 from ckkb.kb.stages import per_build
 from ckkb.lang.cmake.syntax import CMakeSyntaxError, tokenize
 from ckkb.sources import CK_INSTANCE_DIR
@@ -54,12 +56,23 @@ def _commands(path: Path, library: bool = True) -> list[tuple[str, str]]:
 
 @per_build  # stages list their files by it and combines read it: one walk per build
 def instance_roots(root: Path) -> InstanceRoots:
-    """The instance-library roots of the CK tree at `root` (see the module docstring)."""
-    return _walk(Path(root))
+    """The instance-library roots of the CK tree at `root` (see the module docstring); in a
+    build, kept in the build's cache while the files read are unchanged (`kept`)."""
+    root = Path(root)
+
+    def walked() -> tuple[list[Any], list[str]]:
+        read: list[str] = []
+        got = _walk(root, read)
+        return [got.roots, got.from_chain, got.chain], read
+
+    roots, from_chain, chain = kept("instance_roots/1", root, walked)
+    return InstanceRoots(tuple(roots), from_chain, tuple(tuple(via) for via in chain))
 
 
-def _walk(root: Path) -> InstanceRoots:
-    """instance_roots, computed: a breadth-first walk of add_subdirectory from the top."""
+def _walk(root: Path, read: list[str] | None = None) -> InstanceRoots:
+    """instance_roots, computed: a breadth-first walk of add_subdirectory from the top. The
+    paths it reads or lists go to `read`."""
+    read = [] if read is None else read
     found: list[str] = []
     seen: set[str] = set()
     parent_of: dict[str, str | None] = {}
@@ -75,18 +88,23 @@ def _walk(root: Path) -> InstanceRoots:
         # a sibling already made `parent` a root: only this directory's add_subdirectory calls
         # matter (CK's gpu/ has ~100 such directories, each with a long list of sources)
         known = parent is None or parent in found
+        read.append(posixpath.join(d, CMAKE))
         for name, first in _commands(base / CMAKE, library=not known):
             if name == LIBRARY_FUNCTION:
                 calls = True
             elif name == "add_subdirectory" and first:
                 if "${" in first:  # a directory loop: every subdirectory with a CMakeLists.txt
+                    subdirs = [p for p in sorted(base.iterdir()) if p.is_dir()]
+                    read.append(d or ".")
+                    read.extend(posixpath.join(d, p.name, CMAKE) for p in subdirs)
                     todo.extend(
                         (posixpath.join(d, p.name) if d else p.name, d)
-                        for p in sorted(base.iterdir())
-                        if p.is_dir() and not p.is_symlink() and (p / CMAKE).is_file()
+                        for p in subdirs
+                        if not p.is_symlink() and (p / CMAKE).is_file()
                     )
                 else:
                     sub = posixpath.normpath(posixpath.join(d, first))
+                    read.append(posixpath.join(sub, CMAKE))
                     if not sub.startswith("..") and (root / sub / CMAKE).is_file():
                         todo.append((sub, d))
         if calls and parent is not None and parent not in found:
@@ -94,6 +112,7 @@ def _walk(root: Path) -> InstanceRoots:
     if found:
         found.sort(key=lambda r: (r != CK_INSTANCE_DIR, r))
         return InstanceRoots(tuple(found), True, tuple(_via(r, parent_of) for r in found))
+    read.append(CK_INSTANCE_DIR)
     conventional = (CK_INSTANCE_DIR,) if (root / CK_INSTANCE_DIR).is_dir() else ()
     return InstanceRoots(conventional, False)
 

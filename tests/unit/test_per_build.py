@@ -40,9 +40,9 @@ def test_a_build_walks_a_ck_tree_and_lists_a_directory_once(tmp_path, monkeypatc
     tops: list[str] = []
     walk_roots, os_walk = instance_roots._walk, files.os.walk
 
-    def counted_roots(root: Path) -> instance_roots.InstanceRoots:
+    def counted_roots(root: Path, *args: list[str]) -> instance_roots.InstanceRoots:
         walks.append(root)
-        return walk_roots(root)
+        return walk_roots(root, *args)
 
     def counted_os_walk(top, *args, **kwargs):  # type: ignore[no-untyped-def]
         tops.append(str(top))
