@@ -45,11 +45,13 @@ def kept(
         return compute()[0]
     key, where = f"{name}/ckkb-{__version__}", os.fspath(root)
     blob = store.recall(key, where)
-    if blob is not None:
-        read, before, value = json.loads(blob)
-        was = [(rel, size, mtime) for rel, size, mtime in read]
-        if before == given and was == stamps(root, [rel for rel, _, _ in was]):
-            return value
+    try:  # a record this code did not write (damaged, or of another form) is not reused
+        read, before, value = json.loads(blob) if blob is not None else ((), None, None)
+        was = [(str(rel), int(size), int(mtime)) for rel, size, mtime in read]
+    except (ValueError, TypeError):
+        was = []
+    if was and before == given and was == stamps(root, [rel for rel, _, _ in was]):
+        return value
     value, paths = compute()
     read = stamps(root, list(dict.fromkeys(paths)))
     store.remember(key, where, json.dumps([read, given, value]).encode())

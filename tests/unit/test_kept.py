@@ -189,3 +189,12 @@ def test_a_rebuild_reads_the_kept_directories(tmp_path, monkeypatch):
     _no_cmake(monkeypatch)
     again = kbbuild.build(db, {"ck": ck_tree(root)}, stages=pipeline.stages(), jobs=1)
     assert again.up_to_date
+
+
+@pytest.mark.parametrize("blob", [b"", b"[1, 2]", b'[[["x", "a", 1]], null, 1]', b"\xff"])
+def test_a_record_of_another_form_is_read_again(tree, blob):
+    store = Store()
+    assert _dirs(tree, store) == ("hdr",)
+    for k in store.kept:
+        store.kept[k] = blob
+    assert _dirs(tree, store) == ("hdr",) and _roots(tree, store) == (GPU,)
