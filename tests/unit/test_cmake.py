@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ckkb.extract import cmake as cm
 from ckkb.kb.stages import BuildContext
 from ckkb.lang.cmake.conditions import (
+    EXPAND_ROUNDS,
     And,
     Arg,
     Binary,
@@ -344,6 +345,14 @@ def test_missing_gpu_cmake_is_a_warning(tmp_path):
 
 
 # ---------------------------------------------------------------- add_instance_library verdicts
+
+
+def test_expand_ends_on_values_that_refer_back():
+    """A value naming itself, directly or through another, once expanded forever."""
+    assert expand("${a}", {"a": "${b}", "b": "${a}"}) in {"${a}", "${b}"}
+    assert expand("[${a}]", {"a": "${a}"}) == "[${a}]"
+    grown = expand("${a}", {"a": "x${a}"})  # grows by one x a round, up to the rounds' bound
+    assert grown.endswith("${a}") and grown.count("x") == EXPAND_ROUNDS
 
 
 def test_expand_reads_values_that_expand_again():

@@ -249,6 +249,9 @@ _TRUE = {"1", "ON", "YES", "TRUE", "Y"}
 VAR_REF = re.compile(r"\$\{([^}]*)\}")
 
 
+EXPAND_ROUNDS = 64  # nested references CMake code writes are a few levels deep
+
+
 def expand(text: str, env: dict[str, str]) -> str:
     """`${VAR}` references -> values, repeated while a substituted value brings new ones;
     undefined -> ''."""
@@ -258,9 +261,11 @@ def expand(text: str, env: dict[str, str]) -> str:
         value = env.get(text[2:-1], "")  # frequent: its value is the whole answer when it
         if "${" not in value:  # brings no reference (the loop below would give the same)
             return value
-    prev = None
-    while prev != text and "${" in text:
-        prev = text
+    seen: set[str] = set()
+    # a value that refers back to itself (A = `${B}`, B = `${A}`; A = `x${A}`) would be expanded
+    # forever: a text seen before, or too many rounds, ends it with the references left in
+    while "${" in text and text not in seen and len(seen) < EXPAND_ROUNDS:
+        seen.add(text)
         text = _substitute(text, tuple(env.get(n, "") for n in _references(text)))
     return text
 
