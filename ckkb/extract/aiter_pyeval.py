@@ -12,7 +12,7 @@ import ast
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ckkb.extract.lazy import lazy_module
 
@@ -112,11 +112,22 @@ class Evaluator:
         self.fields = fields
         self.class_name = class_name
 
+    # node type -> the method that evaluates it, per class: found once (a pure function of the
+    # class), as the evaluator visits about a million nodes on aiter 2026-08
+    _methods: ClassVar[dict[type, Callable[[Any, Any], Any]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._methods = {}
+
     def eval(self, node: cst.BaseExpression) -> Any:
-        method = getattr(self, "_" + type(node).__name__, None)
+        method = self._methods.get(type(node))
         if method is None:
-            raise Unsupported(node, f"unsupported expression: {type(node).__name__}")
-        return method(node)
+            method = getattr(type(self), "_" + type(node).__name__, None)
+            if method is None:
+                raise Unsupported(node, f"unsupported expression: {type(node).__name__}")
+            self._methods[type(node)] = method
+        return method(self, node)
 
     # -- literals
     def _Integer(self, node: cst.Integer) -> Any:

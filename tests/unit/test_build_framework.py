@@ -412,3 +412,18 @@ def test_every_shipped_stage_declares_what_it_reads_and_writes():
     for s in pipeline.stages():
         assert s.writes and set(s.writes) <= set(TABLES), s.name
         assert set(s.reads) <= set(TABLES), s.name
+
+
+def test_the_aiter_audit_is_combined_before_the_ck_chain():
+    """The audit reads the aiter tree's rows only (a combine sees its own tree's rows): it waits
+    on no CK stage, and its files go out before the CK instance lists', so the parent combines
+    it while the workers read those, not alone after the CK chain."""
+    from ckkb import pipeline
+    from ckkb.kb.build.workers import submission_groups
+    from ckkb.kb.stages import build_order, dependencies
+
+    stages = build_order(pipeline.stages())
+    tree_of = {s.name: s.tree for s in stages}
+    assert {tree_of[d] for d in dependencies(stages)["aiter.audit"]} == {"aiter"}
+    sent = [s.name for g in submission_groups(stages) for s in g]
+    assert sent.index("aiter.audit") < sent.index("ck.instances")
