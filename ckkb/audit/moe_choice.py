@@ -220,11 +220,12 @@ def getter_calls(
     `getters`: (getter, line, positional args, keyword args, the names they read), the args as
     libcst expressions (Python's `ast` finds the calls, libcst parses each one's text)."""
     tree = ast.parse(text)
-    imports: list[tuple[str, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.col_offset == 0:
-            for a in node.names:
-                imports.append((a.asname or a.name, "." * node.level + (node.module or "")))
+    imports = tuple(
+        (a.asname or a.name, "." * node.level + (node.module or ""))
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for a in node.names
+    )
     data = text.encode("utf-8")  # ast's columns are UTF-8 byte offsets
     starts = [0]
     for line in data.split(b"\n"):
@@ -250,7 +251,7 @@ def getter_calls(
         kws = tuple((a.keyword.value, a.value) for a in expr.args if a.keyword is not None)
         names = sorted({x.value for a in [*args, *(x for _, x in kws)] for x in _names(a)})
         calls.append((node.func.id, node.lineno, args, kws, tuple(names)))
-    return tuple(imports), tuple(calls)
+    return imports, tuple(calls)
 
 
 def _names(node: Any) -> list[Any]:

@@ -327,6 +327,9 @@ def module_file(
     return None
 
 
+_STAR_IMPORT = re.compile(r"\bimport\s*\*")
+
+
 class _Lazy:
     """An imported name, resolved on first use (a module's imports are not all run)."""
 
@@ -410,7 +413,12 @@ class Modules:
         return self.name_in(f, name)
 
     def name_in(self, f: Path, name: str) -> Any:
-        bound, stars = module_names(self.read(f))
+        text = self.read(f)
+        # a name a module binds is in its text: one that is not, in a module with no star
+        # import, is not bound there (aiter's `__init__` star-imports ~20 modules; the one that
+        # binds a name is found without parsing the others)
+        found = name in text or _STAR_IMPORT.search(text)
+        bound, stars = module_names(text) if found else (frozenset(), ())
         if name in bound:
             v = self.env(f).get(name)
             from ckkb.extract.aiter_pyexec import is_known
