@@ -39,9 +39,10 @@ class RowLists:
         }
         self.values: list[set[Any]] = [{k[i] for k in self.cases} for i in range(len(self.params))]
         self._dicts: dict[int, dict[int, Any]] = {}
+        self._columns: dict[tuple[str, ...], list[str | None]] = {}  # a table's -> per param
+        self._looked: dict[tuple[tuple[Any, ...], str], Any] = {}  # (key, gfx) -> lookup's
 
-    def _selector(self, i: int, p: dict[str, Any], columns: list[str], v: dict[str, Any]) -> Any:
-        col = next((c for c in columns if c.lower() == p["name"].lower()), None)
+    def _selector(self, i: int, p: dict[str, Any], col: str | None, v: dict[str, Any]) -> Any:
         if isinstance(p.get("default"), bool):
             if col is not None:
                 return _truthy(v.get(col))
@@ -56,14 +57,28 @@ class RowLists:
         return self.cases.get(self._key(columns, v))
 
     def _key(self, columns: list[str], v: dict[str, Any]) -> tuple[Any, ...]:
-        return tuple(self._selector(i, p, columns, v) for i, p in enumerate(self.params))
+        cols = self._columns.get(tuple(columns))
+        if cols is None:  # the column each param reads, found once per table, not per row
+            cols = [
+                next((c for c in columns if c.lower() == p["name"].lower()), None)
+                for p in self.params
+            ]
+            self._columns[tuple(columns)] = cols
+        return tuple(self._selector(i, p, cols[i], v) for i, p in enumerate(self.params))
 
     def lookup(
         self, columns: list[str], v: dict[str, Any]
     ) -> tuple[str, dict[int, Any] | None, str, int | None]:
         """("list", {id: kernel}, "file:list", list id), ("none", None, why, None): the tuner
         names no CK list for the row, or ("unresolved", None, why, None)."""
-        key = self._key(columns, v)
+        key, gfx = self._key(columns, v), str(v.get("gfx") or "")
+        if (key, gfx) not in self._looked:  # the answer for every row of these selector values
+            self._looked[(key, gfx)] = self._lookup(key, gfx)
+        return self._looked[(key, gfx)]
+
+    def _lookup(
+        self, key: tuple[Any, ...], gfx: str
+    ) -> tuple[str, dict[int, Any] | None, str, int | None]:
         case = self.cases.get(key)
         when = ", ".join(f"{p['name']}={k!r}" for p, k in zip(self.params, key, strict=True))
         if case is None:
@@ -72,7 +87,6 @@ class RowLists:
             return "none", None, f"getKernelName returns None for {when}", None
         if "error" in case:
             return "unresolved", None, f"{when}: {case['error']}", None
-        gfx = str(v.get("gfx") or "")
         lists = [kl for kl in self.ctx.lists if kl.file == case["file"] and kl.name == case["list"]]
         fitting = [
             kl for kl in lists if not kl.arch_when or (gfx and arch_matches(kl.arch_when, gfx))

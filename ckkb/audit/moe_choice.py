@@ -30,6 +30,7 @@ from ckkb.extract.aiter_modrun import Dtype, EnumValue, Modules, cpp_enum
 from ckkb.extract.aiter_pyeval import Unsupported
 from ckkb.extract.aiter_pyexec import Instance, Interp, call
 from ckkb.extract.lazy import lazy_module
+from ckkb.kb.stages import per_build
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -90,28 +91,11 @@ class MoeChoice:
         if not self.readable(path):
             raise Unsupported(cst.Name("x"), "the tuner is not an input of the build")
         text = path.read_text(encoding="utf-8", errors="replace")
-        tree = ast.parse(text)
-        self.imports: dict[str, str] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.col_offset == 0:
-                for a in node.names:
-                    self.imports[a.asname or a.name] = "." * node.level + (node.module or "")
+        imports, calls = getter_calls(text, tuple(sorted({g.name for g in self.getters})))
+        self.imports: dict[str, str] = dict(imports)
         by_name = {g.name: g for g in self.getters}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                g = by_name.get(node.func.id)
-                if g is None:
-                    continue
-                seg = ast.get_source_segment(text, node)
-                if seg is None:
-                    continue
-                expr = cst.parse_expression(seg)
-                if not isinstance(expr, cst.Call):
-                    continue
-                args = [a.value for a in expr.args if a.keyword is None and not a.star]
-                kws = [(a.keyword.value, a.value) for a in expr.args if a.keyword is not None]
-                names = sorted({x.value for a in [*args, *(x for _, x in kws)] for x in _names(a)})
-                g.calls.append((node.lineno, args, kws, names))
+        for name, line, args, kws, names in calls:
+            by_name[name].calls.append((line, list(args), list(kws), list(names)))
         if not any(g.calls for g in self.getters):
             some = ", ".join(f"{g.file}:{g.name}" for g in self.getters)
             raise Unsupported(cst.Name("x"), f"calls none of the list getters it imports ({some})")
@@ -223,6 +207,51 @@ class MoeChoice:
         if isinstance(r, Unsupported):
             raise r
         return dict(r)
+
+
+Call = tuple[str, int, tuple[Any, ...], tuple[tuple[str, Any], ...], tuple[str, ...]]
+
+
+@per_build  # a tuner several MoE ops share is read once
+def getter_calls(
+    text: str, getters: tuple[str, ...]
+) -> tuple[tuple[tuple[str, str], ...], tuple[Call, ...]]:
+    """A tuner's top-level `from M import N` (name, module), and each call of a getter in
+    `getters`: (getter, line, positional args, keyword args, the names they read), the args as
+    libcst expressions (Python's `ast` finds the calls, libcst parses each one's text)."""
+    tree = ast.parse(text)
+    imports = tuple(
+        (a.asname or a.name, "." * node.level + (node.module or ""))
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for a in node.names
+    )
+    data = text.encode("utf-8")  # ast's columns are UTF-8 byte offsets
+    starts = [0]
+    for line in data.split(b"\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    calls: list[Call] = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in getters
+            and node.end_lineno is not None
+            and node.end_col_offset is not None
+        ):
+            continue
+        seg = data[
+            starts[node.lineno - 1] + node.col_offset : starts[node.end_lineno - 1]
+            + node.end_col_offset
+        ].decode("utf-8")
+        expr = cst.parse_expression(seg)
+        if not isinstance(expr, cst.Call):
+            continue
+        args = tuple(a.value for a in expr.args if a.keyword is None and not a.star)
+        kws = tuple((a.keyword.value, a.value) for a in expr.args if a.keyword is not None)
+        names = sorted({x.value for a in [*args, *(x for _, x in kws)] for x in _names(a)})
+        calls.append((node.func.id, node.lineno, args, kws, tuple(names)))
+    return imports, tuple(calls)
 
 
 def _names(node: Any) -> list[Any]:

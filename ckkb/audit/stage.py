@@ -1,10 +1,15 @@
 """The build's audit stage: every rule run over the rows and parsed config tables the build made.
 
 The config tables come from the `aiter.configs` stage's facts, the kernel lists, runtime configs
-and tuner options from the aiter stages' rows, and CK availability from the CK stages' rows (when
-the build has a CK tree). The MoE check also runs the tree's modules and reads its enum headers:
-those are this stage's files (ckkb.audit.inputs), hashed and fingerprinted like any input, so a
-change to one alone combines the audit again. `ckkb audit` runs the same rules.
+and tuner options from the aiter stages' rows. The MoE check also runs the tree's modules and
+reads its enum headers: those are this stage's files (ckkb.audit.inputs), hashed and
+fingerprinted like any input, so a change to one alone combines the audit again. `ckkb audit`
+runs the same rules.
+
+It reads the aiter tree's rows only (a stage's combine sees the rows of its own tree), so it is
+combined as soon as the aiter stages are, while the workers still read the CK instance lists,
+not after the CK chain. The rules that need CK or measured rows (tile-gated, baseline-*) run in
+`ckkb audit --db`.
 """
 
 from __future__ import annotations
@@ -12,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ckkb.audit import rules_kb
 from ckkb.audit.context import AuditContext
 from ckkb.audit.engine import run_rules
 from ckkb.audit.inputs import Readable, audit_inputs
@@ -32,9 +36,6 @@ class AuditStage:
         "aiter_kernel_lists",
         "aiter_runtime_configs",
         "aiter_tuner_options",
-        "instances",
-        "registrations",
-        "availability",
     )
     reads_facts = (CONFIGS_STAGE,)
     writes = ("aiter_audit_findings", "aiter_row_kernels", "aiter_op_kernel_lists")
@@ -62,11 +63,6 @@ class AuditStage:
                 t = facts[rel]["table"]
                 actx.tables.append(t)
                 actx.ops[t.rel] = actx.op_of_table(t.rel, t.columns)
-        inst = ctx.table_rows("instances")
-        if inst:
-            actx.ck = rules_kb.CkIndex.from_rows(
-                inst, ctx.table_rows("registrations"), ctx.table_rows("availability")
-            )
         findings, stats = run_rules(actx)
         rows: list[Any] = [
             AiterAuditFindingRow(

@@ -25,6 +25,7 @@ from ckkb.extract.aiter_pyexec import ClassInfo, Function, Instance, Interp, Nat
 from ckkb.extract.aiter_pymodels import MODELLED, copy_instance, factory_default
 from ckkb.extract.aiter_pystd import IMPORTS, STD_MODULES, NoDevice, transparent
 from ckkb.extract.lazy import lazy_module
+from ckkb.kb.stages import per_build
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -120,7 +121,7 @@ def run_module(
     """The names a module binds at import time on `gfx` (get_gfx() and get_gfx_runtime()
     return it). Dataclasses become ClassInfo whose `name` property is run with the module's
     names; a statement that cannot run leaves the names it binds unknown."""
-    module = cst.parse_module(text)
+    module = parsed_module(text)
     env = {} if env is None else env
     env[IMPORTS] = _ImportHook(gfx, importer)
     budget = [400_000]
@@ -151,6 +152,12 @@ def run_module(
             continue
         _tag_literal(stmt, env)
     return env
+
+
+@per_build  # a module run for several archs (and by the MoE check again) is parsed once
+def parsed_module(text: str) -> cst.Module:
+    """A module's libcst tree (immutable, so every run shares it)."""
+    return cst.parse_module(text)
 
 
 def _tag_literal(stmt: Any, env: dict[str, Any]) -> None:
@@ -320,6 +327,9 @@ def module_file(
     return None
 
 
+_STAR_IMPORT = re.compile(r"\bimport\s*\*")
+
+
 class _Lazy:
     """An imported name, resolved on first use (a module's imports are not all run)."""
 
@@ -403,24 +413,13 @@ class Modules:
         return self.name_in(f, name)
 
     def name_in(self, f: Path, name: str) -> Any:
-        import ast
-
-        tree = ast.parse(self.read(f))
-        stars: list[str] = []
-        bound = False
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-                stars.append("." * node.level + (node.module or ""))
-        for node in tree.body:
-            targets: list[str] = []
-            if isinstance(node, ast.Assign):
-                targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
-            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                targets = [node.name]
-            elif isinstance(node, ast.ImportFrom):
-                targets = [a.asname or a.name for a in node.names]
-            bound = bound or name in targets
-        if bound:
+        text = self.read(f)
+        # a name a module binds is in its text: one that is not, in a module with no star
+        # import, is not bound there (aiter's `__init__` star-imports ~20 modules; the one that
+        # binds a name is found without parsing the others)
+        found = name in text or _STAR_IMPORT.search(text)
+        bound, stars = module_names(text) if found else (frozenset(), ())
+        if name in bound:
             v = self.env(f).get(name)
             from ckkb.extract.aiter_pyexec import is_known
 
@@ -435,3 +434,25 @@ class Modules:
                 except Unsupported:
                     continue
         raise Unsupported(cst.Name(name), f"{name} is not bound in {f} or its star imports")
+
+
+@per_build  # asked once per name a module is imported for
+def module_names(text: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(the names a module's top-level statements bind, the modules it star-imports anywhere)."""
+    import ast
+
+    tree = ast.parse(text)
+    stars = tuple(
+        "." * node.level + (node.module or "")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)
+    )
+    bound: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            bound.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.ImportFrom):
+            bound.update(a.asname or a.name for a in node.names)
+    return frozenset(bound), stars

@@ -296,6 +296,23 @@ def test_submission_groups_send_a_stage_that_waits_only_on_a_worker_group_next()
     assert [[s.name for s in g] for g in groups] == [["b"], ["c"], ["a"], ["d"], ["e"]]
 
 
+def test_submission_groups_send_a_stage_that_waits_on_such_a_stage_next_too():
+    """The aiter audit waits on aiter.configs, which waits on the libcst group only: its files go
+    out right after that group's and aiter.configs', so it is combined before the CK chain."""
+    from ckkb.kb.build.workers import submission_groups as _submission_groups
+
+    def stage(name, **attrs):
+        return type(name, (CountingStage,), {"name": name, **attrs})()
+
+    a = stage("a", writes=("instance_lists",))
+    b = stage("b", worker_group="g", writes=("aiter_kernels",))
+    c = stage("c", reads=("aiter_kernels",), writes=("aiter_config_rows",))
+    d = stage("d", reads=("aiter_config_rows",), writes=("aiter_audit_findings",))
+    e = stage("e", reads=("aiter_audit_findings", "instance_lists"), writes=("factories",))
+    groups = _submission_groups([a, b, c, d, e])
+    assert [[s.name for s in g] for g in groups] == [["b"], ["c"], ["d"], ["a"], ["e"]]
+
+
 def test_parallel_build_streams_work_and_matches_a_serial_build(tmp_path):
     """Enough files to start workers during the inventory: the same rows as a one-process build."""
     from ckkb.kb.build.run import SERIAL_BELOW
@@ -395,3 +412,18 @@ def test_every_shipped_stage_declares_what_it_reads_and_writes():
     for s in pipeline.stages():
         assert s.writes and set(s.writes) <= set(TABLES), s.name
         assert set(s.reads) <= set(TABLES), s.name
+
+
+def test_the_aiter_audit_is_combined_before_the_ck_chain():
+    """The audit reads the aiter tree's rows only (a combine sees its own tree's rows): it waits
+    on no CK stage, and its files go out before the CK instance lists', so the parent combines
+    it while the workers read those, not alone after the CK chain."""
+    from ckkb import pipeline
+    from ckkb.kb.build.workers import submission_groups
+    from ckkb.kb.stages import build_order, dependencies
+
+    stages = build_order(pipeline.stages())
+    tree_of = {s.name: s.tree for s in stages}
+    assert {tree_of[d] for d in dependencies(stages)["aiter.audit"]} == {"aiter"}
+    sent = [s.name for g in submission_groups(stages) for s in g]
+    assert sent.index("aiter.audit") < sent.index("ck.instances")

@@ -165,8 +165,9 @@ def submission_groups(stages: list[Stage]) -> list[list[Stage]]:
     stages of its `worker_group` go out with it (one worker reads them, see chunks). Groups with a
     worker group go out first: one worker reads all of one, so it starts while the others share
     the rest, and the build does not end on one worker reading it alone. Right after them go the
-    groups whose combine waits only on stages of those (aiter.configs on aiter.tuners): combined
-    while the parent waits for the CK instance lists, not after the CK chain, at the end."""
+    groups whose combine waits only on stages of those, or on stages that do (aiter.configs on
+    aiter.tuners, the aiter audit on both): combined while the parent waits for the CK instance
+    lists, not after the CK chain, at the end."""
     rest = list(stages)
     groups: list[list[Stage]] = []
     while rest:
@@ -183,10 +184,14 @@ def submission_groups(stages: list[Stage]) -> list[list[Stage]]:
         groups.append(group)
     grouped = {s.name for g in groups for s in g if getattr(s, "worker_group", None) is not None}
     needs = dependencies(stages)
+    early = set(grouped)  # ... and the stages that wait only on those, however far down
+    waiting = [s.name for s in stages if needs[s.name]]
+    while more := {n for n in waiting if n not in early and needs[n] <= early}:
+        early |= more
 
     def rank(g: list[Stage]) -> int:
         if any(getattr(s, "worker_group", None) is not None for s in g):
             return 0
-        return 1 if all(needs[s.name] and needs[s.name] <= grouped for s in g) else 2
+        return 1 if all(s.name in early for s in g) else 2
 
     return sorted(groups, key=rank)

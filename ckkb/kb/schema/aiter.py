@@ -223,7 +223,7 @@ class AiterConfigRowRow:
     "aiter_audit_findings",
     "Findings of `ckkb audit` over the default aiter "
     "configs and kernel lists, computed at build time "
-    "(rules that need ingested measurements run in `ckkb audit --db`).",
+    "(rules that need CK rows or ingested measurements run in `ckkb audit --db`).",
     indexes=(("rule",), ("severity",), ("file",)),
 )
 @dataclass(kw_only=True, slots=True)
