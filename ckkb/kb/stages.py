@@ -132,6 +132,7 @@ def build_order(stages: Sequence[Stage]) -> list[Stage]:
     order given. A stage that reads a table no stage here writes reads no rows (an aiter-only
     build has no CK instances). A cycle is an error.
     """
+    check_reads(stages)
     index = {s.name: i for i, s in enumerate(stages)}
     needs: list[set[int]] = [{index[n] for n in deps} for deps in dependencies(stages).values()]
     dependants: list[set[int]] = [set() for _ in stages]
@@ -158,6 +159,19 @@ def build_order(stages: Sequence[Stage]) -> list[Stage]:
         done.add(best)
         out.append(stages[best])
     return out
+
+
+def check_reads(stages: Sequence[Stage]) -> None:
+    """A stage's combine sees the rows of its own tree only (`BuildContext`): a read of a table
+    that stages over another kind of tree write would wait for them and then find no rows."""
+    for s in stages:
+        for t in s.reads:
+            other = sorted(o.name for o in stages if t in o.writes and o.tree != s.tree)
+            if other:
+                raise StageError(
+                    f"stage {s.name} ({s.tree} trees) reads {t}, which {', '.join(other)} "
+                    f"writes over other trees: a stage sees only its own tree's rows"
+                )
 
 
 def check_writes(stage: Stage, tables: Iterable[str]) -> None:

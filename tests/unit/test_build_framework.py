@@ -375,6 +375,20 @@ def test_build_order_refuses_a_cycle():
         build_order([a, b])
 
 
+def test_build_order_refuses_a_read_of_another_kind_of_trees_table():
+    """A combine sees its own tree's rows only: an aiter stage declaring a CK table would wait
+    for the CK chain and then read no rows (the aiter audit once did)."""
+    from ckkb.kb.stages import StageError, build_order
+
+    lists = _declared("lists", writes=("instance_lists",))
+    audit = _declared("audit", reads=("instance_lists",), writes=("aiter_audit_findings",))
+    audit.tree = "aiter"
+    with pytest.raises(StageError, match="audit .aiter trees. reads instance_lists, which lists"):
+        build_order([lists, audit])
+    audit.tree = "ck"
+    assert [s.name for s in build_order([audit, lists])] == ["lists", "audit"]
+
+
 def test_a_stage_reading_an_undeclared_table_stops_the_build(tree, tmp_db):
     class Peeking(CountingStage):
         name = "test.peeking"

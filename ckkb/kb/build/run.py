@@ -376,14 +376,13 @@ class _Build:
         held = set(self.reused) | set(self.rows_of)  # trees whose rows are there already
         pending = [u for u in self.units if u.tree.name not in held]
         needs = dependencies(list({u.stage.name: u.stage for u in self.units}.values()))
-        # a dependency of the unit's own kind is the stage run over the same tree; one of another
-        # kind (the aiter audit reads CK rows) waits for that stage over every tree
+        # a dependency is the stage run over the same tree (`check_reads`: a stage reads its own
+        # tree's rows only)
         waits = {
             u.key: {
                 d.key
                 for d in self.units
-                if d.stage.name in needs[u.stage.name]
-                and (d.tree.name == u.tree.name or d.stage.tree != u.stage.tree)
+                if d.stage.name in needs[u.stage.name] and d.tree.name == u.tree.name
             }
             for u in pending
         }
