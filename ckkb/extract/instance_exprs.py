@@ -47,9 +47,10 @@ class Resolver:
         self.bindings = (
             bindings or {}
         )  # template parameter -> value, when a list alias instantiates a list
-        # expression -> value; shared by every list of one file with the same parameters (the same
-        # `S<1, 0, 2>` recurs thousands of times). Values are shared, never mutated.
-        self.memo = memo if memo is not None and not self.bindings else None
+        # expression -> value: the same `S<1, 0, 2>` recurs thousands of times. Given, it is shared
+        # by every list of one file with the same parameters; a resolver with bindings (a list
+        # alias's) keeps its own. Values are shared, never mutated.
+        self.memo: dict = memo if memo is not None and not self.bindings else {}
 
     def lookup(self, name: str) -> dict | None:
         if name in self.tparams:
@@ -61,8 +62,6 @@ class Resolver:
 
     def __call__(self, e: Expr, depth: int = 0) -> Any:
         memo = self.memo
-        if memo is None:
-            return self._resolve(e, depth)
         try:
             return memo[e]
         except KeyError:
@@ -74,10 +73,7 @@ class Resolver:
     def all(self, exprs: tuple[Expr, ...]) -> list[Any]:
         """[self(e) for e in exprs], with the memo read inline: 475,000 arguments go through
         here."""
-        memo = self.memo
-        if memo is None:
-            return [self(e) for e in exprs]
-        get = memo.get
+        get = self.memo.get
         out = []
         try:
             for e in exprs:
@@ -239,23 +235,20 @@ def arity(params: list[dict]) -> tuple[int, bool]:
     )
 
 
-Plan = tuple[
-    int, bool, tuple[tuple[str, bool, Any], ...]
-]  # required args, has a pack, (name, is pack, default) per param
+# required args, has a pack, (name, is pack, default) per param, the names before the first pack
+Plan = tuple[int, bool, tuple[tuple[str, bool, Any], ...], tuple[str, ...]]
 
 
 def plan_of(params: list[dict]) -> Plan:
     """What map_fields needs of a parameter list, read once per device op instead of once per
     entry."""
     required, has_pack = arity(params)
-    return (
-        required,
-        has_pack,
-        tuple(
-            (p["name"] or f"_{k}", p["kind"] == "pack", p.get("default"))
-            for k, p in enumerate(params)
-        ),
+    slots = tuple(
+        (p["name"] or f"_{k}", p["kind"] == "pack", p.get("default")) for k, p in enumerate(params)
     )
+    packs = [k for k, (_name, is_pack, _default) in enumerate(slots) if is_pack]
+    positional = tuple(name for name, _p, _d in slots[: packs[0] if packs else len(slots)])
+    return required, has_pack, slots, positional
 
 
 def map_fields(
@@ -263,21 +256,18 @@ def map_fields(
 ) -> tuple[dict[str, Any], list[str], bool]:
     """Positional values -> {param name: value}; defaults fill the rest. Returns (fields,
     defaulted, arity_ok)."""
-    fields: dict[str, Any] = {}
-    defaulted: list[str] = []
-    required, has_pack, slots = plan or plan_of(params)
+    required, has_pack, slots, positional = plan or plan_of(params)
     n = len(values)
     ok = required <= n and (has_pack or n <= len(slots))
-    # trailing defaulted parameters before a pack are rare; map positionally
-    i = 0
-    for name, is_pack, default in slots:
+    # the parameters before a pack take the values in order (zip stops at the shorter); of the
+    # rest, a pack takes what is left, the others their defaults
+    fields: dict[str, Any] = dict(zip(positional, values, strict=False))
+    defaulted: list[str] = []
+    taken = len(positional)
+    for name, is_pack, default in slots[min(n, taken) :]:
         if is_pack:
-            fields[name] = values[i:]
-            i = n
-            continue
-        if i < n:
-            fields[name] = values[i]
-            i += 1
+            fields[name] = values[taken:]
+            taken = n
         elif default is not None:
             fields[name] = _default_value(default, fields)
             defaulted.append(name)
