@@ -96,7 +96,7 @@ class _KeyPlan:
         ]
         self.spec = next((t for t in flat(schema.tokens) if t.get("conv") == "spec"), None)
         self.render: Callable[[dict[str, Any]], tuple[str, str | None, list[str]]] = (
-            functools.partial(render, schema.tokens)
+            functools.partial(render, schema.tokens, printed={})
         )
         self.kind_inputs = _KIND_INPUTS + ((self.spec["ref"],) if self.spec else ())
         self.render_inputs = tuple(_fields_read(schema.tokens))
@@ -322,7 +322,9 @@ def instance_keys(
         bind_names.setdefault(lid, set()).update(
             k for r in regs for k in (getattr(r, "bindings", None) or {})
         )
-    # per list: (registration id, its bindings) of each registration, or one (None, {}) if none
+    # per list: (registration id, its bindings) of each registration, or one (None, {}) if none.
+    # Rows share these dicts and the memoised `derived` lists (never mutated): the writer encodes
+    # each shared object once
     list_regs = {
         lid: [(r.id, getattr(r, "bindings", None) or {}) for r in regs]
         for lid, regs in regs_by_list.items()
@@ -380,7 +382,7 @@ def instance_keys(
                     plan.results[ikey] = entry
             derived, cols = entry
             for rid, bindings in regs:
-                append(_row(len(rows) + 1, rid, dict(bindings), list(derived), head, cols))
+                append(_row(len(rows) + 1, rid, bindings, derived, head, cols))
             continue
         if entry is None:
             entry = {}
@@ -413,7 +415,7 @@ def instance_keys(
                 if sig is not None:
                     entry[sig] = got
             derived, cols = got
-            append(_row(len(rows) + 1, rid, dict(bindings), list(derived), head, cols))
+            append(_row(len(rows) + 1, rid, bindings, derived, head, cols))
     return rows
 
 

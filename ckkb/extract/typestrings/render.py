@@ -30,8 +30,18 @@ _ARITH = {
 }
 
 
-def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, list[str]]:
-    """(key, printed name or None, run-time value names) of one instance's fields under a schema."""
+def render(
+    tokens: list[Any],
+    fields: dict[str, Any],
+    printed: dict[tuple[Any, ...], str | None] | None = None,
+) -> tuple[str, str | None, list[str]]:
+    """(key, printed name or None, run-time value names) of one instance's fields under a schema.
+
+    `printed` memoises printed_value by (token, value, its type: 1 and True print apart), for a
+    caller that renders `tokens` many times to keep while they live: a build's schemas print a few
+    hundred values 180,000 times."""
+    if printed is None:
+        printed = {}
     key: list[str] = []
     name: list[str] | None = []
     derived: list[str] = []
@@ -46,7 +56,7 @@ def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, 
             if c is None:
                 name = None
                 continue
-            _k, n, d = render(t["alt"][0 if c else 1], fields)
+            _k, n, d = render(t["alt"][0 if c else 1], fields, printed)
             derived.extend(d)
             if n is None:
                 name = None
@@ -54,7 +64,14 @@ def render(tokens: list[Any], fields: dict[str, Any]) -> tuple[str, str | None, 
                 name.append(n)
         elif "ref" in t:
             v = fields.get(t["ref"])
-            p = printed_value(t, t.get("default") if v is None else v)
+            if v is None:
+                v = t.get("default")
+            try:
+                p = printed[id(t), v, type(v)]
+            except KeyError:
+                p = printed[id(t), v, type(v)] = printed_value(t, v)
+            except TypeError:  # a list value: not a key
+                p = printed_value(t, v)
             key.append(UNKNOWN if p is None else p)
             if p is None:
                 name = None
