@@ -486,3 +486,30 @@ def test_repeated_entries_read_alike():
         (("name", "F16"), ("tmpl", "Tuple", (("name", "Row"), ("name", "Col")))),
     )
     assert second["exprs"][4] == ("bool", True)
+
+
+def test_map_fields_positional_pack_and_defaults():
+    """Values fill the parameters before a pack in order; the pack takes the rest, a later pack
+    nothing; a missing parameter takes its default (which may name an earlier parameter). The
+    expected dicts are written out by hand from those rules."""
+    from ckkb.extract.instance_exprs import map_fields
+
+    def p(name: str, kind: str = "type", default: str | None = None) -> dict:
+        return {"name": name, "kind": kind, "default": default}
+
+    params = [p("A"), p("B", default="A"), p("Ts", "pack"), p("C", default="7"), p("Us", "pack")]
+    assert map_fields(params, [1, 2, 3, 4]) == (
+        {"A": 1, "B": 2, "Ts": [3, 4], "C": 7, "Us": []},
+        ["C"],
+        True,
+    )
+    assert map_fields(params, [1]) == (
+        {"A": 1, "B": 1, "Ts": [], "C": 7, "Us": []},
+        ["B", "C"],
+        True,
+    )
+    # a default naming no earlier value is kept as written
+    assert map_fields(params, []) == ({"B": "A", "Ts": [], "C": 7, "Us": []}, ["B", "C"], False)
+    plain = [p("M"), p("N", default="true"), p("K")]
+    assert map_fields(plain, [8, False, 3, 9]) == ({"M": 8, "N": False, "K": 3}, [], False)
+    assert map_fields(plain, [8]) == ({"M": 8, "N": True}, ["N"], False)
