@@ -11,6 +11,7 @@ reason comment). Arguments are kept as small expression trees (plain tuples, pic
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +54,18 @@ def _is_header_comment(body: str) -> bool:
 _NAMES = frozenset(("type_identifier", "identifier", "primitive_type", "namespace_identifier"))
 
 
+@lru_cache(maxsize=1)  # the grammar's kind id of a comment: looked up once per process
+def _comment_id() -> int:
+    kind = cpp.language().id_for_node_kind("comment", True)
+    if kind is None:
+        raise RuntimeError("the C++ grammar has no comment node")
+    return kind
+
+
 def template_parts(node: Any) -> tuple[Any, list[Any]] | None:
     """(name node, argument nodes) when `node` is a template instantiation `Name<args>`, else
     None."""
-    if node.type == "template_type" or node.type == "template_function":
+    if node.type in ("template_type", "template_function"):
         args = node.child_by_field_name("arguments")
         return node.child_by_field_name("name"), (args.named_children if args is not None else [])
     return None
@@ -86,7 +95,7 @@ class _Reader:
 
     def __init__(self) -> None:
         self.exprs: dict[tuple[str, bytes], Expr] = {}
-        self.facts: dict[tuple[str, bytes], tuple[Expr, str]] = {}
+        self.facts: dict[tuple[int, bytes], tuple[Expr, str]] = {}
 
     def expr(self, node: Any, src: bytes) -> Expr:
         """The expression tree of a C++ node (the common node types first: this is hot)."""
@@ -170,9 +179,11 @@ class _Reader:
         memoised. One loop for all of an entry's arguments: it runs ~475,000 times a build."""
         out = []
         memo = self.facts
+        comment = _comment_id()
         for node in nodes:
-            key = (node.type, src[node.start_byte : node.end_byte])
-            if key[0] == "comment":
+            # keyed on the node's kind id: an int, cheaper to read than its type's name
+            key = (node.kind_id, src[node.start_byte : node.end_byte])
+            if key[0] == comment:
                 continue
             f = memo.get(key)
             if f is None:
@@ -251,7 +262,8 @@ class _Reader:
         i = 0
         while i < len(children):
             c = children[i]
-            if c.type == "comment":
+            t = c.type
+            if t == "comment":
                 body = cpp.strip_comment(cpp.text(c, src))
                 if _is_header_comment(body):
                     i += 1
@@ -290,10 +302,10 @@ class _Reader:
                 reason_end = c.end_point[0]
                 i += 1
                 continue
-            if c.type in ("<", ">", ","):
+            if t in ("<", ">", ","):
                 i += 1
                 continue
-            if c.type == "ERROR":
+            if t == "ERROR":
                 diags.append(
                     Diagnostic(
                         rel,
