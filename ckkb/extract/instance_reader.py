@@ -204,12 +204,13 @@ class _Reader:
         )
         parts = template_parts(inner)
         if parts is not None:  # the common entry `Op<a, b, ...>`
-            facts = self.args_facts(parts[1], src)
+            # one pass over the (expression, text) pairs; an entry `Op<>` has none
+            exprs, texts = tuple(zip(*self.args_facts(parts[1], src), strict=True)) or ((), ())
             return {
                 "line": line,
                 "template": cpp.text(parts[0], src),
-                "args": [f[1] for f in facts],
-                "exprs": tuple(f[0] for f in facts),
+                "args": list(texts),
+                "exprs": exprs,
             }
         e = self.expr(node, src)
         if e[0] == "tmpl":
