@@ -27,6 +27,7 @@ from ckkb.lang.cmake.conditions import (
 )
 from ckkb.lang.cmake.interpreter import Interpreter
 from ckkb.lang.cmake.syntax import CMakeSyntaxError, Function, parse_cmake, tokenize
+from tests.cmake_conditions import conditions
 
 GPU = "library/src/tensor_operation_instance/gpu"
 
@@ -113,18 +114,7 @@ _args = st.one_of(
     st.builds(lambda v: Arg(v, True), _values),
     st.builds(lambda n: Arg("${" + n + "}"), _names),
 )
-_leaf = st.one_of(
-    st.builds(Truth, _args),
-    st.builds(Unary, st.sampled_from(["DEFINED", "EXISTS"]), _args),
-    st.builds(Binary, st.sampled_from(["MATCHES", "STREQUAL", "EQUAL"]), _args, _args),
-)
-_cond = st.recursive(
-    _leaf,
-    lambda inner: st.one_of(
-        st.builds(Not, inner), st.builds(And, inner, inner), st.builds(Or, inner, inner)
-    ),
-    max_leaves=12,
-)
+_cond = conditions(_args, ["DEFINED", "EXISTS"], ["MATCHES", "STREQUAL", "EQUAL"], max_leaves=12)
 _env = st.dictionaries(_names, _values, max_size=6)
 
 

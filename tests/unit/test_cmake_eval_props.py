@@ -19,8 +19,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ckkb.lang.cmake.conditions import And, Arg, Binary, Cond, Not, Or, Truth, Unary, expand
+from ckkb.lang.cmake.conditions import And, Arg, Binary, Cond, Not, Or, expand
 from ckkb.lang.cmake.interpreter import Interpreter
+from tests.cmake_conditions import conditions
 
 _names = st.sampled_from(["A", "B", "INST_TARGETS", "source_name", "x_1"])
 _values = st.sampled_from(["gfx942", "gfx950", "_mx", "ON", "OFF", "1", "0", "", "a b", "${A}"])
@@ -30,18 +31,7 @@ _args = st.one_of(
     st.builds(lambda n: Arg("${" + n + "}"), _names),
     st.builds(lambda n: Arg("x${" + n + "}", True), _names),
 )
-_leaf = st.one_of(
-    st.builds(Truth, _args),
-    st.builds(Unary, st.just("DEFINED"), _args),
-    st.builds(Binary, st.sampled_from(["MATCHES", "STREQUAL"]), _args, _args),
-)
-_cond = st.recursive(
-    _leaf,
-    lambda inner: st.one_of(
-        st.builds(Not, inner), st.builds(And, inner, inner), st.builds(Or, inner, inner)
-    ),
-    max_leaves=10,
-)
+_cond = conditions(_args, ["DEFINED"], ["MATCHES", "STREQUAL"], max_leaves=10)
 _env = st.dictionaries(_names, _values, max_size=5)
 
 
