@@ -1,15 +1,15 @@
-"""The CMake evaluator's cheaper paths give the answers of the plain rules they stand for (issue
-12's speed work): each property compares the evaluator with a reference written here, apart from
-it (the rules as the evaluator's docstrings state them), on generated input.
+"""The CMake evaluator answers as the plain rules it implements (issue 12's speed work changed
+how it evaluates): each property compares the evaluator with a reference written here, apart
+from it (the rules as the evaluator's docstrings state them), on generated input.
 
 - AND/OR chains are tried flat, operands that expand no reference first: the answer is that of
   left-to-right short-circuit evaluation;
-- a MATCHES whose pattern has no regex metacharacter is a substring test: the answer of
-  `re.search`;
-- `${NAME}` alone is read without the regex, and references are substituted from remembered
-  results: the answer of substituting every reference until none is left or nothing changes;
-- list(APPEND|REMOVE_ITEM) on a list known to hold no empty item skips the splitting: the value
-  and the removals of splitting, dropping empty items, then appending or removing.
+- MATCHES: the answer of `re.search`;
+- references are substituted from remembered results: the answer of substituting every
+  reference until none is left or nothing changes;
+- list(APPEND) joins the new items to a list that has no empty item without splitting it, and
+  REMOVE_ITEM removes each named item: the value and the removals of splitting, dropping empty
+  items, then appending or removing.
 """
 
 from __future__ import annotations

@@ -91,8 +91,6 @@ class Interpreter:
         self.load = load  # include(): the tree's files; None: include() is a no-op
         self.list_file = file  # the file being read: `file`, or the file it include()s
         self._including: list[str] = []  # files being included, innermost last (no cycles)
-        # var -> the value list() last gave it, when that holds no empty item (`list_cmd`)
-        self._clean: dict[str, str] = {}
 
     def run(self, stmts: list[Stmt]) -> None:
         # `type(s) is`: the parser makes no subclasses, and this runs ~800,000 times a build
@@ -315,23 +313,20 @@ class Interpreter:
             return
         op, var = w[0], w[1]
         now = self.env.get(var, "")
-        # CK's add_instance_library appends or removes one source at a time from a list of
-        # hundreds: a list known to hold no empty item (nothing to drop), one list() made
-        # (the very string) or one checked, is extended or split as it stands
-        clean = self._clean.get(var) is now or not (
-            ";;" in now or now.startswith(";") or now.endswith(";")
-        )
-        if op == "APPEND" and clean:
-            self._set_list(var, ";".join([now, *w[2:]] if now else w[2:]), all(w[2:]))
+        if op == "APPEND":
+            # the list's items (empty ones dropped, as below) then the new ones, joined without
+            # splitting a list that has no empty item: CK's add_instance_library appends one
+            # source at a time to lists of hundreds
+            if ";;" in now or now.startswith(";") or now.endswith(";"):
+                now = ";".join(x for x in now.split(";") if x)
+            self.env[var] = ";".join([now, *w[2:]] if now else w[2:])
             return
-        cur = now.split(";") if clean and now else [x for x in now.split(";") if x]
+        cur = [x for x in now.split(";") if x]
         if op == "REMOVE_ITEM":
             for x in set(w[2:]).intersection(cur):
                 self.removed.setdefault((var, x), self.here())
                 while x in cur:
                     cur.remove(x)
-        elif op == "APPEND":
-            cur += w[2:]
         elif op == "FILTER" and len(w) >= 5 and w[3] == "REGEX":
             try:
                 rx = re.compile(w[4])
@@ -347,11 +342,4 @@ class Interpreter:
             cur = list(dict.fromkeys(cur))
         else:
             return
-        self._set_list(var, ";".join(cur), all(cur))
-
-    def _set_list(self, var: str, value: str, clean: bool) -> None:
-        self.env[var] = value
-        if clean:
-            self._clean[var] = value
-        else:
-            self._clean.pop(var, None)
+        self.env[var] = ";".join(cur)
